@@ -1,0 +1,255 @@
+//! HTTP: the accept loop (with a per-connection kill switch for the drop faults) and the Bot
+//! API request pipeline: auth, parameters, faults, strict checks, flood, method, log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::api;
+use crate::api_spec;
+use crate::error::{ApiError, ApiResult, into_response};
+use crate::faults::FaultKind;
+use crate::flood::Scope;
+use crate::log::RequestEntry;
+use crate::params::{self, Params};
+use crate::shared::Shared;
+
+/// Bodies above this are refused before parsing (uploads are limited to 50 MB).
+const MAX_BODY: usize = 60 * 1024 * 1024;
+
+/// Closes the connection a request arrived on, without an answer.
+#[derive(Clone)]
+pub struct ConnKill(Arc<Notify>);
+
+impl ConnKill {
+    async fn drop_connection(&self) -> Response {
+        self.0.notify_one();
+        // The connection task drops this future together with the connection.
+        std::future::pending().await
+    }
+}
+
+/// Serves `app` on `listener` until `stop` changes.
+pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let kill = Arc::new(Notify::new());
+                let svc = app.clone().layer(Extension(ConnKill(kill.clone())));
+                conns.spawn(async move {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
+                    tokio::select! {
+                        _ = conn => {}
+                        () = kill.notified() => {}
+                    }
+                });
+            }
+            _ = stop.changed() => break,
+        }
+        while conns.try_join_next().is_some() {}
+    }
+    conns.abort_all();
+}
+
+/// Everything that is not a control route: `/bot<token>/<method>` and
+/// `/file/bot<token>/<path>`.
+pub async fn bot_api(
+    State(shared): State<Arc<Shared>>,
+    Extension(kill): Extension<ConnKill>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let path = uri.path();
+    if let Some(rest) = path.strip_prefix("/file/bot") {
+        return download(&shared, rest);
+    }
+    let Some((token, method)) = path.strip_prefix("/bot").and_then(|r| r.split_once('/')) else {
+        return into_response(&Err(ApiError::not_found()));
+    };
+    let Some(bot) = shared.lock().bot_index(token) else {
+        return into_response(&Err(ApiError::unauthorized()));
+    };
+    let params = match read_params(&uri, &headers, body).await {
+        Ok(p) => p,
+        Err(e) => return into_response(&Err(e)),
+    };
+    let Some(spec) = api_spec::method(method) else {
+        let err = Err(ApiError::not_found());
+        log(&shared, bot, method, &params, Some(&err), None, false);
+        return into_response(&err);
+    };
+
+    let plan = {
+        let mut w = shared.lock();
+        let crate::world::World { faults, rng, .. } = &mut *w;
+        faults.plan(spec.name, || rng.next_f64())
+    };
+    if plan.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
+    }
+    let fault = plan.fault.map(|(k, _)| k);
+    let forced: Option<ApiResult> = match plan.fault {
+        Some((FaultKind::Http500, _)) => Some(Err(ApiError::internal())),
+        Some((FaultKind::ThreadNotFound, _)) => Some(Err(ApiError::thread_not_found())),
+        Some((FaultKind::Flood, secs)) => {
+            let mut w = shared.lock();
+            let now = w.clock.now_ms();
+            let scope = params.int("chat_id").ok().flatten().map_or(Scope::Global, Scope::Chat);
+            w.bots[bot].flood.force(scope, secs, now);
+            Some(Err(ApiError::flood(secs)))
+        }
+        Some((FaultKind::DropBefore, _)) => {
+            log(&shared, bot, spec.name, &params, None, fault, false);
+            return kill.drop_connection().await;
+        }
+        _ => None,
+    };
+    if let Some(result) = forced {
+        log(&shared, bot, spec.name, &params, Some(&result), fault, false);
+        return into_response(&result);
+    }
+
+    let result = run_method(&shared, bot, spec, &params).await;
+    if fault == Some(FaultKind::CommitThenDrop) {
+        log(&shared, bot, spec.name, &params, None, fault, true);
+        return kill.drop_connection().await;
+    }
+    log(&shared, bot, spec.name, &params, Some(&result), fault, result.is_ok());
+    into_response(&result)
+}
+
+async fn run_method(
+    shared: &Shared,
+    bot: usize,
+    spec: &'static api_spec::MethodSpec,
+    params: &Params,
+) -> ApiResult {
+    {
+        let mut w = shared.lock();
+        if w.settings.strict {
+            api::check_documented(spec, params)?;
+        }
+        api::check_required(spec, params)?;
+        if api::counts_for_flood(spec.name) {
+            let now = w.clock.now_ms();
+            let chat = params.int("chat_id").ok().flatten();
+            let cfg = w.settings.flood.clone();
+            w.bots[bot].flood.admit(&cfg, chat, now).map_err(ApiError::flood)?;
+        }
+        if spec.name != "getUpdates" {
+            return api::call(&mut w, bot, spec, params);
+        }
+    }
+    api::updates::get_updates(shared, bot, params).await
+}
+
+fn log(
+    shared: &Shared,
+    bot: usize,
+    method: &str,
+    params: &Params,
+    result: Option<&ApiResult>,
+    fault: Option<FaultKind>,
+    committed: bool,
+) {
+    let mut w = shared.lock();
+    let entry = RequestEntry {
+        seq: 0,
+        at_ms: w.clock.now_ms(),
+        bot_id: w.bots[bot].id,
+        method: method.to_owned(),
+        params: params.summary(),
+        status: result.map(|r| r.as_ref().map_or_else(|e| e.code, |_| 200)),
+        error: result.and_then(|r| r.as_ref().err().map(|e| e.description.clone())),
+        fault: fault.and_then(|f| {
+            serde_json::to_value(f).ok().and_then(|v| v.as_str().map(str::to_owned))
+        }),
+        committed,
+    };
+    w.log.push(entry);
+}
+
+async fn read_params(uri: &Uri, headers: &HeaderMap, body: Body) -> Result<Params, ApiError> {
+    let mut p = Params::default();
+    if let Some(q) = uri.query() {
+        params::add_urlencoded(&mut p, q.as_bytes());
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError {
+        code: 413,
+        description: "Request Entity Too Large".into(),
+        parameters: None,
+    })?;
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let outcome = if ctype.starts_with("application/json") {
+        params::add_json(&mut p, &bytes)
+    } else if ctype.starts_with("application/x-www-form-urlencoded") {
+        params::add_urlencoded(&mut p, &bytes);
+        Ok(())
+    } else if ctype.starts_with("multipart/form-data") {
+        let raw = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        match multer::parse_boundary(raw) {
+            Ok(boundary) => params::add_multipart(&mut p, &boundary, bytes).await,
+            Err(e) => Err(params::BodyError::Multipart(e.to_string())),
+        }
+    } else if bytes.is_empty() {
+        Ok(())
+    } else {
+        // No usable content type: Telegram ignores such a body; so do we.
+        Ok(())
+    };
+    outcome.map_err(|e| ApiError {
+        code: 400,
+        description: e.to_string(),
+        parameters: None,
+    })?;
+    Ok(p)
+}
+
+fn download(shared: &Shared, rest: &str) -> Response {
+    let Some((token, path)) = rest.split_once('/') else {
+        return (StatusCode::NOT_FOUND, "Not Found").into_response();
+    };
+    let w = shared.lock();
+    let Some(bot) = w.bot_index(token) else {
+        return into_response(&Err(ApiError::unauthorized()));
+    };
+    match api::media::download(&w, bot, path) {
+        Some(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        None => into_response(&Err(ApiError::not_found())),
+    }
+}
