@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// Answer `500 Internal Server Error` without doing anything.
+    #[serde(rename = "http_500")]
     Http500,
     /// Wait `delay_ms` before handling the request normally.
     Delay,
