@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -957,6 +957,37 @@ impl Control {
 
 // ---- HTTP routes ----------------------------------------------------------------------------
 
+/// A JSON body whose rejection is a JSON control error (status 400) like every other error.
+struct Body<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ControlError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        Json::<T>::from_request(req, state)
+            .await
+            .map(|Json(v)| Body(v))
+            .map_err(|e| ControlError::bad(e.body_text()))
+    }
+}
+
+/// A query string whose rejection is a JSON control error.
+struct Q<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S> for Q<T> {
+    type Rejection = ControlError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Q(v))
+            .map_err(|e| ControlError::bad(e.body_text()))
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct ChatQuery {
     chat_id: Option<i64>,
@@ -1006,49 +1037,49 @@ pub fn routes() -> Router<Arc<Shared>> {
         Control::new(s)
     }
     Router::new()
-        .route("/send", post(|State(s): State<Arc<Shared>>, Json(r): Json<SendText>| async move { reply(c(s).send_text(r)) }))
-        .route("/send_media", post(|State(s): State<Arc<Shared>>, Json(r): Json<SendMedia>| async move { reply(c(s).send_media(r)) }))
-        .route("/send_media_group", post(|State(s): State<Arc<Shared>>, Json(r): Json<SendMediaGroup>| async move { reply(c(s).send_media_group(r)) }))
-        .route("/edit", post(|State(s): State<Arc<Shared>>, Json(r): Json<EditText>| async move { reply(c(s).edit_text(r)) }))
-        .route("/press", post(|State(s): State<Arc<Shared>>, Json(r): Json<Press>| async move { reply(c(s).press(r)) }))
-        .route("/react", post(|State(s): State<Arc<Shared>>, Json(r): Json<React>| async move {
+        .route("/send", post(|State(s): State<Arc<Shared>>, Body(r): Body<SendText>| async move { reply(c(s).send_text(r)) }))
+        .route("/send_media", post(|State(s): State<Arc<Shared>>, Body(r): Body<SendMedia>| async move { reply(c(s).send_media(r)) }))
+        .route("/send_media_group", post(|State(s): State<Arc<Shared>>, Body(r): Body<SendMediaGroup>| async move { reply(c(s).send_media_group(r)) }))
+        .route("/edit", post(|State(s): State<Arc<Shared>>, Body(r): Body<EditText>| async move { reply(c(s).edit_text(r)) }))
+        .route("/press", post(|State(s): State<Arc<Shared>>, Body(r): Body<Press>| async move { reply(c(s).press(r)) }))
+        .route("/react", post(|State(s): State<Arc<Shared>>, Body(r): Body<React>| async move {
             reply(c(s).react(r).map(|update_id| json!({ "update_id": update_id })))
         }))
         .route(
             "/topics",
-            post(|State(s): State<Arc<Shared>>, Json(r): Json<NewTopic>| async move { reply(c(s).create_topic(r)) })
-                .get(|State(s): State<Arc<Shared>>, Query(q): Query<ChatQuery>| async move {
+            post(|State(s): State<Arc<Shared>>, Body(r): Body<NewTopic>| async move { reply(c(s).create_topic(r)) })
+                .get(|State(s): State<Arc<Shared>>, Q(q): Q<ChatQuery>| async move {
                     reply(c(s).topics(q.chat_id, q.token.as_deref()))
                 }),
         )
         .route(
             "/topics/{thread_id}",
-            axum::routing::delete(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Query(q): Query<TokenQuery>| async move {
+            axum::routing::delete(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Q(q): Q<TokenQuery>| async move {
                 reply(c(s).delete_topic(t, q.user_id, q.token.as_deref()).map(|()| json!({ "ok": true })))
             }),
         )
-        .route("/topics/{thread_id}/close", post(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Query(q): Query<TokenQuery>| async move {
+        .route("/topics/{thread_id}/close", post(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Q(q): Q<TokenQuery>| async move {
             reply(c(s).set_topic_state(t, true, q.user_id, q.token.as_deref()).map(|()| json!({ "ok": true })))
         }))
-        .route("/topics/{thread_id}/reopen", post(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Query(q): Query<TokenQuery>| async move {
+        .route("/topics/{thread_id}/reopen", post(|State(s): State<Arc<Shared>>, Path(t): Path<i64>, Q(q): Q<TokenQuery>| async move {
             reply(c(s).set_topic_state(t, false, q.user_id, q.token.as_deref()).map(|()| json!({ "ok": true })))
         }))
-        .route("/settings", post(|State(s): State<Arc<Shared>>, Json(r): Json<SettingsChange>| async move { reply(c(s).settings(r)) }))
-        .route("/block", post(|State(s): State<Arc<Shared>>, Json(r): Json<Block>| async move {
+        .route("/settings", post(|State(s): State<Arc<Shared>>, Body(r): Body<SettingsChange>| async move { reply(c(s).settings(r)) }))
+        .route("/block", post(|State(s): State<Arc<Shared>>, Body(r): Body<Block>| async move {
             reply(c(s).block(r).map(|()| json!({ "ok": true })))
         }))
-        .route("/transcript", get(|State(s): State<Arc<Shared>>, Query(q): Query<ChatQuery>| async move {
+        .route("/transcript", get(|State(s): State<Arc<Shared>>, Q(q): Q<ChatQuery>| async move {
             reply(thread_filter(q.thread_id.as_deref()).and_then(|f| c(s).transcript(q.chat_id, f, q.token.as_deref())))
         }))
-        .route("/chat", get(|State(s): State<Arc<Shared>>, Query(q): Query<ChatQuery>| async move {
+        .route("/chat", get(|State(s): State<Arc<Shared>>, Q(q): Q<ChatQuery>| async move {
             reply(c(s).chat(q.chat_id, q.token.as_deref()))
         }))
-        .route("/requests", get(|State(s): State<Arc<Shared>>, Query(q): Query<RequestsQuery>| async move {
+        .route("/requests", get(|State(s): State<Arc<Shared>>, Q(q): Q<RequestsQuery>| async move {
             Json(c(s).requests(q.since, q.method.as_deref()))
         }))
         .route(
             "/faults",
-            post(|State(s): State<Arc<Shared>>, Json(r): Json<FaultSpec>| async move {
+            post(|State(s): State<Arc<Shared>>, Body(r): Body<FaultSpec>| async move {
                 reply(c(s).add_fault(r).map(|id| json!({ "id": id })))
             })
             .get(|State(s): State<Arc<Shared>>| async move { Json(c(s).faults()) })
@@ -1057,23 +1088,23 @@ pub fn routes() -> Router<Arc<Shared>> {
                 Json(json!({ "ok": true }))
             }),
         )
-        .route("/clock", post(|State(s): State<Arc<Shared>>, Json(r): Json<ClockChange>| async move {
+        .route("/clock", post(|State(s): State<Arc<Shared>>, Body(r): Body<ClockChange>| async move {
             Json(json!({ "now_ms": c(s).advance_clock(Duration::from_millis(r.advance_ms)) }))
         }))
         .route("/reset", post(|State(s): State<Arc<Shared>>| async move {
             c(s).reset();
             Json(json!({ "ok": true }))
         }))
-        .route("/uploads", get(|State(s): State<Arc<Shared>>, Query(q): Query<TokenQuery>| async move {
+        .route("/uploads", get(|State(s): State<Arc<Shared>>, Q(q): Q<TokenQuery>| async move {
             reply(c(s).uploads(q.token.as_deref()))
         }))
-        .route("/files/{file_id}", get(|State(s): State<Arc<Shared>>, Path(id): Path<String>, Query(q): Query<TokenQuery>| async move {
+        .route("/files/{file_id}", get(|State(s): State<Arc<Shared>>, Path(id): Path<String>, Q(q): Q<TokenQuery>| async move {
             match c(s).file_bytes(&id, q.token.as_deref()) {
                 Ok(b) => ([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], b).into_response(),
                 Err(e) => e.into_response(),
             }
         }))
-        .route("/bot", get(|State(s): State<Arc<Shared>>, Query(q): Query<TokenQuery>| async move {
+        .route("/bot", get(|State(s): State<Arc<Shared>>, Q(q): Q<TokenQuery>| async move {
             reply(c(s).bot(q.token.as_deref()))
         }))
 }

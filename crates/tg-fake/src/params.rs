@@ -172,6 +172,28 @@ impl Params {
         Ok(Some(FileRef::FileId(text)))
     }
 
+    /// Names referenced as `attach://<name>` anywhere in the parameters (also inside
+    /// JSON-serialized media arrays).
+    pub fn attached_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for v in self.values.values() {
+            let text = match v {
+                ParamValue::Json(j) => j.to_string(),
+                ParamValue::Text(t) => t.clone(),
+                ParamValue::File(_) => continue,
+            };
+            let mut rest = text.as_str();
+            while let Some(i) = rest.find("attach://") {
+                rest = &rest[i + "attach://".len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))
+                    .unwrap_or(rest.len());
+                out.push(rest[..end].to_owned());
+            }
+        }
+        out
+    }
+
     /// A summary for the request log: values as JSON, files as `{filename, size}`.
     pub fn summary(&self) -> Value {
         let mut map = serde_json::Map::new();

@@ -73,9 +73,11 @@ pub fn counts_for_flood(method: &str) -> bool {
 }
 
 /// Strict mode: every parameter must be documented for the method.
+/// File parts referenced as `attach://<name>` are exempt: their names are the caller's choice.
 pub fn check_documented(spec: &MethodSpec, p: &Params) -> Result<(), ApiError> {
+    let attached = p.attached_names();
     for name in p.names() {
-        if spec.param(name).is_none() {
+        if spec.param(name).is_none() && !attached.iter().any(|a| a == name) {
             return Err(ApiError::bad_request(format!(
                 "parameter \"{name}\" is not documented for {} (tg-fake strict mode)",
                 spec.name
@@ -169,7 +171,10 @@ pub fn formatted_text(
             html::Parsed { text: raw, entities }
         }
     };
-    let parsed = html::trim(parsed);
+    // Telegram's pipeline: clean control characters, trim, then add the entities it detects
+    // itself (URLs, mentions, commands...).
+    let mut parsed = html::trim(html::clean(parsed));
+    parsed.entities = entities::merge_detected(&parsed.text, parsed.entities);
     if parsed.text.is_empty() && !allow_empty {
         return Err(ApiError::bad_request(if text_param == "caption" {
             "message caption is empty"
