@@ -66,7 +66,12 @@ mod tests {
         let m = method("SENDMESSAGE").map(|m| m.name);
         assert_eq!(m, Some("sendMessage"));
         assert!(method("sendMessages").is_none());
-        let send = method("sendMessage").map(|m| (m.param("text").map(|p| p.required), m.param("nope").is_none()));
+        let send = method("sendMessage").map(|m| {
+            (
+                m.param("text").map(|p| p.required),
+                m.param("nope").is_none(),
+            )
+        });
         assert_eq!(send, Some((Some(true), true)));
         assert_eq!(method("getMe").map(|m| m.params.len()), Some(0));
     }

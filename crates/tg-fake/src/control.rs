@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -44,13 +44,22 @@ pub struct ControlError {
 
 impl ControlError {
     fn bad(message: impl Into<String>) -> Self {
-        Self { status: 400, message: message.into() }
+        Self {
+            status: 400,
+            message: message.into(),
+        }
     }
     fn not_found(message: impl Into<String>) -> Self {
-        Self { status: 404, message: message.into() }
+        Self {
+            status: 404,
+            message: message.into(),
+        }
     }
     fn conflict(message: impl Into<String>) -> Self {
-        Self { status: 409, message: message.into() }
+        Self {
+            status: 409,
+            message: message.into(),
+        }
     }
 }
 
@@ -398,7 +407,9 @@ pub struct Control {
 fn bot_of(w: &World, token: Option<&str>) -> ControlResult<usize> {
     match token {
         None => Ok(0),
-        Some(t) => w.bot_index(t).ok_or_else(|| ControlError::not_found("no bot with that token")),
+        Some(t) => w
+            .bot_index(t)
+            .ok_or_else(|| ControlError::not_found("no bot with that token")),
     }
 }
 
@@ -418,7 +429,12 @@ fn check_person_thread(w: &World, bot: usize, chat: i64, thread: Option<i64>) ->
     if !b.has_topics_enabled {
         return Err(ControlError::conflict("Threaded Mode is off for this bot"));
     }
-    match b.chats.get(&chat).and_then(|c| c.topics.get(&t)).map(|t| t.state) {
+    match b
+        .chats
+        .get(&chat)
+        .and_then(|c| c.topics.get(&t))
+        .map(|t| t.state)
+    {
         Some(TopicState::Open) => Ok(()),
         Some(TopicState::Closed) => Err(ControlError::conflict("the topic is closed")),
         Some(TopicState::Deleted) => Err(ControlError::not_found("the topic was deleted")),
@@ -432,9 +448,14 @@ fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> Cont
     msg.thread_id = msg.thread_id.filter(|t| *t != 0);
     check_person_thread(w, bot, uid, msg.thread_id)?;
     if let Some(r) = msg.reply_to {
-        let exists = w.bots[bot].chats.get(&uid).is_some_and(|c| c.live_message(r).is_some());
+        let exists = w.bots[bot]
+            .chats
+            .get(&uid)
+            .is_some_and(|c| c.live_message(r).is_some());
         if !exists {
-            return Err(ControlError::not_found("the message replied to does not exist"));
+            return Err(ControlError::not_found(
+                "the message replied to does not exist",
+            ));
         }
     }
     msg.sender = Some(Sender::Person(uid));
@@ -443,12 +464,20 @@ fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> Cont
     let id = w.bots[bot].chat_mut(uid).add_message(msg);
     let payload = message_payload(w, bot, uid, id);
     let update_id = w.bots[bot].push_update("message", payload);
-    Ok(Sent { update_id, message_id: id, chat_id: uid })
+    Ok(Sent {
+        update_id,
+        message_id: id,
+        chat_id: uid,
+    })
 }
 
 fn message_payload(w: &World, bot: usize, chat: i64, id: i64) -> Value {
     let b = &w.bots[bot];
-    match b.chats.get(&chat).and_then(|c| c.messages.get(&id).map(|m| (c, m))) {
+    match b
+        .chats
+        .get(&chat)
+        .and_then(|c| c.messages.get(&id).map(|m| (c, m)))
+    {
         Some((c, m)) => w.message_json(b, c, m, 0),
         None => Value::Null,
     }
@@ -470,7 +499,11 @@ fn transcript_entry(b: &crate::world::Bot, m: &Message) -> TranscriptEntry {
         .clone()
         .or_else(|| m.caption.clone())
         .or_else(|| m.rich.as_ref().map(rich::plain_text));
-    let entities = if m.text.is_some() { m.entities.clone() } else { m.caption_entities.clone() };
+    let entities = if m.text.is_some() {
+        m.entities.clone()
+    } else {
+        m.caption_entities.clone()
+    };
     TranscriptEntry {
         message_id: m.id,
         from_bot: m.sender == Some(Sender::Bot),
@@ -478,7 +511,10 @@ fn transcript_entry(b: &crate::world::Bot, m: &Message) -> TranscriptEntry {
         text,
         entities,
         rich: m.rich.clone(),
-        reply_markup: m.reply_markup.clone().filter(|r| r.get("inline_keyboard").is_some()),
+        reply_markup: m
+            .reply_markup
+            .clone()
+            .filter(|r| r.get("inline_keyboard").is_some()),
         deleted: m.deleted,
         edited: m.edit_date.is_some(),
         date: m.date,
@@ -504,31 +540,38 @@ pub enum ThreadFilter {
 }
 
 fn chat_view(c: &Chat, b: &crate::world::Bot, now_ms: u64) -> ChatView {
-    let drafts = c
-        .drafts
-        .iter()
-        .map(|d| {
-            let superseded = c
-                .drafts
-                .iter()
-                .any(|o| o.seq > d.seq && o.draft_id == d.draft_id && o.thread_id == d.thread_id);
-            let visible = !superseded
-                && d.at_ms + DRAFT_LIFETIME_MS > now_ms
-                && !c.bot_message_after(d.thread_id, d.seq);
-            DraftView { draft: d.clone(), visible }
-        })
-        .collect();
+    let drafts =
+        c.drafts
+            .iter()
+            .map(|d| {
+                let superseded = c.drafts.iter().any(|o| {
+                    o.seq > d.seq && o.draft_id == d.draft_id && o.thread_id == d.thread_id
+                });
+                let visible = !superseded
+                    && d.at_ms + DRAFT_LIFETIME_MS > now_ms
+                    && !c.bot_message_after(d.thread_id, d.seq);
+                DraftView {
+                    draft: d.clone(),
+                    visible,
+                }
+            })
+            .collect();
     let chat_actions = c
         .actions
         .iter()
         .map(|a| ActionView {
             action: a.clone(),
-            visible: a.at_ms + ACTION_LIFETIME_MS > now_ms && !c.bot_message_after(a.thread_id, a.seq),
+            visible: a.at_ms + ACTION_LIFETIME_MS > now_ms
+                && !c.bot_message_after(a.thread_id, a.seq),
         })
         .collect();
     ChatView {
         chat_id: c.id,
-        messages: c.messages.values().map(|m| transcript_entry(b, m)).collect(),
+        messages: c
+            .messages
+            .values()
+            .map(|m| transcript_entry(b, m))
+            .collect(),
         drafts,
         chat_actions,
         callback_answers: c.callback_answers.clone(),
@@ -552,7 +595,9 @@ impl Control {
         let bot = bot_of(&w, req.token.as_deref())?;
         let uid = req.user_id.unwrap_or(DEFAULT_USER_ID);
         let entities = match &req.entities {
-            Some(e) => entities::validate(&req.text, e).map_err(|e| ControlError::bad(e.to_string()))?,
+            Some(e) => {
+                entities::validate(&req.text, e).map_err(|e| ControlError::bad(e.to_string()))?
+            }
             None => entities::detect(&req.text),
         };
         let forward_origin = match &req.forward {
@@ -566,7 +611,11 @@ impl Control {
                     (None, Some(name)) => {
                         json!({ "type": "hidden_user", "date": date, "sender_user_name": name })
                     }
-                    (None, None) => return Err(ControlError::bad("forward needs from_user_id or sender_name")),
+                    (None, None) => {
+                        return Err(ControlError::bad(
+                            "forward needs from_user_id or sender_name",
+                        ));
+                    }
                 })
             }
         };
@@ -593,7 +642,9 @@ impl Control {
         if bytes.is_empty() {
             return Err(ControlError::bad("a file must not be empty"));
         }
-        let mime = item.mime_type.or_else(|| guess_mime(item.filename.as_deref(), item.kind));
+        let mime = item
+            .mime_type
+            .or_else(|| guess_mime(item.filename.as_deref(), item.kind));
         let file_id = w.bots[bot].store_file(item.kind, bytes, item.filename, mime, false);
         let caption = item.caption.filter(|c| !c.is_empty());
         let caption_entities = caption.as_deref().map(entities::detect).unwrap_or_default();
@@ -614,7 +665,14 @@ impl Control {
         let bot = bot_of(&w, req.token.as_deref())?;
         let uid = req.user_id.unwrap_or(DEFAULT_USER_ID);
         check_person_thread(&w, bot, uid, req.thread_id)?;
-        let msg = Self::media_message(&mut w, bot, req.item, req.thread_id, req.reply_to_message_id, None)?;
+        let msg = Self::media_message(
+            &mut w,
+            bot,
+            req.item,
+            req.thread_id,
+            req.reply_to_message_id,
+            None,
+        )?;
         person_message(&mut w, bot, uid, msg)
     }
 
@@ -630,7 +688,8 @@ impl Control {
         let group = w.bots[bot].new_media_group();
         let mut sent = Vec::new();
         for item in req.items {
-            let msg = Self::media_message(&mut w, bot, item, req.thread_id, None, Some(group.clone()))?;
+            let msg =
+                Self::media_message(&mut w, bot, item, req.thread_id, None, Some(group.clone()))?;
             sent.push(person_message(&mut w, bot, uid, msg)?);
         }
         Ok(sent)
@@ -647,7 +706,9 @@ impl Control {
             .get_mut(&uid)
             .and_then(|c| c.messages.get_mut(&req.message_id))
             .filter(|m| !m.deleted && m.sender == Some(Sender::Person(uid)) && m.text.is_some())
-            .ok_or_else(|| ControlError::not_found("no text message of this person with that id"))?;
+            .ok_or_else(|| {
+                ControlError::not_found("no text message of this person with that id")
+            })?;
         if msg.text.as_deref() == Some(req.text.as_str()) {
             return Err(ControlError::conflict("the text did not change"));
         }
@@ -657,7 +718,11 @@ impl Control {
         msg.edit_date = Some(now);
         let payload = message_payload(&w, bot, uid, req.message_id);
         let update_id = w.bots[bot].push_update("edited_message", payload);
-        Ok(Sent { update_id, message_id: req.message_id, chat_id: uid })
+        Ok(Sent {
+            update_id,
+            message_id: req.message_id,
+            chat_id: uid,
+        })
     }
 
     /// The person presses an inline button; the bot gets `callback_query`.
@@ -696,7 +761,10 @@ impl Control {
                 "data": req.data,
             }),
         );
-        Ok(Pressed { update_id, callback_query_id: id })
+        Ok(Pressed {
+            update_id,
+            callback_query_id: id,
+        })
     }
 
     /// The person sets a reaction; the bot gets `message_reaction` if it asked for them.
@@ -742,7 +810,9 @@ impl Control {
             return Err(ControlError::conflict("Threaded Mode is off for this bot"));
         }
         if !b.allows_users_to_create_topics {
-            return Err(ControlError::conflict("this bot does not let people create topics"));
+            return Err(ControlError::conflict(
+                "this bot does not let people create topics",
+            ));
         }
         w.person(uid);
         let (_, thread_id) = topics::create_topic(
@@ -756,11 +826,19 @@ impl Control {
         );
         let payload = message_payload(&w, bot, uid, thread_id);
         let update_id = w.bots[bot].push_update("message", payload);
-        Ok(CreatedTopic { thread_id, update_id })
+        Ok(CreatedTopic {
+            thread_id,
+            update_id,
+        })
     }
 
     /// The person deletes a topic (with all its messages). Telegram sends the bot no update.
-    pub fn delete_topic(&self, thread_id: i64, user_id: Option<i64>, token: Option<&str>) -> ControlResult<()> {
+    pub fn delete_topic(
+        &self,
+        thread_id: i64,
+        user_id: Option<i64>,
+        token: Option<&str>,
+    ) -> ControlResult<()> {
         let mut w = self.shared.lock();
         let bot = bot_of(&w, token)?;
         let uid = user_id.unwrap_or(DEFAULT_USER_ID);
@@ -782,7 +860,11 @@ impl Control {
         let mut w = self.shared.lock();
         let bot = bot_of(&w, token)?;
         let uid = user_id.unwrap_or(DEFAULT_USER_ID);
-        let state = if closed { TopicState::Closed } else { TopicState::Open };
+        let state = if closed {
+            TopicState::Closed
+        } else {
+            TopicState::Open
+        };
         if !w.bots[bot].chats.contains_key(&uid) {
             return Err(ControlError::not_found("no such chat"));
         }
@@ -832,7 +914,10 @@ impl Control {
         let bot = bot_of(&w, token)?;
         let b = &w.bots[bot];
         let chat = chat_id.unwrap_or(DEFAULT_USER_ID);
-        let c = b.chats.get(&chat).ok_or_else(|| ControlError::not_found("no such chat"))?;
+        let c = b
+            .chats
+            .get(&chat)
+            .ok_or_else(|| ControlError::not_found("no such chat"))?;
         Ok(c.messages
             .values()
             .filter(|m| match filter {
@@ -850,7 +935,10 @@ impl Control {
         let bot = bot_of(&w, token)?;
         let b = &w.bots[bot];
         let chat = chat_id.unwrap_or(DEFAULT_USER_ID);
-        let c = b.chats.get(&chat).ok_or_else(|| ControlError::not_found("no such chat"))?;
+        let c = b
+            .chats
+            .get(&chat)
+            .ok_or_else(|| ControlError::not_found("no such chat"))?;
         Ok(chat_view(c, b, w.clock.now_ms()))
     }
 
@@ -866,10 +954,10 @@ impl Control {
 
     /// Adds a fault rule; returns its id.
     pub fn add_fault(&self, spec: FaultSpec) -> ControlResult<u64> {
-        if let Some(p) = spec.probability {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(ControlError::bad("probability must be within 0..1"));
-            }
+        if let Some(p) = spec.probability
+            && !(0.0..=1.0).contains(&p)
+        {
+            return Err(ControlError::bad("probability must be within 0..1"));
         }
         Ok(self.shared.lock().faults.add(spec))
     }

@@ -75,7 +75,11 @@ impl Faults {
     /// Adds a rule; returns its id.
     pub fn add(&mut self, spec: FaultSpec) -> u64 {
         self.next_id += 1;
-        self.rules.push(FaultRule { id: self.next_id, spec, fired: 0 });
+        self.rules.push(FaultRule {
+            id: self.next_id,
+            spec,
+            fired: 0,
+        });
         self.next_id
     }
 
@@ -123,11 +127,12 @@ impl Faults {
                 }
             }
         }
-        self.rules.retain(|r| match (r.spec.count, r.spec.probability) {
-            (Some(0), _) => false,
-            (None, None) => r.fired == 0,
-            _ => true,
-        });
+        self.rules
+            .retain(|r| match (r.spec.count, r.spec.probability) {
+                (Some(0), _) => false,
+                (None, None) => r.fired == 0,
+                _ => true,
+            });
         plan
     }
 }
@@ -162,17 +167,31 @@ mod tests {
     use super::*;
 
     fn spec(method: &str, kind: FaultKind, count: Option<u32>, p: Option<f64>) -> FaultSpec {
-        FaultSpec { method: method.into(), kind, count, probability: p, retry_after: None, delay_ms: None }
+        FaultSpec {
+            method: method.into(),
+            kind,
+            count,
+            probability: p,
+            retry_after: None,
+            delay_ms: None,
+        }
     }
 
     #[test]
     fn count_rules_fire_exactly_count_times() {
         let mut f = Faults::default();
         f.add(spec("sendMessage", FaultKind::Http500, Some(2), None));
-        let kinds: Vec<_> = (0..4).map(|_| f.plan("SENDMESSAGE", || 0.0).fault).collect();
+        let kinds: Vec<_> = (0..4)
+            .map(|_| f.plan("SENDMESSAGE", || 0.0).fault)
+            .collect();
         assert_eq!(
             kinds,
-            vec![Some((FaultKind::Http500, 0)), Some((FaultKind::Http500, 0)), None, None]
+            vec![
+                Some((FaultKind::Http500, 0)),
+                Some((FaultKind::Http500, 0)),
+                None,
+                None
+            ]
         );
         assert!(f.list().is_empty());
     }
@@ -182,7 +201,10 @@ mod tests {
         let mut f = Faults::default();
         f.add(spec("getMe", FaultKind::DropBefore, None, None));
         assert_eq!(f.plan("sendMessage", || 0.0).fault, None);
-        assert_eq!(f.plan("getme", || 0.0).fault, Some((FaultKind::DropBefore, 0)));
+        assert_eq!(
+            f.plan("getme", || 0.0).fault,
+            Some((FaultKind::DropBefore, 0))
+        );
         assert_eq!(f.plan("getMe", || 0.0).fault, None);
     }
 
@@ -195,7 +217,13 @@ mod tests {
         f.add(spec("*", FaultKind::Flood, Some(1), None));
         f.add(d);
         let plan = f.plan("x", || 0.0);
-        assert_eq!(plan, FaultPlan { delay_ms: 60, fault: Some((FaultKind::Flood, 5)) });
+        assert_eq!(
+            plan,
+            FaultPlan {
+                delay_ms: 60,
+                fault: Some((FaultKind::Flood, 5))
+            }
+        );
     }
 
     #[test]
@@ -204,7 +232,9 @@ mod tests {
             let mut f = Faults::default();
             f.add(spec("*", FaultKind::Http500, None, Some(0.3)));
             let mut rng = Rng::new(seed);
-            (0..1000).filter(|_| f.plan("m", || rng.next_f64()).fault.is_some()).count()
+            (0..1000)
+                .filter(|_| f.plan("m", || rng.next_f64()).fault.is_some())
+                .count()
         };
         let a = run(7);
         assert_eq!(a, run(7));

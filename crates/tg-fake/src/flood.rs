@@ -63,7 +63,9 @@ pub enum Scope {
 impl Flood {
     /// Counts one request to `chat` at `now_ms`; `Err(secs)` when it must be refused.
     pub fn admit(&mut self, cfg: &FloodConfig, chat: Option<i64>, now_ms: u64) -> Result<(), u64> {
-        let global = self.global.get_or_insert_with(|| Bucket::full(cfg.global_burst, now_ms));
+        let global = self
+            .global
+            .get_or_insert_with(|| Bucket::full(cfg.global_burst, now_ms));
         // Penalties (also forced ones from fault injection) apply even with the rate model off.
         refuse_during_penalty(global, cfg, now_ms)?;
         let mut chat_bucket = match chat {
@@ -80,22 +82,22 @@ impl Flood {
         if !cfg.enabled {
             return Ok(());
         }
-        if let Some(b) = chat_bucket.as_deref_mut() {
+        if let Some(b) = chat_bucket.as_mut() {
             b.refill(cfg.per_chat_per_sec, cfg.per_chat_burst, now_ms);
             if b.tokens < 1.0 {
                 return Err(b.start_penalty(cfg.per_chat_per_sec, now_ms));
             }
         }
-        let global = self.global.get_or_insert_with(|| Bucket::full(cfg.global_burst, now_ms));
+        let global = self
+            .global
+            .get_or_insert_with(|| Bucket::full(cfg.global_burst, now_ms));
         global.refill(cfg.global_per_sec, cfg.global_burst, now_ms);
         if global.tokens < 1.0 {
             return Err(global.start_penalty(cfg.global_per_sec, now_ms));
         }
         global.tokens -= 1.0;
-        if let Some(c) = chat {
-            if let Some(b) = self.chats.get_mut(&c) {
-                b.tokens -= 1.0;
-            }
+        if let Some(b) = chat.and_then(|c| self.chats.get_mut(&c)) {
+            b.tokens -= 1.0;
         }
         Ok(())
     }
@@ -103,7 +105,10 @@ impl Flood {
     /// Imposes a wait of `secs` on `scope` (fault injection).
     pub fn force(&mut self, scope: Scope, secs: u64, now_ms: u64) {
         let b = match scope {
-            Scope::Chat(c) => self.chats.entry(c).or_insert_with(|| Bucket::full(0, now_ms)),
+            Scope::Chat(c) => self
+                .chats
+                .entry(c)
+                .or_insert_with(|| Bucket::full(0, now_ms)),
             Scope::Global => self.global.get_or_insert_with(|| Bucket::full(0, now_ms)),
         };
         b.penalty_until_ms = b.penalty_until_ms.max(now_ms + secs * 1000);
@@ -112,10 +117,8 @@ impl Flood {
     /// Running penalties: `(scope, seconds left)`.
     pub fn penalties(&self, now_ms: u64) -> Vec<(Scope, u64)> {
         let mut out = Vec::new();
-        if let Some(g) = &self.global {
-            if g.penalty_until_ms > now_ms {
-                out.push((Scope::Global, secs_left(g.penalty_until_ms, now_ms)));
-            }
+        if let Some(g) = self.global.as_ref().filter(|g| g.penalty_until_ms > now_ms) {
+            out.push((Scope::Global, secs_left(g.penalty_until_ms, now_ms)));
         }
         let mut chats: Vec<_> = self.chats.iter().collect();
         chats.sort_by_key(|(c, _)| **c);
@@ -142,7 +145,11 @@ fn refuse_during_penalty(b: &mut Bucket, cfg: &FloodConfig, now_ms: u64) -> Resu
 
 impl Bucket {
     fn full(burst: u32, now_ms: u64) -> Self {
-        Self { tokens: f64::from(burst), at_ms: now_ms, penalty_until_ms: 0 }
+        Self {
+            tokens: f64::from(burst),
+            at_ms: now_ms,
+            penalty_until_ms: 0,
+        }
     }
 
     fn refill(&mut self, per_sec: f64, burst: u32, now_ms: u64) {
@@ -154,7 +161,11 @@ impl Bucket {
     /// The wait until one token is back, in whole seconds (at least 1), enforced as a penalty.
     fn start_penalty(&mut self, per_sec: f64, now_ms: u64) -> u64 {
         let need = (1.0 - self.tokens).max(0.0);
-        let wait_ms = if per_sec > 0.0 { (need / per_sec * 1000.0).ceil() as u64 } else { 3_600_000 };
+        let wait_ms = if per_sec > 0.0 {
+            (need / per_sec * 1000.0).ceil() as u64
+        } else {
+            3_600_000
+        };
         let secs = wait_ms.div_ceil(1000).max(1);
         self.penalty_until_ms = now_ms + secs * 1000;
         secs
@@ -166,7 +177,10 @@ mod tests {
     use super::*;
 
     fn on() -> FloodConfig {
-        FloodConfig { enabled: true, ..FloodConfig::default() }
+        FloodConfig {
+            enabled: true,
+            ..FloodConfig::default()
+        }
     }
 
     #[test]
@@ -203,7 +217,12 @@ mod tests {
 
     #[test]
     fn global_budget_and_extension_on_retry() {
-        let cfg = FloodConfig { global_burst: 2, global_per_sec: 1.0, extend_on_retry_secs: 2, ..on() };
+        let cfg = FloodConfig {
+            global_burst: 2,
+            global_per_sec: 1.0,
+            extend_on_retry_secs: 2,
+            ..on()
+        };
         let mut f = Flood::default();
         assert_eq!(f.admit(&cfg, Some(1), 0), Ok(()));
         assert_eq!(f.admit(&cfg, Some(2), 0), Ok(()));

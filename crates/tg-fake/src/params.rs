@@ -140,9 +140,9 @@ impl Params {
                     .map_err(|_| ApiError::bad_request(format!("can't parse {name} JSON object")))
             }
             Some(ParamValue::Json(v)) => Ok(Some(v.clone())),
-            Some(ParamValue::File(_)) => {
-                Err(ApiError::bad_request(format!("can't parse {name} JSON object")))
-            }
+            Some(ParamValue::File(_)) => Err(ApiError::bad_request(format!(
+                "can't parse {name} JSON object"
+            ))),
         }
     }
 
@@ -272,16 +272,26 @@ pub async fn add_multipart(
             .await
             .map_err(|e| BodyError::Multipart(e.to_string()))?;
         if filename.is_some() {
-            params.insert(name, ParamValue::File(Upload { filename, content_type, bytes }));
+            params.insert(
+                name,
+                ParamValue::File(Upload {
+                    filename,
+                    content_type,
+                    bytes,
+                }),
+            );
         } else {
             match String::from_utf8(bytes.to_vec()) {
                 Ok(text) => params.insert(name, ParamValue::Text(text)),
                 Err(_) => params.insert(
                     name,
-                    ParamValue::File(Upload { filename: None, content_type, bytes }),
+                    ParamValue::File(Upload {
+                        filename: None,
+                        content_type,
+                        bytes,
+                    }),
                 ),
             }
         }
     }
 }
-

@@ -117,7 +117,11 @@ pub async fn bot_api(
         Some((FaultKind::Flood, secs)) => {
             let mut w = shared.lock();
             let now = w.clock.now_ms();
-            let scope = params.int("chat_id").ok().flatten().map_or(Scope::Global, Scope::Chat);
+            let scope = params
+                .int("chat_id")
+                .ok()
+                .flatten()
+                .map_or(Scope::Global, Scope::Chat);
             w.bots[bot].flood.force(scope, secs, now);
             Some(Err(ApiError::flood(secs)))
         }
@@ -128,7 +132,15 @@ pub async fn bot_api(
         _ => None,
     };
     if let Some(result) = forced {
-        log(&shared, bot, spec.name, &params, Some(&result), fault, false);
+        log(
+            &shared,
+            bot,
+            spec.name,
+            &params,
+            Some(&result),
+            fault,
+            false,
+        );
         return into_response(&result);
     }
 
@@ -137,7 +149,15 @@ pub async fn bot_api(
         log(&shared, bot, spec.name, &params, None, fault, true);
         return kill.drop_connection().await;
     }
-    log(&shared, bot, spec.name, &params, Some(&result), fault, result.is_ok());
+    log(
+        &shared,
+        bot,
+        spec.name,
+        &params,
+        Some(&result),
+        fault,
+        result.is_ok(),
+    );
     into_response(&result)
 }
 
@@ -157,7 +177,10 @@ async fn run_method(
             let now = w.clock.now_ms();
             let chat = params.int("chat_id").ok().flatten();
             let cfg = w.settings.flood.clone();
-            w.bots[bot].flood.admit(&cfg, chat, now).map_err(ApiError::flood)?;
+            w.bots[bot]
+                .flood
+                .admit(&cfg, chat, now)
+                .map_err(ApiError::flood)?;
         }
         if spec.name != "getUpdates" {
             return api::call(&mut w, bot, spec, params);
@@ -185,7 +208,9 @@ fn log(
         status: result.map(|r| r.as_ref().map_or_else(|e| e.code, |_| 200)),
         error: result.and_then(|r| r.as_ref().err().map(|e| e.description.clone())),
         fault: fault.and_then(|f| {
-            serde_json::to_value(f).ok().and_then(|v| v.as_str().map(str::to_owned))
+            serde_json::to_value(f)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
         }),
         committed,
     };
@@ -197,11 +222,13 @@ async fn read_params(uri: &Uri, headers: &HeaderMap, body: Body) -> Result<Param
     if let Some(q) = uri.query() {
         params::add_urlencoded(&mut p, q.as_bytes());
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError {
-        code: 413,
-        description: "Request Entity Too Large".into(),
-        parameters: None,
-    })?;
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError {
+            code: 413,
+            description: "Request Entity Too Large".into(),
+            parameters: None,
+        })?;
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

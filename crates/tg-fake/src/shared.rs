@@ -18,12 +18,17 @@ impl Shared {
     /// A fresh fake from `config`.
     pub fn new(config: FakeConfig) -> Arc<Self> {
         let clock = Arc::new(Clock::default());
-        Arc::new(Self { world: Mutex::new(World::new(config, clock.clone())), clock })
+        Arc::new(Self {
+            world: Mutex::new(World::new(config, clock.clone())),
+            clock,
+        })
     }
 
     /// Locks the world. A panic in another handler does not make the fake unusable: the world
     /// is only changed by complete method calls.
     pub fn lock(&self) -> MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.world
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -330,7 +330,8 @@ impl Update {
 }
 
 /// Update kinds delivered when `allowed_updates` is unset or empty.
-const DEFAULT_EXCLUDED_UPDATES: [&str; 3] = ["chat_member", "message_reaction", "message_reaction_count"];
+const DEFAULT_EXCLUDED_UPDATES: [&str; 3] =
+    ["chat_member", "message_reaction", "message_reaction_count"];
 
 /// One bot (one token).
 #[derive(Debug)]
@@ -444,7 +445,11 @@ impl Bot {
         }
         let id = self.next_update_id;
         self.next_update_id += 1;
-        self.updates.push_back(Update { id, kind: kind.to_owned(), payload });
+        self.updates.push_back(Update {
+            id,
+            kind: kind.to_owned(),
+            payload,
+        });
         self.notify.notify_waiters();
         Some(id)
     }
@@ -507,7 +512,13 @@ impl Bot {
     pub fn new_callback(&mut self, chat_id: i64) -> String {
         self.next_callback += 1;
         let id = format!("{}{:08}", self.id, self.next_callback);
-        self.callbacks.insert(id.clone(), PendingCallback { chat_id, answered: false });
+        self.callbacks.insert(
+            id.clone(),
+            PendingCallback {
+                chat_id,
+                answered: false,
+            },
+        );
         id
     }
 
@@ -667,7 +678,10 @@ impl World {
         let person = Person::from_config(&config.person);
         persons.insert(person.id, person);
         let mut world = Self {
-            settings: Settings { strict: config.strict, flood: config.flood.clone() },
+            settings: Settings {
+                strict: config.strict,
+                flood: config.flood.clone(),
+            },
             rng: Rng::new(config.seed),
             bots,
             persons,
@@ -700,7 +714,9 @@ impl World {
 
     /// The person with `id`, created on first use.
     pub fn person(&mut self, id: i64) -> &Person {
-        self.persons.entry(id).or_insert_with(|| Person::unknown(id))
+        self.persons
+            .entry(id)
+            .or_insert_with(|| Person::unknown(id))
     }
 
     /// Index of the bot with `token`.
@@ -711,7 +727,11 @@ impl World {
     /// A message as the `Message` object Telegram returns. `depth` 0 includes
     /// `reply_to_message` one level deep.
     pub fn message_json(&self, bot: &Bot, chat: &Chat, msg: &Message, depth: u8) -> Value {
-        let person = self.persons.get(&chat.id).cloned().unwrap_or_else(|| Person::unknown(chat.id));
+        let person = self
+            .persons
+            .get(&chat.id)
+            .cloned()
+            .unwrap_or_else(|| Person::unknown(chat.id));
         let from = match msg.sender {
             Some(Sender::Person(uid)) => self
                 .persons
@@ -736,12 +756,12 @@ impl World {
         if let Some(o) = &msg.forward_origin {
             v["forward_origin"] = o.clone();
         }
-        if let Some(r) = msg.reply_to {
-            if depth == 0 {
-                if let Some(orig) = chat.messages.get(&r) {
-                    v["reply_to_message"] = self.message_json(bot, chat, orig, 1);
-                }
-            }
+        if let Some(orig) = msg
+            .reply_to
+            .filter(|_| depth == 0)
+            .and_then(|r| chat.messages.get(&r))
+        {
+            v["reply_to_message"] = self.message_json(bot, chat, orig, 1);
         }
         if let Some(g) = &msg.media_group_id {
             v["media_group_id"] = json!(g);
@@ -770,10 +790,12 @@ impl World {
         if let Some((field, value)) = &msg.service {
             v[field.as_str()] = value.clone();
         }
-        if let Some(m) = &msg.reply_markup {
-            if m.get("inline_keyboard").is_some() {
-                v["reply_markup"] = m.clone();
-            }
+        if let Some(m) = msg
+            .reply_markup
+            .as_ref()
+            .filter(|m| m.get("inline_keyboard").is_some())
+        {
+            v["reply_markup"] = m.clone();
         }
         v
     }
@@ -833,11 +855,17 @@ mod tests {
         assert_eq!(bot.push_update("message", json!({})), None);
         assert_eq!(bot.push_update("message_reaction", json!({})), Some(11));
         bot.confirm(11);
-        assert_eq!(bot.updates.iter().map(|u| u.id).collect::<Vec<_>>(), vec![11]);
+        assert_eq!(
+            bot.updates.iter().map(|u| u.id).collect::<Vec<_>>(),
+            vec![11]
+        );
         bot.allowed_updates = Some(vec![]);
         bot.push_update("message", json!({}));
         bot.push_update("message", json!({}));
         bot.confirm(-1);
-        assert_eq!(bot.updates.iter().map(|u| u.id).collect::<Vec<_>>(), vec![13]);
+        assert_eq!(
+            bot.updates.iter().map(|u| u.id).collect::<Vec<_>>(),
+            vec![13]
+        );
     }
 }

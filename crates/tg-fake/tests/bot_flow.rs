@@ -36,7 +36,10 @@ async fn a_bot_conversation_through_a_topic_that_the_person_deletes() {
         .await;
     let sent = sent.result().clone();
     assert_eq!(sent["text"], json!("Hello there"));
-    assert_eq!(sent["entities"], json!([{ "type": "bold", "offset": 0, "length": 5 }]));
+    assert_eq!(
+        sent["entities"],
+        json!([{ "type": "bold", "offset": 0, "length": 5 }])
+    );
     assert_eq!(sent["reply_to_message"]["message_id"], msg["message_id"]);
     let edited = h
         .call(
@@ -48,18 +51,28 @@ async fn a_bot_conversation_through_a_topic_that_the_person_deletes() {
     assert!(edited.result()["edit_date"].is_i64());
 
     // Create a topic and talk in it.
-    let topic = h.call("createForumTopic", json!({ "chat_id": chat_id, "name": "A · project" })).await;
+    let topic = h
+        .call(
+            "createForumTopic",
+            json!({ "chat_id": chat_id, "name": "A · project" }),
+        )
+        .await;
     let thread = topic.result()["message_thread_id"].as_i64().unwrap();
     assert_eq!(topic.result()["name"], json!("A · project"));
     let in_topic = h
-        .call("sendMessage", json!({ "chat_id": chat_id, "message_thread_id": thread, "text": "in the topic" }))
+        .call(
+            "sendMessage",
+            json!({ "chat_id": chat_id, "message_thread_id": thread, "text": "in the topic" }),
+        )
         .await;
     assert_eq!(in_topic.result()["message_thread_id"], json!(thread));
     assert_eq!(in_topic.result()["is_topic_message"], json!(true));
 
     // The person answers in the topic; the bot sees the thread id and confirms the first update.
     h.person_says_in(thread, "thanks");
-    let updates = h.call("getUpdates", json!({ "offset": offset, "timeout": 5 })).await;
+    let updates = h
+        .call("getUpdates", json!({ "offset": offset, "timeout": 5 }))
+        .await;
     let list = updates.result().as_array().unwrap().clone();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["message"]["message_thread_id"], json!(thread));
@@ -68,15 +81,29 @@ async fn a_bot_conversation_through_a_topic_that_the_person_deletes() {
     // The person deletes the topic in the Telegram UI; the next send fails.
     h.fake.control().delete_topic(thread, None, None).unwrap();
     let after = h
-        .call("sendMessage", json!({ "chat_id": chat_id, "message_thread_id": thread, "text": "still there?" }))
+        .call(
+            "sendMessage",
+            json!({ "chat_id": chat_id, "message_thread_id": thread, "text": "still there?" }),
+        )
         .await;
     after.expect_error(400, "Bad Request: message thread not found");
 
     // What the person sees: the main-chat messages, the topic's messages marked deleted.
-    let transcript = h.fake.control().transcript(None, tg_fake::control::ThreadFilter::All, None).unwrap();
-    let in_thread: Vec<_> = transcript.iter().filter(|m| m.thread_id == Some(thread)).collect();
+    let transcript = h
+        .fake
+        .control()
+        .transcript(None, tg_fake::control::ThreadFilter::All, None)
+        .unwrap();
+    let in_thread: Vec<_> = transcript
+        .iter()
+        .filter(|m| m.thread_id == Some(thread))
+        .collect();
     assert!(in_thread.iter().all(|m| m.deleted), "{in_thread:?}");
-    assert!(transcript.iter().any(|m| m.text.as_deref() == Some("Hello again") && m.edited && !m.deleted));
+    assert!(
+        transcript
+            .iter()
+            .any(|m| m.text.as_deref() == Some("Hello again") && m.edited && !m.deleted)
+    );
     let topics = h.fake.control().topics(None, None).unwrap();
     assert_eq!(topics.len(), 1);
     assert_eq!(topics[0].state, tg_fake::world::TopicState::Deleted);

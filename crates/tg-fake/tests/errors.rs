@@ -9,27 +9,44 @@ use serde_json::json;
 #[tokio::test]
 async fn wrong_token_unknown_method_and_unknown_chat() {
     let h = Harness::start().await;
-    let resp = h.http.post(h.fake.method_url("1000:wrong", "getMe")).send().await.unwrap();
+    let resp = h
+        .http
+        .post(h.fake.method_url("1000:wrong", "getMe"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 401);
     let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body, json!({ "ok": false, "error_code": 401, "description": "Unauthorized" }));
-    h.call("sendMesage", json!({})).await.expect_error(404, "Not Found");
+    assert_eq!(
+        body,
+        json!({ "ok": false, "error_code": 401, "description": "Unauthorized" })
+    );
+    h.call("sendMesage", json!({}))
+        .await
+        .expect_error(404, "Not Found");
     // Method names are case-insensitive.
     assert!(h.call("GETME", json!({})).await.ok());
     h.call("sendMessage", json!({ "chat_id": 424242, "text": "x" }))
         .await
         .expect_error(400, "Bad Request: chat not found");
-    h.call("sendMessage", json!({ "chat_id": "@somechannel", "text": "x" }))
-        .await
-        .expect_error(400, "Bad Request: chat not found");
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": "@somechannel", "text": "x" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: chat not found");
 }
 
 #[tokio::test]
 async fn missing_and_empty_required_parameters() {
     let h = Harness::start().await;
     let chat = h.chat();
-    h.call("sendMessage", json!({ "text": "x" })).await.expect_error(400, "Bad Request: chat_id is empty");
-    h.call("sendMessage", json!({ "chat_id": chat })).await.expect_error(400, "Bad Request: message text is empty");
+    h.call("sendMessage", json!({ "text": "x" }))
+        .await
+        .expect_error(400, "Bad Request: chat_id is empty");
+    h.call("sendMessage", json!({ "chat_id": chat }))
+        .await
+        .expect_error(400, "Bad Request: message text is empty");
     h.call("sendMessage", json!({ "chat_id": chat, "text": "" }))
         .await
         .expect_error(400, "Bad Request: message text is empty");
@@ -38,9 +55,12 @@ async fn missing_and_empty_required_parameters() {
         .await
         .expect_error(400, "Bad Request: message text is empty");
     // Markup that parses to nothing is empty.
-    h.call("sendMessage", json!({ "chat_id": chat, "text": "<b> </b>", "parse_mode": "HTML" }))
-        .await
-        .expect_error(400, "Bad Request: message text is empty");
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": chat, "text": "<b> </b>", "parse_mode": "HTML" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message text is empty");
     h.call("deleteMessage", json!({ "chat_id": chat }))
         .await
         .expect_error(400, "Bad Request: message identifier is not specified");
@@ -57,23 +77,56 @@ async fn text_length_counts_utf16_units_after_entity_parsing() {
     let h = Harness::start().await;
     let chat = h.chat();
     let exact = "a".repeat(4096);
-    assert!(h.call("sendMessage", json!({ "chat_id": chat, "text": exact })).await.ok());
-    h.call("sendMessage", json!({ "chat_id": chat, "text": "a".repeat(4097) }))
-        .await
-        .expect_error(400, "Bad Request: message is too long");
+    assert!(
+        h.call("sendMessage", json!({ "chat_id": chat, "text": exact }))
+            .await
+            .ok()
+    );
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": chat, "text": "a".repeat(4097) }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message is too long");
     // Tags do not count: 4096 visible characters wrapped in markup are fine.
     let wrapped = format!("<b>{}</b><i></i>", "b".repeat(4096));
-    assert!(h.call("sendMessage", json!({ "chat_id": chat, "text": wrapped, "parse_mode": "HTML" })).await.ok());
-    // An emoji outside the BMP is two UTF-16 units: 2048 fit, 2049 do not.
-    assert!(h.call("sendMessage", json!({ "chat_id": chat, "text": "😀".repeat(2048) })).await.ok());
-    h.call("sendMessage", json!({ "chat_id": chat, "text": "😀".repeat(2049) }))
+    assert!(
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": wrapped, "parse_mode": "HTML" })
+        )
         .await
-        .expect_error(400, "Bad Request: message is too long");
+        .ok()
+    );
+    // An emoji outside the BMP is two UTF-16 units: 2048 fit, 2049 do not.
+    assert!(
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "😀".repeat(2048) })
+        )
+        .await
+        .ok()
+    );
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": chat, "text": "😀".repeat(2049) }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message is too long");
     // Entities escape: &amp; is one character.
     let escaped = "&amp;".repeat(4096);
-    assert!(h.call("sendMessage", json!({ "chat_id": chat, "text": escaped, "parse_mode": "HTML" })).await.ok());
+    assert!(
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": escaped, "parse_mode": "HTML" })
+        )
+        .await
+        .ok()
+    );
     // An edit cannot grow past the limit either.
-    let m = h.call("sendMessage", json!({ "chat_id": chat, "text": "short" })).await;
+    let m = h
+        .call("sendMessage", json!({ "chat_id": chat, "text": "short" }))
+        .await;
     h.call(
         "editMessageText",
         json!({ "chat_id": chat, "message_id": m.result()["message_id"], "text": "x".repeat(4097) }),
@@ -87,20 +140,41 @@ async fn malformed_html_is_refused_with_the_parse_error() {
     let h = Harness::start().await;
     let chat = h.chat();
     let cases = [
-        ("<b>bold", "Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"b\""),
-        ("<foo>x</foo>", "Bad Request: can't parse entities: Unsupported start tag \"foo\" at byte offset 0"),
-        ("<b>x</i>", "Bad Request: can't parse entities: Unmatched end tag at byte offset 4, expected \"</b>\", found \"</i>\""),
-        ("x</b>", "Bad Request: can't parse entities: Unexpected end tag at byte offset 1"),
-        ("1 < 2", "Bad Request: can't parse entities: Unsupported start tag \"\" at byte offset 2"),
+        (
+            "<b>bold",
+            "Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"b\"",
+        ),
+        (
+            "<foo>x</foo>",
+            "Bad Request: can't parse entities: Unsupported start tag \"foo\" at byte offset 0",
+        ),
+        (
+            "<b>x</i>",
+            "Bad Request: can't parse entities: Unmatched end tag at byte offset 4, expected \"</b>\", found \"</i>\"",
+        ),
+        (
+            "x</b>",
+            "Bad Request: can't parse entities: Unexpected end tag at byte offset 1",
+        ),
+        (
+            "1 < 2",
+            "Bad Request: can't parse entities: Unsupported start tag \"\" at byte offset 2",
+        ),
     ];
     for (text, expected) in cases {
-        h.call("sendMessage", json!({ "chat_id": chat, "text": text, "parse_mode": "HTML" }))
-            .await
-            .expect_error(400, expected);
-    }
-    h.call("sendMessage", json!({ "chat_id": chat, "text": "x", "parse_mode": "Klingon" }))
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": text, "parse_mode": "HTML" }),
+        )
         .await
-        .expect_error(400, "Bad Request: unsupported parse_mode");
+        .expect_error(400, expected);
+    }
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": chat, "text": "x", "parse_mode": "Klingon" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: unsupported parse_mode");
     // Valid HTML with nesting, links and code yields entities.
     let ok = h
         .call(
@@ -112,11 +186,24 @@ async fn malformed_html_is_refused_with_the_parse_error() {
     let r = ok.result();
     assert_eq!(r["text"], json!("bold both link fn x() {}"));
     // Telegram splits a bold entity around the italic nested in it.
-    let types: Vec<_> = r["entities"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let types: Vec<_> = r["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
     assert_eq!(types, vec!["bold", "bold", "italic", "text_link", "pre"]);
-    let pre = r["entities"].as_array().unwrap().iter().find(|e| e["type"] == "pre").unwrap();
+    let pre = r["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "pre")
+        .unwrap();
     assert_eq!(pre["language"], json!("rust"));
-    assert_eq!((pre["offset"].as_u64(), pre["length"].as_u64()), (Some(15), Some(9)));
+    assert_eq!(
+        (pre["offset"].as_u64(), pre["length"].as_u64()),
+        (Some(15), Some(9))
+    );
 }
 
 #[tokio::test]
@@ -124,7 +211,12 @@ async fn identical_edits_are_not_modified_and_edits_drop_unrepeated_keyboards() 
     let h = Harness::start().await;
     let chat = h.chat();
     let kb = json!({ "inline_keyboard": [[{ "text": "Go", "callback_data": "go" }]] });
-    let m = h.call("sendMessage", json!({ "chat_id": chat, "text": "same", "reply_markup": kb })).await;
+    let m = h
+        .call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "same", "reply_markup": kb }),
+        )
+        .await;
     let id = m.result()["message_id"].clone();
     assert_eq!(m.result()["reply_markup"], kb);
     h.call("editMessageText", json!({ "chat_id": chat, "message_id": id, "text": "same", "reply_markup": kb }))
@@ -140,22 +232,46 @@ async fn identical_edits_are_not_modified_and_edits_drop_unrepeated_keyboards() 
             "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
         );
     // Same text without the keyboard is a change: the keyboard goes.
-    let e = h.call("editMessageText", json!({ "chat_id": chat, "message_id": id, "text": "same" })).await;
+    let e = h
+        .call(
+            "editMessageText",
+            json!({ "chat_id": chat, "message_id": id, "text": "same" }),
+        )
+        .await;
     assert!(e.result().get("reply_markup").is_none());
-    h.call("editMessageText", json!({ "chat_id": chat, "message_id": 9999, "text": "y" }))
-        .await
-        .expect_error(400, "Bad Request: message to edit not found");
+    h.call(
+        "editMessageText",
+        json!({ "chat_id": chat, "message_id": 9999, "text": "y" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message to edit not found");
     let person = h.person_says("mine");
-    h.call("editMessageText", json!({ "chat_id": chat, "message_id": person.message_id, "text": "y" }))
+    h.call(
+        "editMessageText",
+        json!({ "chat_id": chat, "message_id": person.message_id, "text": "y" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message can't be edited");
+    assert!(
+        h.call(
+            "deleteMessage",
+            json!({ "chat_id": chat, "message_id": id })
+        )
         .await
-        .expect_error(400, "Bad Request: message can't be edited");
-    assert!(h.call("deleteMessage", json!({ "chat_id": chat, "message_id": id })).await.ok());
-    h.call("deleteMessage", json!({ "chat_id": chat, "message_id": id }))
-        .await
-        .expect_error(400, "Bad Request: message to delete not found");
-    h.call("editMessageText", json!({ "chat_id": chat, "message_id": id, "text": "z" }))
-        .await
-        .expect_error(400, "Bad Request: message to edit not found");
+        .ok()
+    );
+    h.call(
+        "deleteMessage",
+        json!({ "chat_id": chat, "message_id": id }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message to delete not found");
+    h.call(
+        "editMessageText",
+        json!({ "chat_id": chat, "message_id": id, "text": "z" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message to edit not found");
 }
 
 #[tokio::test]
@@ -188,12 +304,29 @@ async fn callback_data_captions_and_buttons_are_bounded() {
     let form = reqwest::multipart::Form::new()
         .text("chat_id", chat.to_string())
         .text("caption", "c".repeat(1025))
-        .part("document", reqwest::multipart::Part::bytes(b"data".to_vec()).file_name("a.txt"));
-    h.call_multipart("sendDocument", form).await.expect_error(400, "Bad Request: message caption is too long");
+        .part(
+            "document",
+            reqwest::multipart::Part::bytes(b"data".to_vec()).file_name("a.txt"),
+        );
+    h.call_multipart("sendDocument", form)
+        .await
+        .expect_error(400, "Bad Request: message caption is too long");
     // Reply markup sent as a JSON string in a form body is parsed like Telegram does.
     let kb = json!({ "inline_keyboard": [[{ "text": "b", "callback_data": "ok" }]] }).to_string();
-    let ans = h.call_form("sendMessage", &[("chat_id", &chat.to_string()), ("text", "form"), ("reply_markup", &kb)]).await;
-    assert_eq!(ans.result()["reply_markup"]["inline_keyboard"][0][0]["callback_data"], json!("ok"));
+    let ans = h
+        .call_form(
+            "sendMessage",
+            &[
+                ("chat_id", &chat.to_string()),
+                ("text", "form"),
+                ("reply_markup", &kb),
+            ],
+        )
+        .await;
+    assert_eq!(
+        ans.result()["reply_markup"]["inline_keyboard"][0][0]["callback_data"],
+        json!("ok")
+    );
 }
 
 #[tokio::test]
@@ -201,31 +334,59 @@ async fn callback_queries_are_answered_once() {
     let h = Harness::start().await;
     let chat = h.chat();
     let kb = json!({ "inline_keyboard": [[{ "text": "Yes", "callback_data": "yes" }]] });
-    let m = h.call("sendMessage", json!({ "chat_id": chat, "text": "ok?", "reply_markup": kb })).await;
+    let m = h
+        .call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "ok?", "reply_markup": kb }),
+        )
+        .await;
     let id = m.result()["message_id"].as_i64().unwrap();
     let pressed = h
         .fake
         .control()
-        .press(tg_fake::control::Press { message_id: id, data: "yes".into(), user_id: None, token: None })
+        .press(tg_fake::control::Press {
+            message_id: id,
+            data: "yes".into(),
+            user_id: None,
+            token: None,
+        })
         .unwrap();
     let updates = h.call("getUpdates", json!({})).await;
     let cq = &updates.result()[0]["callback_query"];
     assert_eq!(cq["data"], json!("yes"));
     assert_eq!(cq["message"]["message_id"], json!(id));
     assert_eq!(cq["id"], json!(pressed.callback_query_id));
-    assert!(h.call("answerCallbackQuery", json!({ "callback_query_id": cq["id"], "text": "Done" })).await.ok());
-    h.call("answerCallbackQuery", json!({ "callback_query_id": cq["id"] })).await.expect_error(
+    assert!(
+        h.call(
+            "answerCallbackQuery",
+            json!({ "callback_query_id": cq["id"], "text": "Done" })
+        )
+        .await
+        .ok()
+    );
+    h.call(
+        "answerCallbackQuery",
+        json!({ "callback_query_id": cq["id"] }),
+    )
+    .await
+    .expect_error(
         400,
         "Bad Request: query is too old and response timeout expired or query ID is invalid",
     );
     let view = h.fake.control().chat(None, None).unwrap();
     assert_eq!(view.callback_answers[0].text.as_deref(), Some("Done"));
     // Buttons that do not exist cannot be pressed.
-    assert!(h
-        .fake
-        .control()
-        .press(tg_fake::control::Press { message_id: id, data: "no".into(), user_id: None, token: None })
-        .is_err());
+    assert!(
+        h.fake
+            .control()
+            .press(tg_fake::control::Press {
+                message_id: id,
+                data: "no".into(),
+                user_id: None,
+                token: None
+            })
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -246,18 +407,31 @@ async fn strict_mode_rejects_undocumented_parameters_and_lenient_mode_ignores_th
     );
     h.fake
         .control()
-        .settings(tg_fake::control::SettingsChange { strict: Some(false), ..Default::default() })
+        .settings(tg_fake::control::SettingsChange {
+            strict: Some(false),
+            ..Default::default()
+        })
         .unwrap();
-    assert!(h.call("sendMessage", json!({ "chat_id": chat, "text": "x", "reply_to_message_id": 1 })).await.ok());
+    assert!(
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "x", "reply_to_message_id": 1 })
+        )
+        .await
+        .ok()
+    );
 }
 
 #[tokio::test]
 async fn blocked_person_gives_403_and_missing_reply_target_400() {
     let h = Harness::start().await;
     let chat = h.chat();
-    h.call("sendMessage", json!({ "chat_id": chat, "text": "x", "reply_parameters": { "message_id": 777 } }))
-        .await
-        .expect_error(400, "Bad Request: message to be replied not found");
+    h.call(
+        "sendMessage",
+        json!({ "chat_id": chat, "text": "x", "reply_parameters": { "message_id": 777 } }),
+    )
+    .await
+    .expect_error(400, "Bad Request: message to be replied not found");
     let ok = h
         .call(
             "sendMessage",
@@ -267,7 +441,11 @@ async fn blocked_person_gives_403_and_missing_reply_target_400() {
     assert!(ok.result().get("reply_to_message").is_none());
     h.fake
         .control()
-        .block(tg_fake::control::Block { blocked: true, user_id: None, token: None })
+        .block(tg_fake::control::Block {
+            blocked: true,
+            user_id: None,
+            token: None,
+        })
         .unwrap();
     h.call("sendMessage", json!({ "chat_id": chat, "text": "x" }))
         .await

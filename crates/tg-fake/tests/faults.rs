@@ -10,7 +10,14 @@ use serde_json::json;
 use tg_fake::{FaultKind, FaultSpec};
 
 fn fault(method: &str, kind: FaultKind, count: Option<u32>) -> FaultSpec {
-    FaultSpec { method: method.into(), kind, count, probability: None, retry_after: None, delay_ms: None }
+    FaultSpec {
+        method: method.into(),
+        kind,
+        count,
+        probability: None,
+        retry_after: None,
+        delay_ms: None,
+    }
 }
 
 fn bot_messages(h: &Harness) -> usize {
@@ -26,16 +33,26 @@ fn bot_messages(h: &Harness) -> usize {
 #[tokio::test]
 async fn http_500_answers_without_effect_then_clears() {
     let h = Harness::start().await;
-    h.fake.control().add_fault(fault("sendMessage", FaultKind::Http500, Some(2))).unwrap();
+    h.fake
+        .control()
+        .add_fault(fault("sendMessage", FaultKind::Http500, Some(2)))
+        .unwrap();
     let msg = json!({ "chat_id": h.chat(), "text": "x" });
-    h.call("sendMessage", msg.clone()).await.expect_error(500, "Internal Server Error");
-    h.call("sendMessage", msg.clone()).await.expect_error(500, "Internal Server Error");
+    h.call("sendMessage", msg.clone())
+        .await
+        .expect_error(500, "Internal Server Error");
+    h.call("sendMessage", msg.clone())
+        .await
+        .expect_error(500, "Internal Server Error");
     assert_eq!(bot_messages(&h), 0);
     assert!(h.call("sendMessage", msg).await.ok());
     assert_eq!(bot_messages(&h), 1);
     // Other methods were never affected.
     let log = h.fake.control().requests(0, Some("sendMessage"));
-    assert_eq!(log.iter().map(|e| e.status).collect::<Vec<_>>(), vec![Some(500), Some(500), Some(200)]);
+    assert_eq!(
+        log.iter().map(|e| e.status).collect::<Vec<_>>(),
+        vec![Some(500), Some(500), Some(200)]
+    );
     assert_eq!(log[0].fault.as_deref(), Some("http_500"));
     assert!(!log[0].committed && log[2].committed);
 }
@@ -54,29 +71,56 @@ async fn delay_holds_the_answer() {
 #[tokio::test]
 async fn drop_before_closes_the_connection_and_nothing_happens() {
     let h = Harness::start().await;
-    h.fake.control().add_fault(fault("sendMessage", FaultKind::DropBefore, None)).unwrap();
-    let err = h.try_call("sendMessage", json!({ "chat_id": h.chat(), "text": "lost" })).await;
+    h.fake
+        .control()
+        .add_fault(fault("sendMessage", FaultKind::DropBefore, None))
+        .unwrap();
+    let err = h
+        .try_call(
+            "sendMessage",
+            json!({ "chat_id": h.chat(), "text": "lost" }),
+        )
+        .await;
     assert!(err.is_err(), "expected a transport error, got {err:?}");
     assert_eq!(bot_messages(&h), 0);
     let log = h.fake.control().requests(0, Some("sendMessage"));
     assert_eq!((log[0].status, log[0].committed), (None, false));
     // The fault fired once; the next call works.
-    assert!(h.call("sendMessage", json!({ "chat_id": h.chat(), "text": "ok" })).await.ok());
+    assert!(
+        h.call("sendMessage", json!({ "chat_id": h.chat(), "text": "ok" }))
+            .await
+            .ok()
+    );
 }
 
 #[tokio::test]
 async fn commit_then_drop_applies_the_effect_but_the_client_sees_a_broken_connection() {
     let h = Harness::start().await;
     h.enable_topics();
-    h.fake.control().add_fault(fault("createForumTopic", FaultKind::CommitThenDrop, Some(1))).unwrap();
-    let err = h.try_call("createForumTopic", json!({ "chat_id": h.chat(), "name": "maybe" })).await;
+    h.fake
+        .control()
+        .add_fault(fault(
+            "createForumTopic",
+            FaultKind::CommitThenDrop,
+            Some(1),
+        ))
+        .unwrap();
+    let err = h
+        .try_call(
+            "createForumTopic",
+            json!({ "chat_id": h.chat(), "name": "maybe" }),
+        )
+        .await;
     assert!(err.is_err(), "expected a transport error, got {err:?}");
     // The topic exists although the client never learned its id.
     let topics = h.fake.control().topics(None, None).unwrap();
     assert_eq!(topics.len(), 1);
     assert_eq!(topics[0].name, "maybe");
     let log = h.fake.control().requests(0, Some("createForumTopic"));
-    assert_eq!((log[0].status, log[0].committed, log[0].fault.as_deref()), (None, true, Some("commit_then_drop")));
+    assert_eq!(
+        (log[0].status, log[0].committed, log[0].fault.as_deref()),
+        (None, true, Some("commit_then_drop"))
+    );
 }
 
 #[tokio::test]
@@ -114,13 +158,21 @@ async fn forced_flood_carries_retry_after_header_too() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 429);
-    assert_eq!(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("3"));
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("3")
+    );
 }
 
 #[tokio::test]
 async fn forced_thread_not_found() {
     let h = Harness::start().await;
-    h.fake.control().add_fault(fault("sendMessage", FaultKind::ThreadNotFound, Some(1))).unwrap();
+    h.fake
+        .control()
+        .add_fault(fault("sendMessage", FaultKind::ThreadNotFound, Some(1)))
+        .unwrap();
     h.call("sendMessage", json!({ "chat_id": h.chat(), "text": "x" }))
         .await
         .expect_error(400, "Bad Request: message thread not found");
@@ -130,7 +182,11 @@ async fn forced_thread_not_found() {
 #[tokio::test]
 async fn probabilistic_faults_replay_with_the_same_seed() {
     async fn run(seed: u64) -> Vec<u16> {
-        let h = Harness::with(tg_fake::FakeConfig { seed, ..Default::default() }).await;
+        let h = Harness::with(tg_fake::FakeConfig {
+            seed,
+            ..Default::default()
+        })
+        .await;
         let mut spec = fault("*", FaultKind::Http500, None);
         spec.probability = Some(0.5);
         h.fake.control().add_fault(spec).unwrap();
@@ -150,11 +206,17 @@ async fn probabilistic_faults_replay_with_the_same_seed() {
 #[tokio::test]
 async fn faults_can_be_listed_and_cleared() {
     let h = Harness::start().await;
-    h.fake.control().add_fault(fault("getMe", FaultKind::Http500, Some(3))).unwrap();
+    h.fake
+        .control()
+        .add_fault(fault("getMe", FaultKind::Http500, Some(3)))
+        .unwrap();
     assert_eq!(h.fake.control().faults().len(), 1);
     h.fake.control().clear_faults();
     assert!(h.fake.control().faults().is_empty());
     assert!(h.call("getMe", json!({})).await.ok());
-    let bad = h.fake.control().add_fault(FaultSpec { probability: Some(2.0), ..fault("getMe", FaultKind::Http500, None) });
+    let bad = h.fake.control().add_fault(FaultSpec {
+        probability: Some(2.0),
+        ..fault("getMe", FaultKind::Http500, None)
+    });
     assert!(bad.is_err());
 }

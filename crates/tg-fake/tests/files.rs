@@ -23,9 +23,19 @@ async fn bot_uploads_each_media_kind_and_the_bytes_are_kept() {
     let h = Harness::start().await;
     let chat = h.chat().to_string();
     let cases = [
-        ("sendDocument", "document", "report.pdf", b"%PDF-1.4 fake".to_vec()),
+        (
+            "sendDocument",
+            "document",
+            "report.pdf",
+            b"%PDF-1.4 fake".to_vec(),
+        ),
         ("sendPhoto", "photo", "shot.png", png(640, 480)),
-        ("sendVoice", "voice", "note.ogg", b"OggS fake voice".to_vec()),
+        (
+            "sendVoice",
+            "voice",
+            "note.ogg",
+            b"OggS fake voice".to_vec(),
+        ),
         ("sendAudio", "audio", "song.mp3", b"ID3 fake audio".to_vec()),
     ];
     for (method, field, name, bytes) in cases {
@@ -41,13 +51,24 @@ async fn bot_uploads_each_media_kind_and_the_bytes_are_kept() {
         let file_id = if field == "photo" {
             let sizes = msg["photo"].as_array().unwrap();
             let largest = sizes.last().unwrap();
-            assert_eq!((largest["width"].clone(), largest["height"].clone()), (json!(640), json!(480)));
+            assert_eq!(
+                (largest["width"].clone(), largest["height"].clone()),
+                (json!(640), json!(480))
+            );
             largest["file_id"].as_str().unwrap().to_owned()
         } else {
             msg[field]["file_id"].as_str().unwrap().to_owned()
         };
         // The upload is inspectable byte for byte.
-        assert_eq!(h.fake.control().file_bytes(&file_id, None).unwrap().to_vec(), bytes, "{method}");
+        assert_eq!(
+            h.fake
+                .control()
+                .file_bytes(&file_id, None)
+                .unwrap()
+                .to_vec(),
+            bytes,
+            "{method}"
+        );
         // And downloadable through getFile like any file.
         let f = h.call("getFile", json!({ "file_id": file_id })).await;
         let path = f.result()["file_path"].as_str().unwrap().to_owned();
@@ -58,7 +79,10 @@ async fn bot_uploads_each_media_kind_and_the_bytes_are_kept() {
     }
     let uploads = h.fake.control().uploads(None).unwrap();
     assert_eq!(uploads.len(), 4);
-    let doc = uploads.iter().find(|u| u.kind == MediaKind::Document).unwrap();
+    let doc = uploads
+        .iter()
+        .find(|u| u.kind == MediaKind::Document)
+        .unwrap();
     assert_eq!(doc.file_name.as_deref(), Some("report.pdf"));
     assert_eq!(doc.mime_type.as_deref(), Some("application/pdf"));
     assert!(doc.from_bot);
@@ -72,21 +96,44 @@ async fn attach_references_file_ids_and_url_and_empty_files() {
     let form = Form::new()
         .text("chat_id", chat.clone())
         .text("document", "attach://thefile")
-        .part("thefile", Part::bytes(b"attached".to_vec()).file_name("a.txt"));
+        .part(
+            "thefile",
+            Part::bytes(b"attached".to_vec()).file_name("a.txt"),
+        );
     let first = h.call_multipart("sendDocument", form).await;
-    let file_id = first.result()["document"]["file_id"].as_str().unwrap().to_owned();
+    let file_id = first.result()["document"]["file_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // Re-sending by file_id needs no upload and yields the same file.
-    let again = h.call("sendDocument", json!({ "chat_id": h.chat(), "document": file_id })).await;
+    let again = h
+        .call(
+            "sendDocument",
+            json!({ "chat_id": h.chat(), "document": file_id }),
+        )
+        .await;
     assert_eq!(again.result()["document"]["file_id"], json!(file_id));
-    h.call("sendDocument", json!({ "chat_id": h.chat(), "document": "nonexistent" }))
+    h.call(
+        "sendDocument",
+        json!({ "chat_id": h.chat(), "document": "nonexistent" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: wrong file identifier/HTTP URL specified");
+    h.call(
+        "sendDocument",
+        json!({ "chat_id": h.chat(), "document": "https://example.invalid/x.pdf" }),
+    )
+    .await
+    .expect_error(400, "Bad Request: failed to get HTTP URL content");
+    let empty = Form::new()
+        .text("chat_id", chat)
+        .part("document", Part::bytes(Vec::new()).file_name("e.txt"));
+    h.call_multipart("sendDocument", empty)
         .await
-        .expect_error(400, "Bad Request: wrong file identifier/HTTP URL specified");
-    h.call("sendDocument", json!({ "chat_id": h.chat(), "document": "https://example.invalid/x.pdf" }))
+        .expect_error(400, "Bad Request: file must be non-empty");
+    h.call("getFile", json!({ "file_id": "nope" }))
         .await
-        .expect_error(400, "Bad Request: failed to get HTTP URL content");
-    let empty = Form::new().text("chat_id", chat).part("document", Part::bytes(Vec::new()).file_name("e.txt"));
-    h.call_multipart("sendDocument", empty).await.expect_error(400, "Bad Request: file must be non-empty");
-    h.call("getFile", json!({ "file_id": "nope" })).await.expect_error(400, "Bad Request: invalid file_id");
+        .expect_error(400, "Bad Request: invalid file_id");
 }
 
 #[tokio::test]
@@ -151,21 +198,41 @@ async fn person_sends_photos_documents_voice_and_albums() {
     assert_eq!(list.len(), 5);
     let p = &list[0]["message"];
     assert_eq!(p["caption"], json!("what is this?"));
-    assert_eq!(p["photo"].as_array().unwrap().last().unwrap()["width"], json!(1280));
+    assert_eq!(
+        p["photo"].as_array().unwrap().last().unwrap()["width"],
+        json!(1280)
+    );
     let v = &list[1]["message"];
     assert_eq!(v["voice"]["mime_type"], json!("audio/ogg"));
     assert_eq!(v["reply_to_message"]["message_id"], json!(photo.message_id));
     assert_eq!(voice.message_id, photo.message_id + 1);
-    let groups: Vec<_> = list[2..].iter().map(|u| u["message"]["media_group_id"].clone()).collect();
+    let groups: Vec<_> = list[2..]
+        .iter()
+        .map(|u| u["message"]["media_group_id"].clone())
+        .collect();
     assert!(groups.iter().all(|g| g == &groups[0] && g.is_string()));
     // The bot downloads what the person sent.
     let file_id = list[3]["message"]["document"]["file_id"].as_str().unwrap();
     let f = h.call("getFile", json!({ "file_id": file_id })).await;
-    let url = format!("{}/file/bot{}/{}", h.fake.base_url(), h.token, f.result()["file_path"].as_str().unwrap());
-    assert_eq!(h.http.get(url).send().await.unwrap().text().await.unwrap(), "file 1");
+    let url = format!(
+        "{}/file/bot{}/{}",
+        h.fake.base_url(),
+        h.token,
+        f.result()["file_path"].as_str().unwrap()
+    );
+    assert_eq!(
+        h.http.get(url).send().await.unwrap().text().await.unwrap(),
+        "file 1"
+    );
     // Invalid base64 is a clear control error.
     let bad = h.fake.control().send_media(SendMedia {
-        item: MediaItem { kind: MediaKind::Photo, data_base64: "***".into(), filename: None, mime_type: None, caption: None },
+        item: MediaItem {
+            kind: MediaKind::Photo,
+            data_base64: "***".into(),
+            filename: None,
+            mime_type: None,
+            caption: None,
+        },
         thread_id: None,
         user_id: None,
         reply_to_message_id: None,
@@ -182,7 +249,13 @@ async fn big_files_are_refused_at_telegrams_limits() {
         .fake
         .control()
         .send_media(SendMedia {
-            item: MediaItem { kind: MediaKind::Document, data_base64: b64, filename: Some("big.bin".into()), mime_type: None, caption: None },
+            item: MediaItem {
+                kind: MediaKind::Document,
+                data_base64: b64,
+                filename: Some("big.bin".into()),
+                mime_type: None,
+                caption: None,
+            },
             thread_id: None,
             user_id: None,
             reply_to_message_id: None,
@@ -190,12 +263,20 @@ async fn big_files_are_refused_at_telegrams_limits() {
         })
         .unwrap();
     let updates = h.call("getUpdates", json!({})).await;
-    assert_eq!(updates.result()[0]["message"]["message_id"], json!(big.message_id));
+    assert_eq!(
+        updates.result()[0]["message"]["message_id"],
+        json!(big.message_id)
+    );
     let file_id = updates.result()[0]["message"]["document"]["file_id"].clone();
-    h.call("getFile", json!({ "file_id": file_id })).await.expect_error(400, "Bad Request: file is too big");
+    h.call("getFile", json!({ "file_id": file_id }))
+        .await
+        .expect_error(400, "Bad Request: file is too big");
     // Uploads over 50 MB: 413 from the front end.
-    let form = Form::new()
-        .text("chat_id", h.chat().to_string())
-        .part("document", Part::bytes(vec![0u8; 51 * 1024 * 1024]).file_name("huge.bin"));
-    h.call_multipart("sendDocument", form).await.expect_error(413, "Request Entity Too Large");
+    let form = Form::new().text("chat_id", h.chat().to_string()).part(
+        "document",
+        Part::bytes(vec![0u8; 51 * 1024 * 1024]).file_name("huge.bin"),
+    );
+    h.call_multipart("sendDocument", form)
+        .await
+        .expect_error(413, "Request Entity Too Large");
 }

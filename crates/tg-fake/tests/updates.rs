@@ -9,7 +9,11 @@ use common::Harness;
 use serde_json::json;
 
 fn ids(v: &serde_json::Value) -> Vec<i64> {
-    v.as_array().unwrap().iter().map(|u| u["update_id"].as_i64().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["update_id"].as_i64().unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -38,7 +42,10 @@ async fn long_poll_without_updates_waits_for_the_timeout_and_returns_empty() {
     assert!(started.elapsed() >= Duration::from_millis(900));
     // timeout 0 is a short poll
     let started = Instant::now();
-    assert_eq!(h.call("getUpdates", json!({ "timeout": 0 })).await.result(), &json!([]));
+    assert_eq!(
+        h.call("getUpdates", json!({ "timeout": 0 })).await.result(),
+        &json!([])
+    );
     assert!(started.elapsed() < Duration::from_secs(1));
 }
 
@@ -50,21 +57,49 @@ async fn offset_confirms_earlier_updates_and_unconfirmed_ones_come_again() {
     let c = h.person_says("three").update_id.unwrap();
     assert_eq!((b, c), (a + 1, a + 2));
     // Without an offset the same unconfirmed updates come back every time.
-    assert_eq!(ids(h.call("getUpdates", json!({})).await.result()), vec![a, b, c]);
-    assert_eq!(ids(h.call("getUpdates", json!({})).await.result()), vec![a, b, c]);
+    assert_eq!(
+        ids(h.call("getUpdates", json!({})).await.result()),
+        vec![a, b, c]
+    );
+    assert_eq!(
+        ids(h.call("getUpdates", json!({})).await.result()),
+        vec![a, b, c]
+    );
     // limit
-    assert_eq!(ids(h.call("getUpdates", json!({ "limit": 2 })).await.result()), vec![a, b]);
+    assert_eq!(
+        ids(h.call("getUpdates", json!({ "limit": 2 })).await.result()),
+        vec![a, b]
+    );
     // offset confirms everything below it, for good
-    assert_eq!(ids(h.call("getUpdates", json!({ "offset": b })).await.result()), vec![b, c]);
-    assert_eq!(ids(h.call("getUpdates", json!({})).await.result()), vec![b, c]);
+    assert_eq!(
+        ids(h.call("getUpdates", json!({ "offset": b })).await.result()),
+        vec![b, c]
+    );
+    assert_eq!(
+        ids(h.call("getUpdates", json!({})).await.result()),
+        vec![b, c]
+    );
     // negative offset keeps only the last -offset updates
-    assert_eq!(ids(h.call("getUpdates", json!({ "offset": -1 })).await.result()), vec![c]);
-    assert_eq!(ids(h.call("getUpdates", json!({ "offset": c + 1 })).await.result()), Vec::<i64>::new());
+    assert_eq!(
+        ids(h.call("getUpdates", json!({ "offset": -1 })).await.result()),
+        vec![c]
+    );
+    assert_eq!(
+        ids(h
+            .call("getUpdates", json!({ "offset": c + 1 }))
+            .await
+            .result()),
+        Vec::<i64>::new()
+    );
     // Parameters work the same as query string, urlencoded body and GET.
     let d = h.person_says("four").update_id.unwrap();
-    let form = h.call_form("getUpdates", &[("offset", &d.to_string()), ("limit", "5")]).await;
+    let form = h
+        .call_form("getUpdates", &[("offset", &d.to_string()), ("limit", "5")])
+        .await;
     assert_eq!(ids(form.result()), vec![d]);
-    let get = h.call_get("getUpdates", &[("offset", &d.to_string())]).await;
+    let get = h
+        .call_get("getUpdates", &[("offset", &d.to_string())])
+        .await;
     assert_eq!(ids(get.result()), vec![d]);
 }
 
@@ -81,7 +116,10 @@ async fn allowed_updates_persists_between_calls_and_filters_new_updates() {
     });
     assert_eq!(none.unwrap(), None);
     let first = h
-        .call("getUpdates", json!({ "allowed_updates": ["message", "message_reaction"] }))
+        .call(
+            "getUpdates",
+            json!({ "allowed_updates": ["message", "message_reaction"] }),
+        )
         .await;
     assert_eq!(first.result().as_array().unwrap().len(), 1);
     let offset = first.result()[0]["update_id"].as_i64().unwrap() + 1;
@@ -99,11 +137,21 @@ async fn allowed_updates_persists_between_calls_and_filters_new_updates() {
     assert!(reaction.is_some());
     let next = h.call("getUpdates", json!({ "offset": offset })).await;
     let r = &next.result()[0]["message_reaction"];
-    assert_eq!(r["new_reaction"], json!([{ "type": "emoji", "emoji": "🔥" }]));
-    assert_eq!(r["old_reaction"], json!([{ "type": "emoji", "emoji": "👍" }]));
+    assert_eq!(
+        r["new_reaction"],
+        json!([{ "type": "emoji", "emoji": "🔥" }])
+    );
+    assert_eq!(
+        r["old_reaction"],
+        json!([{ "type": "emoji", "emoji": "👍" }])
+    );
     // Narrowing it stops messages from being created as updates at all.
     let offset = next.result()[0]["update_id"].as_i64().unwrap() + 1;
-    h.call("getUpdates", json!({ "offset": offset, "allowed_updates": ["callback_query"] })).await;
+    h.call(
+        "getUpdates",
+        json!({ "offset": offset, "allowed_updates": ["callback_query"] }),
+    )
+    .await;
     assert_eq!(h.person_says("ignored").update_id, None);
     assert_eq!(h.call("getUpdates", json!({})).await.result(), &json!([]));
 }
@@ -128,7 +176,14 @@ async fn a_second_poller_terminates_the_first_with_409() {
 async fn webhook_excludes_polling_until_deleted_and_can_drop_pending_updates() {
     let h = Harness::start().await;
     h.person_says("pending");
-    assert!(h.call("setWebhook", json!({ "url": "https://example.invalid/hook" })).await.ok());
+    assert!(
+        h.call(
+            "setWebhook",
+            json!({ "url": "https://example.invalid/hook" })
+        )
+        .await
+        .ok()
+    );
     let info = h.call("getWebhookInfo", json!({})).await;
     assert_eq!(info.result()["url"], json!("https://example.invalid/hook"));
     assert_eq!(info.result()["pending_update_count"], json!(1));
@@ -136,9 +191,16 @@ async fn webhook_excludes_polling_until_deleted_and_can_drop_pending_updates() {
         409,
         "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
     );
-    assert!(h.call("deleteWebhook", json!({ "drop_pending_updates": true })).await.ok());
+    assert!(
+        h.call("deleteWebhook", json!({ "drop_pending_updates": true }))
+            .await
+            .ok()
+    );
     assert_eq!(h.call("getUpdates", json!({})).await.result(), &json!([]));
-    assert_eq!(h.call("getWebhookInfo", json!({})).await.result()["url"], json!(""));
+    assert_eq!(
+        h.call("getWebhookInfo", json!({})).await.result()["url"],
+        json!("")
+    );
 }
 
 #[tokio::test]
@@ -170,12 +232,35 @@ async fn several_people_and_bots_are_separate() {
         .unwrap();
     let first_bot = h.call("getUpdates", json!({})).await;
     assert_eq!(first_bot.result().as_array().unwrap().len(), 1);
-    assert_eq!(first_bot.result()[0]["message"]["from"]["first_name"], json!("User 5555"));
+    assert_eq!(
+        first_bot.result()[0]["message"]["from"]["first_name"],
+        json!("User 5555")
+    );
     let url = h.fake.method_url("2000:other-token", "getUpdates");
-    let second: serde_json::Value = h.http.post(url).json(&json!({})).send().await.unwrap().json().await.unwrap();
-    assert_eq!(second["result"][0]["update_id"], json!(other.update_id.unwrap()));
-    assert_eq!(second["result"][0]["message"]["text"], json!("to the second bot"));
+    let second: serde_json::Value = h
+        .http
+        .post(url)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        second["result"][0]["update_id"],
+        json!(other.update_id.unwrap())
+    );
+    assert_eq!(
+        second["result"][0]["message"]["text"],
+        json!("to the second bot")
+    );
     // The bot can answer the stranger in their own chat.
-    let ans = h.call("sendMessage", json!({ "chat_id": 5555, "text": "hi stranger" })).await;
+    let ans = h
+        .call(
+            "sendMessage",
+            json!({ "chat_id": 5555, "text": "hi stranger" }),
+        )
+        .await;
     assert_eq!(ans.result()["chat"]["id"], json!(5555));
 }

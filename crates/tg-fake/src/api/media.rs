@@ -15,7 +15,9 @@ pub const MAX_DOWNLOAD: usize = 20 * 1024 * 1024;
 
 /// A MIME type from a file name, for uploads that did not say.
 pub fn guess_mime(name: Option<&str>, kind: MediaKind) -> Option<String> {
-    let ext = name.and_then(|n| n.rsplit_once('.')).map(|(_, e)| e.to_ascii_lowercase());
+    let ext = name
+        .and_then(|n| n.rsplit_once('.'))
+        .map(|(_, e)| e.to_ascii_lowercase());
     let mime = match ext.as_deref() {
         Some("png") => "image/png",
         Some("jpg" | "jpeg") => "image/jpeg",
@@ -57,7 +59,11 @@ pub(super) fn send_media(world: &mut World, bot: usize, p: &Params, kind: MediaK
                 return Err(ApiError::bad_request("file must be non-empty"));
             }
             if u.bytes.len() > MAX_UPLOAD {
-                return Err(ApiError { code: 413, description: "Request Entity Too Large".into(), parameters: None });
+                return Err(ApiError {
+                    code: 413,
+                    description: "Request Entity Too Large".into(),
+                    parameters: None,
+                });
             }
             let mime = u
                 .content_type
@@ -110,7 +116,9 @@ pub(super) fn edit_caption(world: &mut World, bot: usize, p: &Params) -> ApiResu
         return Err(ApiError::bad_request("message can't be edited"));
     }
     if msg.media.is_none() {
-        return Err(ApiError::bad_request("there is no caption in the message to edit"));
+        return Err(ApiError::bad_request(
+            "there is no caption in the message to edit",
+        ));
     }
     let caption = (!caption.is_empty()).then_some(caption);
     if msg.caption == caption && msg.caption_entities == entities && msg.reply_markup == markup {

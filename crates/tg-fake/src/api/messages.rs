@@ -38,7 +38,11 @@ pub(super) fn deliver(world: &mut World, bot: usize, chat: i64, mut msg: Message
 /// A stored message as `Message`.
 pub(super) fn message_json(world: &World, bot: usize, chat: i64, id: i64) -> Value {
     let b = &world.bots[bot];
-    match b.chats.get(&chat).and_then(|c| c.messages.get(&id).map(|m| (c, m))) {
+    match b
+        .chats
+        .get(&chat)
+        .and_then(|c| c.messages.get(&id).map(|m| (c, m)))
+    {
         Some((c, m)) => world.message_json(b, c, m, 0),
         None => Value::Null,
     }
@@ -118,7 +122,9 @@ pub(super) fn edit_message_text(world: &mut World, bot: usize, p: &Params) -> Ap
     let has_rich = p.has("rich_message");
     let (text, entities, rich) = match (has_text, has_rich) {
         (true, true) => {
-            return Err(ApiError::bad_request("only one of text and rich_message can be specified"));
+            return Err(ApiError::bad_request(
+                "only one of text and rich_message can be specified",
+            ));
         }
         (false, false) => return Err(ApiError::bad_request("message text is empty")),
         (true, false) => {
@@ -136,9 +142,15 @@ pub(super) fn edit_message_text(world: &mut World, bot: usize, p: &Params) -> Ap
         .get_mut(&id)
         .ok_or_else(|| ApiError::bad_request("message to edit not found"))?;
     if msg.media.is_some() || msg.service.is_some() {
-        return Err(ApiError::bad_request("there is no text in the message to edit"));
+        return Err(ApiError::bad_request(
+            "there is no text in the message to edit",
+        ));
     }
-    if msg.text == text && msg.entities == entities && msg.rich == rich && msg.reply_markup == markup {
+    if msg.text == text
+        && msg.entities == entities
+        && msg.rich == rich
+        && msg.reply_markup == markup
+    {
         return Err(ApiError::bad_request(NOT_MODIFIED));
     }
     msg.history.push(content_snapshot(msg));
@@ -193,7 +205,9 @@ pub(super) fn delete_messages(world: &mut World, bot: usize, p: &Params) -> ApiR
         .map(|a| a.iter().filter_map(Value::as_i64).collect())
         .unwrap_or_default();
     if ids.is_empty() || ids.len() > 100 {
-        return Err(ApiError::bad_request("message_ids must contain 1-100 identifiers"));
+        return Err(ApiError::bad_request(
+            "message_ids must contain 1-100 identifiers",
+        ));
     }
     let c = world.bots[bot].chat_mut(chat);
     for id in ids {
@@ -213,7 +227,12 @@ pub(super) fn send_chat_action(world: &mut World, bot: usize, p: &Params) -> Api
         return Err(ApiError::bad_request("wrong parameter action in request"));
     }
     let at_ms = world.clock.now_ms();
-    world.bots[bot].chat_mut(chat).push_action(ActionEvent { at_ms, seq: 0, thread_id, action });
+    world.bots[bot].chat_mut(chat).push_action(ActionEvent {
+        at_ms,
+        seq: 0,
+        thread_id,
+        action,
+    });
     Ok(Value::Bool(true))
 }
 

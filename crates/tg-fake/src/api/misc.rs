@@ -36,7 +36,9 @@ pub(super) fn answer_callback_query(world: &mut World, bot: usize, p: &Params) -
 }
 
 fn commands_key(p: &Params) -> Result<String, ApiError> {
-    let scope = p.json("scope")?.unwrap_or_else(|| json!({ "type": "default" }));
+    let scope = p
+        .json("scope")?
+        .unwrap_or_else(|| json!({ "type": "default" }));
     let lang = p.string("language_code")?.unwrap_or_default();
     Ok(format!("{scope}|{lang}"))
 }
@@ -52,11 +54,16 @@ pub(super) fn set_my_commands(world: &mut World, bot: usize, p: &Params) -> ApiR
     for c in list {
         let name = c.get("command").and_then(Value::as_str).unwrap_or_default();
         let valid = (1..=32).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
             return Err(ApiError::bad_request("BOT_COMMAND_INVALID"));
         }
-        let desc = c.get("description").and_then(Value::as_str).unwrap_or_default();
+        let desc = c
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !(1..=256).contains(&desc.chars().count()) {
             return Err(ApiError::bad_request("BOT_COMMAND_DESCRIPTION_INVALID"));
         }
@@ -68,7 +75,11 @@ pub(super) fn set_my_commands(world: &mut World, bot: usize, p: &Params) -> ApiR
 
 pub(super) fn get_my_commands(world: &mut World, bot: usize, p: &Params) -> ApiResult {
     let key = commands_key(p)?;
-    Ok(world.bots[bot].commands.get(&key).cloned().unwrap_or_else(|| json!([])))
+    Ok(world.bots[bot]
+        .commands
+        .get(&key)
+        .cloned()
+        .unwrap_or_else(|| json!([])))
 }
 
 pub(super) fn delete_my_commands(world: &mut World, bot: usize, p: &Params) -> ApiResult {
@@ -90,7 +101,9 @@ pub(super) fn set_webhook(world: &mut World, bot: usize, p: &Params) -> ApiResul
         b.webhook = None;
     } else {
         if !url.starts_with("https://") {
-            return Err(ApiError::bad_request("bad webhook: An HTTPS URL must be provided for webhook"));
+            return Err(ApiError::bad_request(
+                "bad webhook: An HTTPS URL must be provided for webhook",
+            ));
         }
         b.webhook = Some(json!({ "url": url }));
         // A waiting long poll ends with a conflict once a webhook exists.
@@ -111,7 +124,12 @@ pub(super) fn delete_webhook(world: &mut World, bot: usize, p: &Params) -> ApiRe
 
 pub(super) fn get_webhook_info(world: &mut World, bot: usize) -> ApiResult {
     let b = &world.bots[bot];
-    let url = b.webhook.as_ref().and_then(|w| w.get("url")).cloned().unwrap_or_else(|| json!(""));
+    let url = b
+        .webhook
+        .as_ref()
+        .and_then(|w| w.get("url"))
+        .cloned()
+        .unwrap_or_else(|| json!(""));
     let mut info = json!({
         "url": url,
         "has_custom_certificate": false,

@@ -153,7 +153,11 @@ pub fn formatted_text(
 ) -> Result<(String, Vec<Value>), ApiError> {
     let raw = p.string(text_param)?.unwrap_or_default();
     let parse_mode = p.string("parse_mode")?.filter(|m| !m.is_empty());
-    let parsed = match parse_mode.as_deref().map(str::to_ascii_lowercase).as_deref() {
+    let parsed = match parse_mode
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("html") => html::parse(&raw)
             .map_err(|e| ApiError::bad_request(format!("can't parse entities: {e}")))?,
         Some(m @ ("markdownv2" | "markdown")) => {
@@ -168,7 +172,10 @@ pub fn formatted_text(
                     .map_err(|e| ApiError::bad_request(format!("can't parse entities: {e}")))?,
                 None => Vec::new(),
             };
-            html::Parsed { text: raw, entities }
+            html::Parsed {
+                text: raw,
+                entities,
+            }
         }
     };
     // Telegram's pipeline: clean control characters, trim, then add the entities it detects
@@ -198,7 +205,9 @@ pub fn reply_markup(p: &Params, inline_only: bool) -> Result<Option<Value>, ApiE
         return Ok(None);
     };
     let Some(obj) = markup.as_object() else {
-        return Err(ApiError::bad_request("can't parse reply keyboard markup JSON object"));
+        return Err(ApiError::bad_request(
+            "can't parse reply keyboard markup JSON object",
+        ));
     };
     if let Some(rows) = obj.get("inline_keyboard") {
         let rows = rows
@@ -217,15 +226,22 @@ pub fn reply_markup(p: &Params, inline_only: bool) -> Result<Option<Value>, ApiE
     if inline_only {
         return Err(ApiError::bad_request("inline keyboard expected"));
     }
-    if obj.contains_key("keyboard") || obj.contains_key("remove_keyboard") || obj.contains_key("force_reply")
+    if obj.contains_key("keyboard")
+        || obj.contains_key("remove_keyboard")
+        || obj.contains_key("force_reply")
     {
         return Ok(Some(markup));
     }
-    Err(ApiError::bad_request("can't parse reply keyboard markup JSON object"))
+    Err(ApiError::bad_request(
+        "can't parse reply keyboard markup JSON object",
+    ))
 }
 
 fn check_inline_button(button: &Value) -> Result<(), ApiError> {
-    let text = button.get("text").and_then(Value::as_str).unwrap_or_default();
+    let text = button
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if text.is_empty() {
         return Err(ApiError::bad_request("BUTTON_TEXT_INVALID"));
     }
@@ -254,9 +270,11 @@ fn check_inline_button(button: &Value) -> Result<(), ApiError> {
         }
     }
     if let Some(url) = button.get("url") {
-        let ok = url
-            .as_str()
-            .is_some_and(|u| ["http://", "https://", "tg://"].iter().any(|s| u.starts_with(s)));
+        let ok = url.as_str().is_some_and(|u| {
+            ["http://", "https://", "tg://"]
+                .iter()
+                .any(|s| u.starts_with(s))
+        });
         if !ok {
             return Err(ApiError::bad_request("BUTTON_URL_INVALID"));
         }
@@ -276,7 +294,11 @@ pub fn reply_to(chat: &Chat, p: &Params) -> Result<Option<i64>, ApiError> {
     if chat.live_message(id).is_some() {
         return Ok(Some(id));
     }
-    if rp.get("allow_sending_without_reply").and_then(Value::as_bool) == Some(true) {
+    if rp
+        .get("allow_sending_without_reply")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         return Ok(None);
     }
     Err(ApiError::bad_request("message to be replied not found"))

@@ -8,7 +8,9 @@ use crate::params::Params;
 use crate::world::{Message, Sender, Topic, TopicState, World};
 
 /// Icon colors Telegram accepts for new topics.
-pub const ICON_COLORS: [i64; 6] = [7_322_096, 16_766_590, 13_338_331, 9_367_192, 16_749_490, 16_478_047];
+pub const ICON_COLORS: [i64; 6] = [
+    7_322_096, 16_766_590, 13_338_331, 9_367_192, 16_749_490, 16_478_047,
+];
 /// Topic names are 1-128 characters.
 pub const MAX_TOPIC_NAME: usize = 128;
 
@@ -62,7 +64,15 @@ pub fn create_topic(
     if let Some(e) = &icon_custom_emoji_id {
         created["icon_custom_emoji_id"] = json!(e);
     }
-    let thread_id = add_service(world, bot, chat, None, sender, "forum_topic_created", created.clone());
+    let thread_id = add_service(
+        world,
+        bot,
+        chat,
+        None,
+        sender,
+        "forum_topic_created",
+        created.clone(),
+    );
     let created_ms = world.clock.now_ms();
     world.bots[bot].chat_mut(chat).topics.insert(
         thread_id,
@@ -102,7 +112,10 @@ fn target(world: &World, bot: usize, p: &Params) -> Result<(i64, i64), ApiError>
     let chat = chat_id(b, p)?;
     let t = p.int("message_thread_id")?.unwrap_or(0);
     let live = b.has_topics_enabled
-        && b.chats[&chat].topics.get(&t).is_some_and(|t| t.state != TopicState::Deleted);
+        && b.chats[&chat]
+            .topics
+            .get(&t)
+            .is_some_and(|t| t.state != TopicState::Deleted);
     if !live {
         return Err(ApiError::thread_not_found());
     }
@@ -143,7 +156,15 @@ pub(super) fn edit(world: &mut World, bot: usize, p: &Params) -> ApiResult {
     if emoji_changes {
         topic.icon_custom_emoji_id = emoji.filter(|e| !e.is_empty());
     }
-    add_service(world, bot, chat, Some(t), Sender::Bot, "forum_topic_edited", edited);
+    add_service(
+        world,
+        bot,
+        chat,
+        Some(t),
+        Sender::Bot,
+        "forum_topic_edited",
+        edited,
+    );
     Ok(Value::Bool(true))
 }
 
@@ -166,7 +187,11 @@ pub fn change_state(
         return Err(ApiError::bad_request("TOPIC_NOT_MODIFIED"));
     }
     topic.state = state;
-    let field = if state == TopicState::Closed { "forum_topic_closed" } else { "forum_topic_reopened" };
+    let field = if state == TopicState::Closed {
+        "forum_topic_closed"
+    } else {
+        "forum_topic_reopened"
+    };
     add_service(world, bot, chat, Some(t), sender, field, json!({}));
     Ok(())
 }

@@ -13,11 +13,14 @@ use crate::world::Bot;
 
 const TERMINATED: &str =
     "terminated by other getUpdates request; make sure that only one bot instance is running";
-const WEBHOOK_ACTIVE: &str =
-    "can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first";
+const WEBHOOK_ACTIVE: &str = "can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first";
 
 fn batch(bot: &Bot, limit: usize) -> Vec<Value> {
-    bot.updates.iter().take(limit).map(|u| u.to_json()).collect()
+    bot.updates
+        .iter()
+        .take(limit)
+        .map(|u| u.to_json())
+        .collect()
 }
 
 /// Runs `getUpdates` for bot `bot`.

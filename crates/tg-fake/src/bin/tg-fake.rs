@@ -53,11 +53,16 @@ async fn main() -> anyhow::Result<()> {
         tokens: args.tokens,
         strict: !args.no_strict,
         has_topics_enabled: args.topics,
-        flood: FloodConfig { enabled: args.flood, ..FloodConfig::default() },
+        flood: FloodConfig {
+            enabled: args.flood,
+            ..FloodConfig::default()
+        },
         seed: args.seed,
         ..FakeConfig::default()
     };
-    let server = FakeServer::start(config).await.context("binding the listener")?;
+    let server = FakeServer::start(config)
+        .await
+        .context("binding the listener")?;
     println!("{}", server.base_url());
     if let Some(path) = &args.url_file {
         let tmp = path.with_extension("tmp");

@@ -34,7 +34,11 @@ impl Answer {
     /// Asserts an error answer with this code and description.
     pub fn expect_error(&self, code: u16, description: &str) {
         assert_eq!(
-            (self.status, self.body["error_code"].as_u64(), self.description()),
+            (
+                self.status,
+                self.body["error_code"].as_u64(),
+                self.description()
+            ),
             (code, Some(u64::from(code)), description),
             "full answer: {}",
             self.body
@@ -54,7 +58,11 @@ impl Harness {
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap();
-        Self { fake, http, token: DEFAULT_TOKEN.to_owned() }
+        Self {
+            fake,
+            http,
+            token: DEFAULT_TOKEN.to_owned(),
+        }
     }
 
     pub fn url(&self, method: &str) -> String {
@@ -69,13 +77,24 @@ impl Harness {
 
     /// POST with a JSON body.
     pub async fn call(&self, method: &str, params: Value) -> Answer {
-        let resp = self.http.post(self.url(method)).json(&params).send().await.unwrap();
+        let resp = self
+            .http
+            .post(self.url(method))
+            .json(&params)
+            .send()
+            .await
+            .unwrap();
         Self::answer(resp).await
     }
 
     /// POST that may fail at the transport level.
     pub async fn try_call(&self, method: &str, params: Value) -> Result<Answer, reqwest::Error> {
-        let resp = self.http.post(self.url(method)).json(&params).send().await?;
+        let resp = self
+            .http
+            .post(self.url(method))
+            .json(&params)
+            .send()
+            .await?;
         let status = resp.status().as_u16();
         let body = resp.json::<Value>().await?;
         Ok(Answer { status, body })
@@ -83,19 +102,37 @@ impl Harness {
 
     /// POST urlencoded.
     pub async fn call_form(&self, method: &str, params: &[(&str, &str)]) -> Answer {
-        let resp = self.http.post(self.url(method)).form(params).send().await.unwrap();
+        let resp = self
+            .http
+            .post(self.url(method))
+            .form(params)
+            .send()
+            .await
+            .unwrap();
         Self::answer(resp).await
     }
 
     /// GET with a query string.
     pub async fn call_get(&self, method: &str, params: &[(&str, &str)]) -> Answer {
-        let resp = self.http.get(self.url(method)).query(params).send().await.unwrap();
+        let resp = self
+            .http
+            .get(self.url(method))
+            .query(params)
+            .send()
+            .await
+            .unwrap();
         Self::answer(resp).await
     }
 
     /// POST multipart.
     pub async fn call_multipart(&self, method: &str, form: reqwest::multipart::Form) -> Answer {
-        let resp = self.http.post(self.url(method)).multipart(form).send().await.unwrap();
+        let resp = self
+            .http
+            .post(self.url(method))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
         Self::answer(resp).await
     }
 
@@ -103,7 +140,10 @@ impl Harness {
     pub fn person_says(&self, text: &str) -> tg_fake::control::Sent {
         self.fake
             .control()
-            .send_text(tg_fake::control::SendText { text: text.into(), ..Default::default() })
+            .send_text(tg_fake::control::SendText {
+                text: text.into(),
+                ..Default::default()
+            })
             .unwrap()
     }
 
