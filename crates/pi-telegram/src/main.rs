@@ -4,10 +4,17 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "pi-telegram", version, about = "Telegram companion hub for live pi sessions")]
+#[command(
+    name = "pi-telegram",
+    version,
+    about = "Telegram companion hub for live pi sessions"
+)]
 struct Cli {}
 
 fn main() {
     let _cli = Cli::parse();
-    println!("pi-telegram {}: the hub is not built yet; see README.md", env!("CARGO_PKG_VERSION"));
+    println!(
+        "pi-telegram {}: the hub is not built yet; see README.md",
+        env!("CARGO_PKG_VERSION")
+    );
 }
