@@ -13,14 +13,24 @@ async fn binary_prints_its_url_serves_and_stops_on_sigterm() {
     std::fs::create_dir_all(&dir).unwrap();
     let url_file = dir.join("url");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tg-fake"))
-        .args(["--port", "0", "--topics", "--token", "1000:fake-token", "--token", "2000:second"])
+        .args([
+            "--port",
+            "0",
+            "--topics",
+            "--token",
+            "1000:fake-token",
+            "--token",
+            "2000:second",
+        ])
         .arg("--url-file")
         .arg(&url_file)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let base = line.trim().to_owned();
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
     // The URL file is written once listening.
@@ -35,7 +45,14 @@ async fn binary_prints_its_url_serves_and_stops_on_sigterm() {
     assert_eq!(from_file.trim(), base);
 
     let http = reqwest::Client::new();
-    let me: Value = http.get(format!("{base}/bot2000:second/getMe")).send().await.unwrap().json().await.unwrap();
+    let me: Value = http
+        .get(format!("{base}/bot2000:second/getMe"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(me["result"]["has_topics_enabled"], json!(true));
     assert_eq!(me["result"]["id"], json!(2000));
     let sent: Value = http
@@ -47,12 +64,24 @@ async fn binary_prints_its_url_serves_and_stops_on_sigterm() {
         .json()
         .await
         .unwrap();
-    let updates: Value =
-        http.get(format!("{base}/bot1000:fake-token/getUpdates")).send().await.unwrap().json().await.unwrap();
+    let updates: Value = http
+        .get(format!("{base}/bot1000:fake-token/getUpdates"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(updates["result"][0]["update_id"], sent["update_id"]);
 
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
