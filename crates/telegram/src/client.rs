@@ -1,0 +1,363 @@
+//! The HTTP side: one `reqwest` client, Telegram's answer format, and the error classes.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::{ApiError, ApiErrorKind, CallError};
+use crate::method::{Safety, safety};
+use crate::token::Token;
+use crate::update::{RawUpdate, parse_updates};
+
+/// Telegram's cloud Bot API.
+pub const DEFAULT_API_BASE: &str = "https://api.telegram.org";
+
+/// Timeouts.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Whole-request timeout for ordinary calls (long polls add their own wait to it).
+    pub timeout: Duration,
+    /// Connection establishment timeout.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A file to upload in a multipart call.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// The form field (`document`, `photo`, ...).
+    pub field: String,
+    /// File name shown to the person.
+    pub file_name: String,
+    /// MIME type, if known.
+    pub mime_type: Option<String>,
+    /// Content.
+    pub bytes: Bytes,
+}
+
+/// A Bot API client for one bot.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Token,
+    opts: ClientOptions,
+}
+
+#[derive(Deserialize)]
+struct Answer<'a> {
+    ok: bool,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error_code: Option<u16>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    parameters: Option<Parameters>,
+}
+
+#[derive(Deserialize, Default)]
+struct Parameters {
+    #[serde(default)]
+    retry_after: Option<u64>,
+}
+
+/// Which side of "the request left" a failure happened on.
+enum Stage {
+    /// Nothing reached Telegram.
+    NotSent,
+    /// It may have been processed.
+    MaybeProcessed,
+}
+
+impl Client {
+    /// A client for `token` at `api_base` (`https://api.telegram.org`, a local Bot API server,
+    /// or a fake). Proxies come from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY`/`NO_PROXY`.
+    pub fn new(api_base: &str, token: Token, opts: ClientOptions) -> Result<Self, CallError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(opts.connect_timeout)
+            .tcp_nodelay(true)
+            .user_agent(concat!("pi-telegram/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                CallError::Retryable(format!("building the HTTP client: {}", e.without_url()))
+            })?;
+        Ok(Self {
+            http,
+            base: api_base.trim_end_matches('/').to_owned(),
+            token,
+            opts,
+        })
+    }
+
+    /// The token (for its bot id; `Display` is redacted).
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The API base this client talks to.
+    pub fn api_base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, method: &str) -> String {
+        format!("{}/bot{}/{}", self.base, self.token.expose(), method)
+    }
+
+    /// Calls `method` with a JSON object of parameters; returns `result`.
+    pub async fn call(&self, method: &str, params: &Value) -> Result<Value, CallError> {
+        let req = self
+            .http
+            .post(self.url(method))
+            .json(params)
+            .timeout(self.opts.timeout);
+        let body = self.send(method, chat_of(params), req).await?;
+        parse_result(method, &body)
+    }
+
+    /// Calls `method` with multipart form data: `params` as text fields (objects JSON-encoded)
+    /// plus files.
+    pub async fn call_multipart(
+        &self,
+        method: &str,
+        params: &Value,
+        files: Vec<Upload>,
+    ) -> Result<Value, CallError> {
+        let mut form = reqwest::multipart::Form::new();
+        if let Some(map) = params.as_object() {
+            for (k, v) in map {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => continue,
+                    other => other.to_string(),
+                };
+                form = form.text(k.clone(), text);
+            }
+        }
+        for f in files {
+            let mut part = reqwest::multipart::Part::stream(f.bytes).file_name(f.file_name);
+            if let Some(m) = f.mime_type {
+                part = part.mime_str(&m).map_err(|e| {
+                    CallError::Retryable(format!("bad MIME type: {}", e.without_url()))
+                })?;
+            }
+            form = form.part(f.field, part);
+        }
+        let req = self
+            .http
+            .post(self.url(method))
+            .multipart(form)
+            .timeout(self.opts.timeout);
+        let body = self.send(method, chat_of(params), req).await?;
+        parse_result(method, &body)
+    }
+
+    /// `getUpdates` with a long-poll `timeout`; every update is kept as Telegram sent it.
+    pub async fn get_updates(
+        &self,
+        offset: Option<i64>,
+        limit: u32,
+        timeout: Duration,
+        allowed_updates: &[&str],
+    ) -> Result<Vec<RawUpdate>, CallError> {
+        let mut params = serde_json::json!({
+            "timeout": timeout.as_secs(),
+            "limit": limit.clamp(1, 100),
+            "allowed_updates": allowed_updates,
+        });
+        if let Some(o) = offset {
+            params["offset"] = Value::from(o);
+        }
+        let req = self
+            .http
+            .post(self.url("getUpdates"))
+            .json(&params)
+            .timeout(timeout + self.opts.timeout);
+        let body = self.send("getUpdates", None, req).await?;
+        let answer: Answer<'_> = serde_json::from_slice(&body)
+            .map_err(|e| CallError::Retryable(format!("getUpdates: unreadable answer: {e}")))?;
+        if !answer.ok {
+            return Err(api_error(&answer));
+        }
+        let raw = answer.result.map(RawValue::get).unwrap_or("[]");
+        parse_updates(raw).map_err(|e| CallError::Retryable(format!("getUpdates: {e}")))
+    }
+
+    /// Downloads a file by its `file_path` (from `getFile`).
+    pub async fn download(&self, file_path: &str) -> Result<Bytes, CallError> {
+        let url = format!(
+            "{}/file/bot{}/{}",
+            self.base,
+            self.token.expose(),
+            file_path
+        );
+        let resp = self
+            .http
+            .get(url)
+            .timeout(self.opts.timeout * 4)
+            .send()
+            .await
+            .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
+        if status == 200 {
+            return Ok(body);
+        }
+        if status >= 500 {
+            return Err(CallError::Retryable(format!("download: HTTP {status}")));
+        }
+        let description = format!("download failed with HTTP {status}");
+        Err(CallError::Api(ApiError {
+            code: status,
+            kind: ApiErrorKind::classify(status, &description),
+            description,
+        }))
+    }
+
+    /// Sends a request and returns the body of any answer that is not a transport failure, 5xx
+    /// or 429, classifying those.
+    async fn send(
+        &self,
+        method: &str,
+        chat_id: Option<i64>,
+        req: reqwest::RequestBuilder,
+    ) -> Result<Bytes, CallError> {
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let stage = if e.is_connect() {
+                    Stage::NotSent
+                } else {
+                    Stage::MaybeProcessed
+                };
+                return Err(unknown_outcome(method, stage, describe(&e)));
+            }
+        };
+        let status = resp.status().as_u16();
+        let header_wait = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let body = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Err(unknown_outcome(method, Stage::MaybeProcessed, describe(&e))),
+        };
+        if status == 429 {
+            let from_body = serde_json::from_slice::<Answer<'_>>(&body)
+                .ok()
+                .and_then(|a| a.parameters.and_then(|p| p.retry_after));
+            let secs = from_body.or(header_wait).unwrap_or(1).max(1);
+            return Err(CallError::Flood {
+                retry_after: Duration::from_secs(secs),
+                chat_id,
+            });
+        }
+        if status >= 500 {
+            return Err(unknown_outcome(
+                method,
+                Stage::MaybeProcessed,
+                format!("HTTP {status}"),
+            ));
+        }
+        Ok(body)
+    }
+}
+
+fn chat_of(params: &Value) -> Option<i64> {
+    params
+        .get("chat_id")
+        .and_then(|c| c.as_i64().or_else(|| c.as_str()?.parse().ok()))
+}
+
+/// A failure where Telegram may have done the work: retryable only for repeatable methods.
+fn unknown_outcome(method: &str, stage: Stage, detail: String) -> CallError {
+    match (stage, safety(method)) {
+        (Stage::NotSent, _) | (_, Safety::Repeatable) => {
+            CallError::Retryable(format!("{method}: {detail}"))
+        }
+        (Stage::MaybeProcessed, Safety::NonRepeatable) => {
+            CallError::CommitUnknown(format!("{method}: {detail}"))
+        }
+    }
+}
+
+/// A transport error without its URL (which carries the token) but with its causes.
+fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error;
+    let mut text = if e.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        "transport failure".to_owned()
+    };
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !part.contains("/bot") {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn api_error(answer: &Answer<'_>) -> CallError {
+    let code = answer.error_code.unwrap_or(400);
+    let description = answer
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("error {code}"));
+    CallError::Api(ApiError {
+        code,
+        kind: ApiErrorKind::classify(code, &description),
+        description,
+    })
+}
+
+fn parse_result(method: &str, body: &[u8]) -> Result<Value, CallError> {
+    let answer: Answer<'_> = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        // A 2xx/4xx that is not Telegram's JSON: a proxy or a broken answer. For a send, the
+        // effect may have happened.
+        Err(e) => {
+            return Err(unknown_outcome(
+                method,
+                Stage::MaybeProcessed,
+                format!("unreadable answer: {e}"),
+            ));
+        }
+    };
+    if !answer.ok {
+        return Err(api_error(&answer));
+    }
+    match answer.result {
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            unknown_outcome(
+                method,
+                Stage::MaybeProcessed,
+                format!("unreadable result: {e}"),
+            )
+        }),
+        None => Err(unknown_outcome(
+            method,
+            Stage::MaybeProcessed,
+            "success without a result".into(),
+        )),
+    }
+}

@@ -1,0 +1,203 @@
+//! Send pacing: token buckets per chat and for the bot, plus flood waits (`retry_after`) that
+//! the caller persists so a restart does not hammer Telegram during a penalty. Times are Unix
+//! milliseconds supplied by the caller, so the whole thing is deterministic.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Budgets. Telegram allows about one message per second per chat with short bursts and about
+/// 30 per second across chats; a local Bot API server or a fake may allow more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PacingConfig {
+    /// Sustained sends per second to one chat.
+    pub per_chat_per_sec: f64,
+    /// Burst to one chat.
+    pub per_chat_burst: u32,
+    /// Sustained sends per second overall.
+    pub global_per_sec: f64,
+    /// Burst overall.
+    pub global_burst: u32,
+}
+
+impl Default for PacingConfig {
+    fn default() -> Self {
+        Self {
+            per_chat_per_sec: 1.0,
+            per_chat_burst: 3,
+            global_per_sec: 25.0,
+            global_burst: 25,
+        }
+    }
+}
+
+/// Where a flood wait applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FloodScope {
+    /// The whole bot.
+    Global,
+    /// One chat.
+    Chat(i64),
+}
+
+impl FloodScope {
+    /// Stable text form for storage: `global` or `chat:<id>`.
+    pub fn key(&self) -> String {
+        match self {
+            Self::Global => "global".into(),
+            Self::Chat(c) => format!("chat:{c}"),
+        }
+    }
+
+    /// Parses [`FloodScope::key`].
+    pub fn from_key(key: &str) -> Option<Self> {
+        if key == "global" {
+            return Some(Self::Global);
+        }
+        key.strip_prefix("chat:")?.parse().ok().map(Self::Chat)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Bucket {
+    tokens: f64,
+    at_ms: u64,
+}
+
+impl Bucket {
+    fn refill(&mut self, per_sec: f64, burst: u32, now_ms: u64) {
+        let elapsed = now_ms.saturating_sub(self.at_ms) as f64 / 1000.0;
+        self.tokens = (self.tokens + elapsed * per_sec).min(f64::from(burst.max(1)));
+        self.at_ms = now_ms.max(self.at_ms);
+    }
+
+    fn wait_ms(&self, per_sec: f64) -> u64 {
+        if self.tokens >= 1.0 {
+            0
+        } else if per_sec <= 0.0 {
+            u64::MAX / 4
+        } else {
+            ((1.0 - self.tokens) / per_sec * 1000.0).ceil() as u64
+        }
+    }
+}
+
+/// Budgets and flood waits for one bot.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    cfg: PacingConfig,
+    chats: HashMap<i64, Bucket>,
+    global: Option<Bucket>,
+    waits: HashMap<FloodScope, u64>,
+}
+
+impl Pacer {
+    /// A pacer with full buckets.
+    pub fn new(cfg: PacingConfig) -> Self {
+        Self {
+            cfg,
+            chats: HashMap::new(),
+            global: None,
+            waits: HashMap::new(),
+        }
+    }
+
+    /// Records a flood wait until `until_ms` (keeps the later of two).
+    pub fn impose(&mut self, scope: FloodScope, until_ms: u64) {
+        let e = self.waits.entry(scope).or_insert(0);
+        *e = (*e).max(until_ms);
+    }
+
+    /// Flood waits still running at `now_ms`, with their end.
+    pub fn waits(&self, now_ms: u64) -> Vec<(FloodScope, u64)> {
+        let mut v: Vec<_> = self
+            .waits
+            .iter()
+            .filter(|(_, u)| **u > now_ms)
+            .map(|(s, u)| (*s, *u))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// How long a send to `chat` must wait (zero: go now).
+    pub fn ready_in(&mut self, chat: Option<i64>, now_ms: u64) -> Duration {
+        let mut wait = 0u64;
+        for scope in [Some(FloodScope::Global), chat.map(FloodScope::Chat)]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(until) = self.waits.get(&scope) {
+                wait = wait.max(until.saturating_sub(now_ms));
+            }
+        }
+        let cfg = &self.cfg;
+        let g = self.global.get_or_insert_with(|| Bucket {
+            tokens: f64::from(cfg.global_burst),
+            at_ms: now_ms,
+        });
+        g.refill(cfg.global_per_sec, cfg.global_burst, now_ms);
+        wait = wait.max(g.wait_ms(cfg.global_per_sec));
+        if let Some(c) = chat {
+            let b = self.chats.entry(c).or_insert_with(|| Bucket {
+                tokens: f64::from(cfg.per_chat_burst),
+                at_ms: now_ms,
+            });
+            b.refill(cfg.per_chat_per_sec, cfg.per_chat_burst, now_ms);
+            wait = wait.max(b.wait_ms(cfg.per_chat_per_sec));
+        }
+        Duration::from_millis(wait)
+    }
+
+    /// Counts a send to `chat` (call once `ready_in` is zero).
+    pub fn consume(&mut self, chat: Option<i64>, now_ms: u64) {
+        let _ = self.ready_in(chat, now_ms);
+        if let Some(g) = self.global.as_mut() {
+            g.tokens -= 1.0;
+        }
+        if let Some(b) = chat.and_then(|c| self.chats.get_mut(&c)) {
+            b.tokens -= 1.0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_chat_burst_then_one_per_second() {
+        let mut p = Pacer::new(PacingConfig::default());
+        for _ in 0..3 {
+            assert_eq!(p.ready_in(Some(1), 0), Duration::ZERO);
+            p.consume(Some(1), 0);
+        }
+        assert_eq!(p.ready_in(Some(1), 0), Duration::from_millis(1000));
+        assert_eq!(
+            p.ready_in(Some(2), 0),
+            Duration::ZERO,
+            "other chats have their own budget"
+        );
+        assert_eq!(p.ready_in(Some(1), 1000), Duration::ZERO);
+    }
+
+    #[test]
+    fn flood_waits_dominate_and_expire() {
+        let mut p = Pacer::new(PacingConfig::default());
+        p.impose(FloodScope::Chat(1), 10_000);
+        p.impose(FloodScope::Chat(1), 5_000);
+        assert_eq!(p.ready_in(Some(1), 2_000), Duration::from_millis(8_000));
+        assert_eq!(p.waits(2_000), vec![(FloodScope::Chat(1), 10_000)]);
+        p.impose(FloodScope::Global, 3_000);
+        assert_eq!(p.ready_in(Some(2), 2_000), Duration::from_millis(1_000));
+        assert_eq!(p.ready_in(Some(1), 10_000), Duration::ZERO);
+        assert!(p.waits(10_000).is_empty());
+        assert_eq!(
+            FloodScope::from_key(&FloodScope::Chat(-5).key()),
+            Some(FloodScope::Chat(-5))
+        );
+        assert_eq!(FloodScope::from_key("global"), Some(FloodScope::Global));
+    }
+}
