@@ -1,0 +1,254 @@
+//! pi-telegram's durable state in SQLite (bundled), WAL mode, at
+//! `<agent-dir>/telegram/<profile>/state.db`.
+//!
+//! - One writer: a hub holds one [`Store`]; every change goes through [`Store::write`], one
+//!   `IMMEDIATE` transaction committed with `synchronous=FULL`, so a commit that returned
+//!   survives a crash of the process (and of the machine).
+//! - Versioned migrations ([`schema`]) run at open, in one transaction.
+//! - Table modules hold plain functions over a `&Connection` (a transaction derefs to one), so a
+//!   handler composes several changes into one atomic commit: effects plus "this update is
+//!   handled" together.
+//! - Times are Unix milliseconds passed in by the caller; the store never reads a clock.
+
+pub mod flood;
+pub mod held;
+pub mod incidents;
+pub mod journal;
+pub mod kv;
+pub mod lease;
+pub mod outbox;
+pub mod pairing;
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use rusqlite::Connection;
+use rusqlite::{OpenFlags, TransactionBehavior};
+
+/// What went wrong with the state database.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused.
+    #[error("{context}: {source}")]
+    Sqlite {
+        /// What we were doing.
+        context: String,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer pi-telegram.
+    #[error(
+        "{path} has schema version {found}; this pi-telegram understands up to {supported}: upgrade pi-telegram"
+    )]
+    TooNew {
+        /// The file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// Ours.
+        supported: i64,
+    },
+    /// A stored value has an unexpected form.
+    #[error("corrupt state: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Wraps a SQLite error with what we were doing.
+    pub fn sqlite(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Sqlite { context, source }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(source: rusqlite::Error) -> Self {
+        Self::Sqlite {
+            context: "state database".into(),
+            source,
+        }
+    }
+}
+
+/// Result of a store operation.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The state database. Cheap operations; callers on an async runtime run them on a blocking
+/// thread.
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path)
+            .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
+        configure(&conn, path)?;
+        schema::migrate(&conn, path)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Opens an existing database for reading only (`status`), without migrating. `None` when
+    /// there is no database yet.
+    pub fn open_for_reading(path: &Path) -> Result<Option<Self>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let version = schema::version(&conn)?;
+        if version > schema::CURRENT {
+            return Err(StoreError::TooNew {
+                path: path.to_owned(),
+                found: version,
+                supported: schema::CURRENT,
+            });
+        }
+        Ok(Some(Self {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        }))
+    }
+
+    /// Where the database lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock rolled its transaction back; the connection is fine.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` in one `IMMEDIATE` transaction and commits it durably. An error from `f` rolls
+    /// everything back.
+    pub fn write<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| E::from(StoreError::sqlite("starting a transaction")(e)))?;
+        let value = f(&tx)?;
+        tx.commit()
+            .map_err(|e| E::from(StoreError::sqlite("committing")(e)))?;
+        Ok(value)
+    }
+
+    /// Runs `f` in a read transaction (a consistent snapshot).
+    pub fn read<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| E::from(StoreError::sqlite("starting a read")(e)))?;
+        let value = f(&tx)?;
+        // Nothing to keep: ending a read transaction.
+        tx.rollback()
+            .map_err(|e| E::from(StoreError::sqlite("ending a read")(e)))?;
+        Ok(value)
+    }
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<()> {
+    let ctx = || format!("configuring {}", path.display());
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(StoreError::sqlite(ctx()))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(StoreError::sqlite(ctx()))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Corrupt(format!(
+            "{} refused WAL mode ({mode})",
+            path.display()
+        )));
+    }
+    // FULL: a returned commit is on disk, not only in the OS cache.
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+        .map_err(StoreError::sqlite(ctx()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_migrates_and_reopen_keeps_data() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let path = dir.path().join("state.db");
+        assert!(Store::open_for_reading(&path)?.is_none());
+        {
+            let s = Store::open(&path)?;
+            s.write(|tx| kv::set(tx, "k", "v"))?;
+        }
+        let s = Store::open(&path)?;
+        assert_eq!(s.read(|c| kv::get(c, "k"))?.as_deref(), Some("v"));
+        let r =
+            Store::open_for_reading(&path)?.ok_or_else(|| StoreError::Corrupt("missing".into()))?;
+        assert_eq!(r.read(|c| schema::version(c))?, schema::CURRENT);
+        let mode: String = r.read(|c| {
+            c.query_row("PRAGMA journal_mode", [], |row| row.get(0))
+                .map_err(StoreError::from)
+        })?;
+        assert_eq!(mode, "wal");
+        Ok(())
+    }
+
+    #[test]
+    fn an_error_rolls_the_whole_transaction_back() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let s = Store::open(&dir.path().join("state.db"))?;
+        let r: Result<()> = s.write(|tx| {
+            kv::set(tx, "a", "1")?;
+            Err(StoreError::Corrupt("handler failed".into()))
+        });
+        assert!(r.is_err());
+        assert_eq!(s.read(|c| kv::get(c, "a"))?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let path = dir.path().join("state.db");
+        {
+            let s = Store::open(&path)?;
+            s.write(|tx| {
+                tx.execute_batch("PRAGMA user_version = 999")
+                    .map_err(StoreError::from)
+            })?;
+        }
+        assert!(matches!(
+            Store::open(&path),
+            Err(StoreError::TooNew { found: 999, .. })
+        ));
+        assert!(matches!(
+            Store::open_for_reading(&path),
+            Err(StoreError::TooNew { .. })
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,391 @@
+//! The outbox: every message the hub sends is a row that moves
+//! `pending -> sending -> sent | ambiguous | failed` (and back to `pending` for a retry).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::Value;
+
+use crate::{Result, StoreError};
+
+/// A row's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    /// Waiting to be sent (maybe not before `not_before_ms`).
+    Pending,
+    /// Handed to Telegram; the outcome is not recorded yet.
+    Sending,
+    /// Telegram confirmed it.
+    Sent,
+    /// The outcome is unknown and the row is not repeated blindly; `handling` says why.
+    Ambiguous,
+    /// Telegram refused it for good.
+    Failed,
+}
+
+impl State {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Sending => "sending",
+            Self::Sent => "sent",
+            Self::Ambiguous => "ambiguous",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "sending" => Self::Sending,
+            "sent" => Self::Sent,
+            "ambiguous" => Self::Ambiguous,
+            "failed" => Self::Failed,
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "unknown outbox state {other:?}"
+                )));
+            }
+        })
+    }
+
+    /// Every state, for complete counts.
+    pub const ALL: [State; 5] = [
+        Self::Pending,
+        Self::Sending,
+        Self::Sent,
+        Self::Ambiguous,
+        Self::Failed,
+    ];
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A message to send.
+#[derive(Debug, Clone)]
+pub struct NewRow<'a> {
+    /// Target chat.
+    pub chat_id: i64,
+    /// Target topic.
+    pub thread_id: Option<i64>,
+    /// Bot API method.
+    pub method: &'a str,
+    /// Its parameters (JSON object).
+    pub params: &'a Value,
+    /// Why it is sent (`reply:help`, `notice:held`, ...).
+    pub purpose: &'a str,
+    /// The update that caused it; with `purpose`, at most one row per cause.
+    pub source_update_id: Option<i64>,
+    /// When the outcome of a send is unknown (a crash mid-send, a lost answer), send it again
+    /// rather than risk losing it. Only for content that must arrive (final answers).
+    pub resend_if_unknown: bool,
+}
+
+/// A stored row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    /// Id (also the send order).
+    pub id: i64,
+    /// Target chat.
+    pub chat_id: i64,
+    /// Target topic.
+    pub thread_id: Option<i64>,
+    /// Method.
+    pub method: String,
+    /// Parameters.
+    pub params: Value,
+    /// Purpose.
+    pub purpose: String,
+    /// Cause.
+    pub source_update_id: Option<i64>,
+    /// Resend when the outcome is unknown.
+    pub resend_if_unknown: bool,
+    /// State.
+    pub state: State,
+    /// Send attempts so far.
+    pub attempts: i64,
+    /// Not before this time.
+    pub not_before_ms: i64,
+    /// `message_id` Telegram gave it.
+    pub sent_message_id: Option<i64>,
+    /// Last error text.
+    pub last_error: Option<String>,
+    /// What was done about an unknown or failed outcome.
+    pub handling: Option<String>,
+}
+
+const COLUMNS: &str =
+    "id, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown,
+    state, attempts, not_before_ms, sent_message_id, last_error, handling";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
+    let params: String = r.get(4)?;
+    let state: String = r.get(8)?;
+    Ok((
+        OutboxRow {
+            id: r.get(0)?,
+            chat_id: r.get(1)?,
+            thread_id: r.get(2)?,
+            method: r.get(3)?,
+            params: Value::Null,
+            purpose: r.get(5)?,
+            source_update_id: r.get(6)?,
+            resend_if_unknown: r.get::<_, i64>(7)? != 0,
+            state: State::Pending,
+            attempts: r.get(9)?,
+            not_before_ms: r.get(10)?,
+            sent_message_id: r.get(11)?,
+            last_error: r.get(12)?,
+            handling: r.get(13)?,
+        },
+        params,
+        state,
+    ))
+}
+
+fn finish((mut row, params, state): (OutboxRow, String, String)) -> Result<OutboxRow> {
+    row.params = serde_json::from_str(&params)
+        .map_err(|e| StoreError::Corrupt(format!("outbox row {} has bad params: {e}", row.id)))?;
+    row.state = State::parse(&state)?;
+    Ok(row)
+}
+
+/// Queues a message. Returns its id, or `None` when a row for the same cause and purpose
+/// exists already (the handler ran before; nothing is queued twice).
+pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Option<i64>> {
+    let n = conn
+        .execute(
+            "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, method, params, purpose,
+                                source_update_id, resend_if_unknown, state)
+             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')
+             ON CONFLICT DO NOTHING",
+            params![
+                now_ms,
+                row.chat_id,
+                row.thread_id,
+                row.method,
+                row.params.to_string(),
+                row.purpose,
+                row.source_update_id,
+                i64::from(row.resend_if_unknown),
+            ],
+        )
+        .map_err(StoreError::sqlite("queueing a message"))?;
+    Ok((n == 1).then(|| conn.last_insert_rowid()))
+}
+
+/// A row by id.
+pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM outbox WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
+    .map_err(StoreError::sqlite("reading the outbox"))?
+    .map(finish)
+    .transpose()
+}
+
+/// The next row of each chat (rows of one chat go out in order), if due at `now_ms`.
+pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM outbox o
+             WHERE state = 'pending' AND not_before_ms <= ?1
+               AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id AND i.state IN ('pending', 'sending'))
+             ORDER BY id"
+        ))
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    let rows = stmt
+        .query_map([now_ms], from_row)
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    rows.map(|r| {
+        r.map_err(StoreError::sqlite("reading the outbox"))
+            .and_then(finish)
+    })
+    .collect()
+}
+
+/// The earliest `not_before_ms` of a pending row, for sleeping until something is due.
+pub fn next_due_ms(conn: &Connection) -> Result<Option<i64>> {
+    conn.query_row(
+        "SELECT min(not_before_ms) FROM outbox WHERE state = 'pending'",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading the outbox"))
+}
+
+fn transition(
+    conn: &Connection,
+    id: i64,
+    from: State,
+    sql_set: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<()> {
+    let sql = format!(
+        "UPDATE outbox SET {sql_set} WHERE id = ?1 AND state = '{}'",
+        from.as_str()
+    );
+    let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
+    all.extend_from_slice(args);
+    let n = conn
+        .execute(&sql, all.as_slice())
+        .map_err(StoreError::sqlite("updating the outbox"))?;
+    if n != 1 {
+        return Err(StoreError::Corrupt(format!(
+            "outbox row {id} is not {from}"
+        )));
+    }
+    Ok(())
+}
+
+/// `pending -> sending`, counting the attempt. Committed before the call is made.
+pub fn mark_sending(conn: &Connection, id: i64, now_ms: i64) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Pending,
+        "state = 'sending', attempts = attempts + 1, updated_ms = ?2",
+        &[&now_ms],
+    )
+}
+
+/// `sending -> sent`.
+pub fn mark_sent(conn: &Connection, id: i64, message_id: Option<i64>, now_ms: i64) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'sent', sent_message_id = ?2, updated_ms = ?3",
+        &[&message_id, &now_ms],
+    )
+}
+
+/// `sending -> pending` to try again at `not_before_ms`.
+pub fn mark_retry(
+    conn: &Connection,
+    id: i64,
+    not_before_ms: i64,
+    error: &str,
+    now_ms: i64,
+) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'pending', not_before_ms = ?2, last_error = ?3, updated_ms = ?4",
+        &[&not_before_ms, &error, &now_ms],
+    )
+}
+
+/// `sending -> ambiguous`: the outcome is unknown and the row is not repeated.
+pub fn mark_ambiguous(
+    conn: &Connection,
+    id: i64,
+    error: &str,
+    handling: &str,
+    now_ms: i64,
+) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'ambiguous', last_error = ?2, handling = ?3, updated_ms = ?4",
+        &[&error, &handling, &now_ms],
+    )
+}
+
+/// `sending -> failed`: Telegram refused it for good.
+pub fn mark_failed(
+    conn: &Connection,
+    id: i64,
+    error: &str,
+    handling: &str,
+    now_ms: i64,
+) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'failed', last_error = ?2, handling = ?3, updated_ms = ?4",
+        &[&error, &handling, &now_ms],
+    )
+}
+
+/// After a restart: rows left `sending` by a crash have an unknown outcome. Rows that must
+/// arrive go back to `pending` (a possible duplicate is the lesser evil); the others become
+/// `ambiguous`. Returns `(resent, ambiguous)` counts.
+pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usize)> {
+    let resent = conn
+        .execute(
+            "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
+                    updated_ms = ?1 WHERE state = 'sending' AND resend_if_unknown = 1",
+            [now_ms],
+        )
+        .map_err(StoreError::sqlite("recovering the outbox"))?;
+    let ambiguous = conn
+        .execute(
+            "UPDATE outbox SET state = 'ambiguous',
+                    handling = 'not resent: the hub stopped during the send, it may have arrived',
+                    updated_ms = ?1 WHERE state = 'sending'",
+            [now_ms],
+        )
+        .map_err(StoreError::sqlite("recovering the outbox"))?;
+    Ok((resent, ambiguous))
+}
+
+/// Rows per state (every state present, zero included).
+pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
+    let mut out: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
+    let mut stmt = conn
+        .prepare_cached("SELECT state, count(*) FROM outbox GROUP BY state")
+        .map_err(StoreError::sqlite("counting the outbox"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(StoreError::sqlite("counting the outbox"))?;
+    for row in rows {
+        let (state, n) = row.map_err(StoreError::sqlite("counting the outbox"))?;
+        out.insert(State::parse(&state)?, n);
+    }
+    Ok(out)
+}
+
+/// Rows for one purpose (tests and status).
+pub fn by_purpose(conn: &Connection, purpose: &str) -> Result<Vec<OutboxRow>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE purpose = ?1 ORDER BY id"
+        ))
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    let rows = stmt
+        .query_map([purpose], from_row)
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    rows.map(|r| {
+        r.map_err(StoreError::sqlite("reading the outbox"))
+            .and_then(finish)
+    })
+    .collect()
+}
+
+/// Every row (tests and status; the outbox of a hub is small).
+pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM outbox ORDER BY id"))
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    let rows = stmt
+        .query_map([], from_row)
+        .map_err(StoreError::sqlite("reading the outbox"))?;
+    rows.map(|r| {
+        r.map_err(StoreError::sqlite("reading the outbox"))
+            .and_then(finish)
+    })
+    .collect()
+}

@@ -1,0 +1,125 @@
+//! Versioned migrations. `PRAGMA user_version` is the schema version; each migration runs once,
+//! in order, in the same transaction that bumps the version.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use crate::{Result, StoreError};
+
+/// Migrations, version `i + 1` at index `i`. Never edit a released one: append.
+const MIGRATIONS: &[&str] = &[
+    // 1: journal, offset and other small values, owner pairing, outbox, flood waits, held owner
+    // messages, incidents, the lease. Later issues add threads, queues and instances.
+    r"
+    CREATE TABLE kv (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE journal (
+        update_id   INTEGER PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        raw         TEXT NOT NULL,
+        received_ms INTEGER NOT NULL,
+        handled_ms  INTEGER,
+        outcome     TEXT
+    ) STRICT;
+    CREATE INDEX journal_pending ON journal(update_id) WHERE handled_ms IS NULL;
+
+    CREATE TABLE pairing (
+        id            INTEGER PRIMARY KEY CHECK (id = 1),
+        code_hash     TEXT NOT NULL,
+        created_ms    INTEGER NOT NULL,
+        expires_ms    INTEGER NOT NULL,
+        attempts_left INTEGER NOT NULL,
+        state         TEXT NOT NULL CHECK (state IN ('open', 'used', 'dead'))
+    ) STRICT;
+
+    CREATE TABLE outbox (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_ms       INTEGER NOT NULL,
+        updated_ms       INTEGER NOT NULL,
+        chat_id          INTEGER NOT NULL,
+        thread_id        INTEGER,
+        method           TEXT NOT NULL,
+        params           TEXT NOT NULL,
+        purpose          TEXT NOT NULL,
+        source_update_id INTEGER,
+        resend_if_unknown INTEGER NOT NULL DEFAULT 0,
+        state            TEXT NOT NULL CHECK (state IN ('pending', 'sending', 'sent', 'ambiguous', 'failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        not_before_ms    INTEGER NOT NULL DEFAULT 0,
+        sent_message_id  INTEGER,
+        last_error       TEXT,
+        handling         TEXT
+    ) STRICT;
+    CREATE INDEX outbox_open ON outbox(state, id) WHERE state IN ('pending', 'sending');
+    CREATE UNIQUE INDEX outbox_one_per_cause ON outbox(source_update_id, purpose)
+        WHERE source_update_id IS NOT NULL;
+
+    CREATE TABLE flood_waits (
+        scope         TEXT PRIMARY KEY,
+        until_ms      INTEGER NOT NULL,
+        retry_after_s INTEGER NOT NULL,
+        recorded_ms   INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE held (
+        update_id   INTEGER PRIMARY KEY REFERENCES journal(update_id),
+        chat_id     INTEGER NOT NULL,
+        thread_id   INTEGER,
+        message_id  INTEGER NOT NULL,
+        received_ms INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE incidents (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms   INTEGER NOT NULL,
+        context TEXT NOT NULL,
+        message TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE lease (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        epoch       INTEGER NOT NULL,
+        holder_pid  INTEGER NOT NULL,
+        acquired_ms INTEGER NOT NULL
+    ) STRICT;
+    ",
+];
+
+/// The schema version this build writes.
+pub const CURRENT: i64 = MIGRATIONS.len() as i64;
+
+/// The database's schema version.
+pub fn version(conn: &Connection) -> Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(StoreError::sqlite("reading the schema version"))
+}
+
+/// Brings the database to [`CURRENT`], refusing one written by a newer build.
+pub fn migrate(conn: &Connection, path: &Path) -> Result<()> {
+    let found = version(conn)?;
+    if found > CURRENT {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found,
+            supported: CURRENT,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let to = i as i64 + 1;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {to}; COMMIT;"
+        ))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            StoreError::sqlite(format!(
+                "migrating {} to schema version {to}",
+                path.display()
+            ))(e)
+        })?;
+    }
+    Ok(())
+}

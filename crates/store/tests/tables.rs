@@ -1,0 +1,271 @@
+//! The store's tables and their invariants, on real SQLite files.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::json;
+use store::outbox::{self, NewRow, State};
+use store::{Store, StoreError, flood, held, incidents, journal, kv, lease, pairing};
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("state.db")).unwrap();
+    (dir, s)
+}
+
+#[test]
+fn journal_batches_move_the_offset_with_the_updates() {
+    let (_d, s) = open();
+    assert_eq!(s.read(journal::offset).unwrap(), None);
+    let batch = [
+        journal::Incoming {
+            update_id: 10,
+            kind: "message",
+            raw: r#"{"update_id":10}"#,
+        },
+        journal::Incoming {
+            update_id: 11,
+            kind: "callback_query",
+            raw: r#"{"update_id":11}"#,
+        },
+    ];
+    let added: usize = s
+        .write(|tx| journal::append_batch(tx, &batch, 12, 1000))
+        .unwrap();
+    assert_eq!(added, 2);
+    assert_eq!(s.read(journal::offset).unwrap(), Some(12));
+    // A batch that fails midway leaves neither updates nor offset behind.
+    let r: Result<(), StoreError> = s.write(|tx| {
+        journal::append_batch(
+            tx,
+            &[journal::Incoming {
+                update_id: 12,
+                kind: "message",
+                raw: "{}",
+            }],
+            13,
+            1001,
+        )?;
+        Err(StoreError::Corrupt("crash before commit".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(s.read(journal::offset).unwrap(), Some(12));
+    assert_eq!(s.read(|c| journal::pending(c, 10)).unwrap().len(), 2);
+    // Re-journaling an update keeps the first copy; the offset never moves back.
+    let again: usize = s
+        .write(|tx| journal::append_batch(tx, &batch[..1], 5, 1002))
+        .unwrap();
+    assert_eq!(again, 0);
+    assert_eq!(s.read(journal::offset).unwrap(), Some(12));
+}
+
+#[test]
+fn an_update_is_handled_once_with_its_effects() {
+    let (_d, s) = open();
+    let batch = [journal::Incoming {
+        update_id: 1,
+        kind: "message",
+        raw: "{}",
+    }];
+    s.write(|tx| journal::append_batch(tx, &batch, 2, 0))
+        .unwrap();
+    s.write(|tx| {
+        journal::mark_handled(tx, 1, "held", 5)?;
+        held::insert(
+            tx,
+            &held::Held {
+                update_id: 1,
+                chat_id: 9,
+                thread_id: None,
+                message_id: 3,
+                received_ms: 5,
+            },
+        )
+    })
+    .unwrap();
+    assert_eq!(
+        s.read(|c| journal::outcome(c, 1)).unwrap(),
+        Some((5, "held".into()))
+    );
+    // Handling again is refused and its effects roll back with it.
+    let twice: Result<(), StoreError> = s.write(|tx| {
+        kv::set(tx, "effect", "x")?;
+        journal::mark_handled(tx, 1, "again", 6)
+    });
+    assert!(matches!(twice, Err(StoreError::Corrupt(_))));
+    assert_eq!(s.read(|c| kv::get(c, "effect")).unwrap(), None);
+    assert_eq!(s.read(journal::counts).unwrap(), (0, 1));
+    // Pruning keeps the handled count but not rows others refer to.
+    assert_eq!(
+        s.write(|tx| journal::prune(tx, 100)).unwrap(),
+        0,
+        "held rows refer to it"
+    );
+    s.write(|tx| {
+        journal::append_batch(
+            tx,
+            &[journal::Incoming {
+                update_id: 2,
+                kind: "message",
+                raw: "{}",
+            }],
+            3,
+            0,
+        )
+    })
+    .unwrap();
+    s.write(|tx| journal::mark_handled(tx, 2, "ignored", 7))
+        .unwrap();
+    assert_eq!(s.write(|tx| journal::prune(tx, 100)).unwrap(), 1);
+    assert_eq!(s.read(journal::counts).unwrap(), (0, 2));
+}
+
+#[test]
+fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
+    let (_d, s) = open();
+    let params = json!({ "chat_id": 5, "text": "hi" });
+    let row = NewRow {
+        chat_id: 5,
+        thread_id: None,
+        method: "sendMessage",
+        params: &params,
+        purpose: "reply:help",
+        source_update_id: Some(77),
+        resend_if_unknown: false,
+    };
+    let id = s.write(|tx| outbox::enqueue(tx, &row, 1)).unwrap().unwrap();
+    assert_eq!(
+        s.write(|tx| outbox::enqueue(tx, &row, 2)).unwrap(),
+        None,
+        "one row per cause and purpose"
+    );
+    let heads = s.read(|c| outbox::heads(c, 10)).unwrap();
+    assert_eq!(heads.len(), 1);
+    assert_eq!(heads[0].params, params);
+    s.write(|tx| outbox::mark_sending(tx, id, 3)).unwrap();
+    assert!(
+        s.write(|tx| outbox::mark_sending(tx, id, 3)).is_err(),
+        "only pending rows start sending"
+    );
+    s.write(|tx| outbox::mark_retry(tx, id, 50, "HTTP 502", 4))
+        .unwrap();
+    assert!(
+        s.read(|c| outbox::heads(c, 10)).unwrap().is_empty(),
+        "not before 50"
+    );
+    assert_eq!(s.read(outbox::next_due_ms).unwrap(), Some(50));
+    s.write(|tx| outbox::mark_sending(tx, id, 60)).unwrap();
+    s.write(|tx| outbox::mark_sent(tx, id, Some(123), 61))
+        .unwrap();
+    let r = s.read(|c| outbox::get(c, id)).unwrap().unwrap();
+    assert_eq!(
+        (r.state, r.attempts, r.sent_message_id),
+        (State::Sent, 2, Some(123))
+    );
+    let counts = s.read(outbox::counts).unwrap();
+    assert_eq!(counts[&State::Sent], 1);
+    assert_eq!(counts[&State::Pending], 0);
+}
+
+#[test]
+fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
+    let (_d, s) = open();
+    let p = json!({});
+    let mk = |chat, purpose: &'static str, resend| NewRow {
+        chat_id: chat,
+        thread_id: None,
+        method: "sendMessage",
+        params: &p,
+        purpose,
+        source_update_id: None,
+        resend_if_unknown: resend,
+    };
+    let a = s
+        .write(|tx| outbox::enqueue(tx, &mk(1, "a", false), 0))
+        .unwrap()
+        .unwrap();
+    let _b = s
+        .write(|tx| outbox::enqueue(tx, &mk(1, "b", true), 0))
+        .unwrap()
+        .unwrap();
+    let c = s
+        .write(|tx| outbox::enqueue(tx, &mk(2, "c", true), 0))
+        .unwrap()
+        .unwrap();
+    let heads: Vec<i64> = s
+        .read(|x| outbox::heads(x, 0))
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(heads, vec![a, c], "b waits behind a");
+    s.write(|tx| outbox::mark_sending(tx, a, 1)).unwrap();
+    let heads: Vec<i64> = s
+        .read(|x| outbox::heads(x, 0))
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(heads, vec![c], "chat 1 is busy while a is sending");
+    s.write(|tx| outbox::mark_sending(tx, c, 1)).unwrap();
+    // The hub dies here. At restart: a (may not be repeated) is ambiguous, c (must arrive) is resent.
+    assert_eq!(
+        s.write(|tx| outbox::recover_interrupted(tx, 2)).unwrap(),
+        (1, 1)
+    );
+    let a_row = s.read(|x| outbox::get(x, a)).unwrap().unwrap();
+    assert_eq!(a_row.state, State::Ambiguous);
+    assert!(a_row.handling.unwrap().contains("not resent"));
+    assert_eq!(
+        s.read(|x| outbox::get(x, c)).unwrap().unwrap().state,
+        State::Pending
+    );
+}
+
+#[test]
+fn pairing_codes_die_after_wrong_attempts() {
+    let (_d, s) = open();
+    s.write(|tx| pairing::open(tx, "hash", 0, 600_000, 5))
+        .unwrap();
+    for left in (0..5).rev() {
+        assert_eq!(s.write(pairing::record_wrong).unwrap(), left);
+    }
+    let p = s.read(pairing::current).unwrap().unwrap();
+    assert_eq!(
+        (p.state, p.attempts_left, p.expires_ms),
+        (pairing::PairingState::Dead, 0, 600_000)
+    );
+    s.write(|tx| pairing::open(tx, "new", 10, 600_000, 5))
+        .unwrap();
+    s.write(pairing::mark_used).unwrap();
+    assert_eq!(
+        s.read(pairing::current).unwrap().unwrap().state,
+        pairing::PairingState::Used
+    );
+}
+
+#[test]
+fn flood_waits_incidents_and_the_lease() {
+    let (_d, s) = open();
+    s.write(|tx| flood::record(tx, "chat:5", 10_000, 10, 0))
+        .unwrap();
+    s.write(|tx| flood::record(tx, "chat:5", 4_000, 4, 1))
+        .unwrap();
+    let w = s.read(|c| flood::active(c, 2_000)).unwrap();
+    assert_eq!(
+        (w[0].until_ms, w[0].retry_after_s),
+        (10_000, 10),
+        "the later end wins"
+    );
+    assert!(s.read(|c| flood::active(c, 10_000)).unwrap().is_empty());
+    for i in 0..60 {
+        s.write(|tx| incidents::record(tx, i, "send", &format!("e{i}")))
+            .unwrap();
+    }
+    let recent = s.read(|c| incidents::recent(c, 100)).unwrap();
+    assert_eq!(recent.len(), incidents::KEEP as usize);
+    assert_eq!(recent[0].message, "e59");
+    let e1 = s.write(|tx| lease::acquire(tx, 100, 0)).unwrap();
+    let e2 = s.write(|tx| lease::acquire(tx, 200, 1)).unwrap();
+    assert!(e2 > e1);
+    assert!(!s.read(|c| lease::is_current(c, e1)).unwrap());
+    assert!(s.read(|c| lease::is_current(c, e2)).unwrap());
+}
