@@ -1,20 +1,117 @@
-//! `pi-telegram`: composition root. Subcommands arrive with later issues (setup, serve, status,
-//! demo); today the binary only identifies itself.
+//! `pi-telegram`: the composition root. It parses the command line, sets up logging, and hands
+//! each subcommand to the `hub` crate; errors become a message and an exit code.
+
+mod cli;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
 
 use clap::Parser;
+use hub::paths::{AgentDir, ProfileName};
+use hub::{HubError, serve, setup, status};
 
-#[derive(Parser)]
-#[command(
-    name = "pi-telegram",
-    version,
-    about = "Telegram companion hub for live pi sessions"
-)]
-struct Cli {}
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let verbose = matches!(cli.command, cli::Command::Serve);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PI_TELEGRAM_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(if verbose { "info" } else { "warn" })
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pi-telegram: {e}");
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+        }
+    }
+}
 
-fn main() {
-    let _cli = Cli::parse();
-    println!(
-        "pi-telegram {}: the hub is not built yet; see README.md",
-        env!("CARGO_PKG_VERSION")
-    );
+fn run(cli: cli::Cli) -> Result<(), HubError> {
+    let profile = ProfileName::new(&cli.profile).map_err(|e| HubError::Usage(e.to_string()))?;
+    let agent_dir = AgentDir::from_env().map_err(HubError::io("finding pi's agent directory"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .enable_all()
+        .build()
+        .map_err(HubError::io("starting the runtime"))?;
+    match cli.command {
+        cli::Command::Setup {
+            token,
+            api_base,
+            json,
+        } => {
+            let opts = setup::SetupOptions {
+                agent_dir,
+                profile: profile.clone(),
+                token,
+                api_base,
+            };
+            let report = runtime.block_on(setup::setup(opts, || {
+                if json { Ok(None) } else { ask_token() }
+            }))?;
+            if json {
+                let out = serde_json::to_string(&report)
+                    .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+                println!("{out}");
+            } else {
+                print!("{}", setup::render(&report, &profile));
+            }
+            Ok(())
+        }
+        cli::Command::Serve => {
+            let opts = serve::ServeOptions {
+                agent_dir,
+                profile,
+                tuning: serve::Tuning::from_env(),
+            };
+            runtime.block_on(serve::serve(opts, shutdown_signal()))
+        }
+        cli::Command::Status { json } => {
+            let st = status::status(&agent_dir, &profile)?;
+            if json {
+                let out = serde_json::to_string_pretty(&st)
+                    .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+                println!("{out}");
+            } else {
+                print!("{}", status::render(&st));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Asks for the token on a terminal; `None` when there is no terminal or no answer.
+fn ask_token() -> std::io::Result<Option<String>> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    eprint!("Paste the bot token from @BotFather (/newbot or /mybots → API Token): ");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let line = line.trim().to_owned();
+    Ok((!line.is_empty()).then_some(line))
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("stopping on a signal");
 }

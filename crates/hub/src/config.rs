@@ -1,0 +1,362 @@
+//! `<agent-dir>/telegram.json`, in the reference system's format, so people can switch:
+//!
+//! ```json
+//! { "profiles": { "default": { "botToken": "123:AA…", "allowedUserId": 42 } } }
+//! ```
+//!
+//! Per profile (or at the top level, as a default for every profile): `apiBase`, `pairing`
+//! (`"code"`, the default, or `"first-contact"`), `pacing`. Unknown keys anywhere are kept as
+//! they are. The file is written atomically with mode 0600; a malformed file is reported with
+//! its line and never overwritten.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use telegram::{PacingConfig, Token};
+
+use crate::paths::ProfileName;
+
+/// Environment variables a token may come from, in order (the reference system's names).
+pub const TOKEN_ENV: [&str; 4] = [
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_BOT_KEY",
+    "TELEGRAM_TOKEN",
+    "TELEGRAM_KEY",
+];
+/// Environment variable overriding the API base.
+pub const API_BASE_ENV: &str = "TELEGRAM_API_BASE";
+
+/// What is wrong with the config file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// It could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not JSON.
+    #[error("{path} line {line}, column {column}: {message}. Fix the file (it was not changed).")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value has the wrong type.
+    #[error("{path}: {key} {problem}. Fix the file (it was not changed).")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// Dotted key.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// How the owner is established when none is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairingMode {
+    /// A one-time code printed by `setup`, sent as `/start CODE`.
+    Code,
+    /// The first person who writes becomes the owner (the reference system's behaviour).
+    FirstContact,
+}
+
+/// One profile's settings, resolved from the file (profile keys over top-level keys).
+#[derive(Debug, Clone)]
+pub struct ProfileSettings {
+    /// `botToken`.
+    pub bot_token: Option<Token>,
+    /// `allowedUserId`.
+    pub allowed_user_id: Option<i64>,
+    /// `apiBase`.
+    pub api_base: Option<String>,
+    /// `pairing`.
+    pub pairing: PairingMode,
+    /// `pacing`.
+    pub pacing: PacingConfig,
+}
+
+/// The parsed file, keeping every key.
+#[derive(Debug, Clone)]
+pub struct ConfigFile {
+    path: PathBuf,
+    doc: Map<String, Value>,
+}
+
+impl ConfigFile {
+    /// Reads the file; a missing file is an empty config.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(source) => {
+                return Err(ConfigError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        if text.trim().is_empty() {
+            return Ok(Self {
+                path: path.to_owned(),
+                doc: Map::new(),
+            });
+        }
+        let value: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        let Value::Object(doc) = value else {
+            return Err(ConfigError::Value {
+                path: path.to_owned(),
+                key: "(top level)".into(),
+                problem: "must be a JSON object".into(),
+            });
+        };
+        let file = Self {
+            path: path.to_owned(),
+            doc,
+        };
+        file.check()?;
+        Ok(file)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn bad(&self, key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Value {
+            path: self.path.clone(),
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// Validates the keys we read, so a typo is reported at load rather than ignored.
+    fn check(&self) -> Result<(), ConfigError> {
+        if let Some(p) = self.doc.get("profiles") {
+            let Some(profiles) = p.as_object() else {
+                return Err(self.bad("profiles", "must be an object of profiles"));
+            };
+            for (name, prof) in profiles {
+                if ProfileName::new(name).is_err() {
+                    return Err(self.bad(
+                        format!("profiles.{name}"),
+                        "is not a valid profile name ([a-z0-9]{1,32})",
+                    ));
+                }
+                if !prof.is_object() {
+                    return Err(self.bad(format!("profiles.{name}"), "must be an object"));
+                }
+                self.check_keys(&format!("profiles.{name}."), prof)?;
+            }
+        }
+        self.check_keys("", &Value::Object(self.doc.clone()))
+    }
+
+    fn check_keys(&self, prefix: &str, obj: &Value) -> Result<(), ConfigError> {
+        if let Some(t) = obj.get("botToken") {
+            match t.as_str() {
+                Some(s) => {
+                    Token::new(s)
+                        .map_err(|e| self.bad(format!("{prefix}botToken"), e.to_string()))?;
+                }
+                None => return Err(self.bad(format!("{prefix}botToken"), "must be a string")),
+            }
+        }
+        if let Some(id) = obj.get("allowedUserId") {
+            if parse_user_id(id).is_none() {
+                return Err(self.bad(
+                    format!("{prefix}allowedUserId"),
+                    "must be a Telegram user id (a positive number)",
+                ));
+            }
+        }
+        if let Some(base) = obj.get("apiBase") {
+            let ok = base
+                .as_str()
+                .is_some_and(|b| b.starts_with("http://") || b.starts_with("https://"));
+            if !ok {
+                return Err(self.bad(format!("{prefix}apiBase"), "must be an http(s) URL"));
+            }
+        }
+        if let Some(p) = obj.get("pairing") {
+            if !matches!(p.as_str(), Some("code" | "first-contact")) {
+                return Err(self.bad(
+                    format!("{prefix}pairing"),
+                    "must be \"code\" or \"first-contact\"",
+                ));
+            }
+        }
+        if let Some(p) = obj.get("pacing") {
+            serde_json::from_value::<PacingConfig>(p.clone())
+                .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn profile_obj(&self, name: &ProfileName) -> Option<&Map<String, Value>> {
+        self.doc.get("profiles")?.get(name.as_str())?.as_object()
+    }
+
+    /// Names of the profiles in the file.
+    pub fn profile_names(&self) -> Vec<String> {
+        self.doc
+            .get("profiles")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A setting for `name`: the profile's own, else the top-level default.
+    fn lookup(&self, name: &ProfileName, key: &str) -> Option<&Value> {
+        self.profile_obj(name)
+            .and_then(|p| p.get(key))
+            .or_else(|| self.doc.get(key))
+    }
+
+    /// The settings of profile `name` (`check` already validated the shapes).
+    pub fn profile(&self, name: &ProfileName) -> ProfileSettings {
+        let bot_token = self
+            .profile_obj(name)
+            .and_then(|p| p.get("botToken"))
+            .and_then(Value::as_str)
+            .and_then(|t| Token::new(t).ok());
+        let allowed_user_id = self
+            .profile_obj(name)
+            .and_then(|p| p.get("allowedUserId"))
+            .and_then(parse_user_id);
+        let api_base = self
+            .lookup(name, "apiBase")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let pairing = match self.lookup(name, "pairing").and_then(Value::as_str) {
+            Some("first-contact") => PairingMode::FirstContact,
+            _ => PairingMode::Code,
+        };
+        let pacing = self
+            .lookup(name, "pacing")
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+            .unwrap_or_default();
+        ProfileSettings {
+            bot_token,
+            allowed_user_id,
+            api_base,
+            pairing,
+            pacing,
+        }
+    }
+
+    /// Sets `profiles.<name>.<key>`, keeping every other key where it was.
+    fn set_profile_key(&mut self, name: &ProfileName, key: &str, value: Value) {
+        if !matches!(self.doc.get("profiles"), Some(Value::Object(_))) {
+            self.doc
+                .insert("profiles".into(), Value::Object(Map::new()));
+        }
+        if let Some(Value::Object(profiles)) = self.doc.get_mut("profiles") {
+            if !matches!(profiles.get(name.as_str()), Some(Value::Object(_))) {
+                profiles.insert(name.as_str().into(), Value::Object(Map::new()));
+            }
+            if let Some(Value::Object(p)) = profiles.get_mut(name.as_str()) {
+                p.insert(key.into(), value);
+            }
+        }
+    }
+
+    /// Sets `profiles.<name>.botToken`.
+    pub fn set_bot_token(&mut self, name: &ProfileName, token: &Token) {
+        self.set_profile_key(name, "botToken", Value::String(token.expose().to_owned()));
+    }
+
+    /// Sets `profiles.<name>.allowedUserId`.
+    pub fn set_allowed_user_id(&mut self, name: &ProfileName, user_id: i64) {
+        self.set_profile_key(name, "allowedUserId", Value::from(user_id));
+    }
+
+    /// Sets `profiles.<name>.apiBase`.
+    pub fn set_api_base(&mut self, name: &ProfileName, base: &str) {
+        self.set_profile_key(name, "apiBase", Value::String(base.to_owned()));
+    }
+
+    /// Writes the file atomically (temporary file, fsync, rename, fsync of the folder) with
+    /// mode 0600.
+    pub fn save(&self) -> Result<(), ConfigError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |source| ConfigError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let tmp = self
+            .path
+            .with_extension(format!("json.tmp{}", std::process::id()));
+        let text = serde_json::to_string_pretty(&Value::Object(self.doc.clone()))
+            .map_err(|e| io(std::io::Error::other(e)))?;
+        let result = (|| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)?;
+            std::fs::File::open(dir)?.sync_all()
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(io)
+    }
+}
+
+fn parse_user_id(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        .filter(|id| *id > 0)
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg.to_owned(),
+    }
+}
+
+/// The bot token for a profile: the file's, else the first of [`TOKEN_ENV`] that is set.
+/// Returns the token and where it came from.
+pub fn resolve_token(settings: &ProfileSettings) -> Option<(Token, String)> {
+    if let Some(t) = &settings.bot_token {
+        return Some((t.clone(), "telegram.json".into()));
+    }
+    TOKEN_ENV.iter().find_map(|var| {
+        let v = std::env::var(var).ok()?;
+        Token::new(&v).ok().map(|t| (t, format!("${var}")))
+    })
+}
+
+/// The API base: `$TELEGRAM_API_BASE`, else the file's, else Telegram's.
+pub fn resolve_api_base(settings: &ProfileSettings) -> String {
+    std::env::var(API_BASE_ENV)
+        .ok()
+        .filter(|b| !b.is_empty())
+        .or_else(|| settings.api_base.clone())
+        .unwrap_or_else(|| telegram::DEFAULT_API_BASE.to_owned())
+}

@@ -1,0 +1,43 @@
+//! The store from async code: every call runs on a blocking thread, so an fsync never stalls
+//! the runtime.
+
+use std::sync::Arc;
+
+use store::{Connection, Store, StoreError};
+
+/// A shared handle on the hub's one store.
+#[derive(Debug, Clone)]
+pub struct Db(pub Arc<Store>);
+
+impl Db {
+    /// One durable transaction.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.0.clone();
+        tokio::task::spawn_blocking(move || store.write(f))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+    }
+
+    /// One consistent read.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.0.clone();
+        tokio::task::spawn_blocking(move || store.read(f))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,348 @@
+//! What the hub does with one journaled update. A handler only writes to the store, inside the
+//! worker's transaction that also marks the update handled, so its effects and "handled" commit
+//! together or not at all.
+
+use serde_json::{Value, json};
+use store::{Connection, StoreError, held, journal, kv, outbox, pairing as codes};
+use telegram::view::{MessageView, UpdateKind, UpdateView};
+
+use crate::config::PairingMode;
+use crate::pairing;
+use crate::texts;
+
+/// Inputs a handler needs besides the store.
+#[derive(Debug, Clone)]
+pub struct HandlerCtx {
+    /// The bot's username, for texts.
+    pub bot_username: String,
+    /// How an owner is established.
+    pub pairing: PairingMode,
+    /// Now.
+    pub now_ms: i64,
+}
+
+/// Effects the worker acts on after the commit.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AfterCommit {
+    /// Something was queued in the outbox: wake the sender.
+    pub outbox: bool,
+    /// The owner changed: mirror it into the config file.
+    pub new_owner: Option<i64>,
+}
+
+/// Key of the outbox id of the current "messages are kept" notice; present while an episode of
+/// kept messages is open (one notice per episode, never one per message).
+pub const HELD_NOTICE: &str = "notice.held.outbox_id";
+
+/// Handles one update and marks it handled, in the caller's transaction.
+pub fn handle(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    after: &mut AfterCommit,
+) -> Result<String, StoreError> {
+    let outcome = decide(tx, ctx, entry, after)?;
+    journal::mark_handled(tx, entry.update_id, &outcome, ctx.now_ms)?;
+    Ok(outcome)
+}
+
+fn decide(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    after: &mut AfterCommit,
+) -> Result<String, StoreError> {
+    let value: Value = match serde_json::from_str(&entry.raw) {
+        Ok(v) => v,
+        Err(_) => return Ok("ignored:unreadable".into()),
+    };
+    let update = UpdateView(&value);
+    let Some(sender) = update.sender_id() else {
+        return Ok("ignored:no-sender".into());
+    };
+    let private = update
+        .message()
+        .is_none_or(|m| m.chat_type() == Some("private"))
+        && update
+            .callback()
+            .and_then(|c| c.message())
+            .is_none_or(|m| m.chat_type().is_none_or(|t| t == "private"));
+    if !private {
+        return Ok("ignored:not-private".into());
+    }
+    let owner = kv::get_i64(tx, kv::OWNER)?;
+    match owner {
+        Some(owner) if owner == sender => from_owner(tx, ctx, entry, &update, after),
+        Some(_) => {
+            // Logged by user id only; never the content.
+            tracing::info!(
+                update_id = entry.update_id,
+                user_id = sender,
+                "ignored an update from someone who is not the owner"
+            );
+            Ok("ignored:not-owner".into())
+        }
+        None => unpaired(tx, ctx, entry, &update, sender, after),
+    }
+}
+
+fn from_owner(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    update: &UpdateView<'_>,
+    after: &mut AfterCommit,
+) -> Result<String, StoreError> {
+    match update.kind() {
+        UpdateKind::Message => {
+            let Some(msg) = update.message() else {
+                return Ok("ignored:malformed".into());
+            };
+            if msg.topic_service().is_some() {
+                return Ok("ignored:topic-service".into());
+            }
+            if let Some((cmd, _)) = msg.command() {
+                if cmd == "start" || cmd == "help" {
+                    reply(
+                        tx,
+                        ctx,
+                        entry,
+                        &msg,
+                        &texts::help(&ctx.bot_username),
+                        &format!("reply:{cmd}"),
+                        after,
+                    )?;
+                    return Ok(format!("replied:{cmd}"));
+                }
+            }
+            keep(tx, ctx, entry, &msg, after)
+        }
+        UpdateKind::CallbackQuery => {
+            let Some(id) = update.callback().and_then(|c| c.id()) else {
+                return Ok("ignored:malformed".into());
+            };
+            let chat = update.chat_id().unwrap_or_default();
+            let params = json!({ "callback_query_id": id, "text": texts::unknown_button() });
+            enqueue(
+                tx,
+                ctx,
+                chat,
+                None,
+                "answerCallbackQuery",
+                &params,
+                "answer:callback",
+                entry,
+                after,
+            )?;
+            Ok("answered:callback".into())
+        }
+        UpdateKind::MyChatMember => Ok("noted:membership".into()),
+        UpdateKind::EditedMessage => Ok("ignored:edit".into()),
+        UpdateKind::MessageReaction => Ok("ignored:reaction".into()),
+        UpdateKind::Other(kind) => Ok(format!("ignored:{kind}")),
+    }
+}
+
+/// Keeps an owner message for the instance that will take it, with one notice per episode.
+fn keep(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    msg: &MessageView<'_>,
+    after: &mut AfterCommit,
+) -> Result<String, StoreError> {
+    let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
+        return Ok("ignored:malformed".into());
+    };
+    held::insert(
+        tx,
+        &held::Held {
+            update_id: entry.update_id,
+            chat_id: chat,
+            thread_id: msg.thread_id(),
+            message_id,
+            received_ms: ctx.now_ms,
+        },
+    )?;
+    if kv::get(tx, HELD_NOTICE)?.is_none() {
+        let params = json!({ "chat_id": chat, "text": texts::held_notice() });
+        if let Some(id) = enqueue(
+            tx,
+            ctx,
+            chat,
+            msg.thread_id(),
+            "sendMessage",
+            &params,
+            "notice:held",
+            entry,
+            after,
+        )? {
+            kv::set_i64(tx, HELD_NOTICE, id)?;
+        }
+    }
+    Ok("held".into())
+}
+
+fn unpaired(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    update: &UpdateView<'_>,
+    sender: i64,
+    after: &mut AfterCommit,
+) -> Result<String, StoreError> {
+    let Some(msg) = update
+        .message()
+        .filter(|_| update.kind() == UpdateKind::Message)
+    else {
+        return Ok("ignored:unpaired".into());
+    };
+    if msg.from_is_bot() {
+        return Ok("ignored:bot".into());
+    }
+    if ctx.pairing == PairingMode::FirstContact {
+        become_owner(tx, sender, after)?;
+        reply(
+            tx,
+            ctx,
+            entry,
+            &msg,
+            &texts::paired_first_contact(&ctx.bot_username),
+            "reply:paired",
+            after,
+        )?;
+        return Ok("paired:first-contact".into());
+    }
+    let Some(("start", code)) = msg.command() else {
+        tracing::info!(
+            update_id = entry.update_id,
+            user_id = sender,
+            "ignored a message while no owner is paired"
+        );
+        return Ok("ignored:unpaired".into());
+    };
+    let current = codes::current(tx)?;
+    let open = current
+        .as_ref()
+        .filter(|p| p.state == codes::PairingState::Open && p.expires_ms > ctx.now_ms);
+    let Some(open) = open else {
+        reply(
+            tx,
+            ctx,
+            entry,
+            &msg,
+            &texts::no_code_open(),
+            "reply:pairing",
+            after,
+        )?;
+        return Ok("pairing:no-code".into());
+    };
+    if code.is_empty() {
+        reply(
+            tx,
+            ctx,
+            entry,
+            &msg,
+            &texts::code_needed(),
+            "reply:pairing",
+            after,
+        )?;
+        return Ok("pairing:code-needed".into());
+    }
+    if pairing::same_hash(&pairing::hash(code), &open.code_hash) {
+        codes::mark_used(tx)?;
+        become_owner(tx, sender, after)?;
+        tracing::info!(user_id = sender, "paired a new owner");
+        reply(
+            tx,
+            ctx,
+            entry,
+            &msg,
+            &texts::paired(&ctx.bot_username),
+            "reply:paired",
+            after,
+        )?;
+        return Ok("paired:code".into());
+    }
+    let left = codes::record_wrong(tx)?;
+    tracing::info!(user_id = sender, attempts_left = left, "wrong pairing code");
+    reply(
+        tx,
+        ctx,
+        entry,
+        &msg,
+        &texts::wrong_code(left),
+        "reply:pairing",
+        after,
+    )?;
+    Ok("pairing:wrong-code".into())
+}
+
+fn become_owner(tx: &Connection, user: i64, after: &mut AfterCommit) -> Result<(), StoreError> {
+    kv::set_i64(tx, kv::OWNER, user)?;
+    after.new_owner = Some(user);
+    Ok(())
+}
+
+fn reply(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    msg: &MessageView<'_>,
+    text: &str,
+    purpose: &str,
+    after: &mut AfterCommit,
+) -> Result<(), StoreError> {
+    let Some(chat) = msg.chat_id() else {
+        return Ok(());
+    };
+    let mut params = json!({ "chat_id": chat, "text": text });
+    if let Some(t) = msg.thread_id() {
+        params["message_thread_id"] = json!(t);
+    }
+    if let Some(id) = msg.id() {
+        params["reply_parameters"] =
+            json!({ "message_id": id, "allow_sending_without_reply": true });
+    }
+    enqueue(
+        tx,
+        ctx,
+        chat,
+        msg.thread_id(),
+        "sendMessage",
+        &params,
+        purpose,
+        entry,
+        after,
+    )
+    .map(drop)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn enqueue(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    chat: i64,
+    thread: Option<i64>,
+    method: &str,
+    params: &Value,
+    purpose: &str,
+    entry: &journal::Entry,
+    after: &mut AfterCommit,
+) -> Result<Option<i64>, StoreError> {
+    let id = outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: chat,
+            thread_id: thread,
+            method,
+            params,
+            purpose,
+            source_update_id: Some(entry.update_id),
+            resend_if_unknown: false,
+        },
+        ctx.now_ms,
+    )?;
+    after.outbox |= id.is_some();
+    Ok(id)
+}

@@ -1,0 +1,27 @@
+//! The pi-telegram hub: everything between Telegram and pi instances that is not a transport.
+//!
+//! - [`paths`] and [`config`]: where things live and `telegram.json` (reference format, unknown
+//!   keys preserved, atomic 0600 writes).
+//! - [`serve`]: the daemon: [`lock`] (one hub per profile), [`poller`] (getUpdates -> durable
+//!   journal), [`worker`] (journal -> [`handlers`], effects and "handled" in one commit),
+//!   [`sender`] (outbox -> Telegram with pacing, flood waits and commit-unknown handling).
+//! - [`setup`] and [`status`]: the other subcommands.
+//! - [`crashpoint`]: deterministic crash injection for tests.
+
+pub mod config;
+pub mod crashpoint;
+pub mod db;
+pub mod error;
+pub mod handlers;
+pub mod lock;
+pub mod pairing;
+pub mod paths;
+pub mod poller;
+pub mod sender;
+pub mod serve;
+pub mod setup;
+pub mod status;
+pub mod texts;
+pub mod worker;
+
+pub use error::HubError;

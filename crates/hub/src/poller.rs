@@ -1,0 +1,139 @@
+//! Inbound: `getUpdates` -> one durable commit of the batch with its new offset -> the next
+//! poll. The offset Telegram sees only ever confirms updates already on disk.
+
+use std::time::{Duration, Instant};
+
+use store::{incidents, journal};
+use telegram::view::{UpdateKind, UpdateView};
+use telegram::{ApiErrorKind, CallError, Client};
+use tokio::sync::{Notify, watch};
+
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+
+/// Update kinds the hub asks for (topic service messages arrive as `message`).
+pub const ALLOWED_UPDATES: [&str; 5] = [
+    "message",
+    "edited_message",
+    "callback_query",
+    "message_reaction",
+    "my_chat_member",
+];
+
+/// Poller settings.
+#[derive(Debug, Clone)]
+pub struct PollSettings {
+    /// Long-poll timeout.
+    pub timeout: Duration,
+    /// How long 409 conflicts may last before the hub gives up.
+    pub conflict_grace: Duration,
+}
+
+fn kind_name(raw: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) => match UpdateView(&v).kind() {
+            UpdateKind::Message => "message".into(),
+            UpdateKind::EditedMessage => "edited_message".into(),
+            UpdateKind::CallbackQuery => "callback_query".into(),
+            UpdateKind::MessageReaction => "message_reaction".into(),
+            UpdateKind::MyChatMember => "my_chat_member".into(),
+            UpdateKind::Other(k) => k,
+        },
+        Err(_) => "unreadable".into(),
+    }
+}
+
+/// Polls until `stop` or a fatal error (sustained conflict, revoked token, broken store).
+pub async fn run(
+    db: Db,
+    client: Client,
+    settings: PollSettings,
+    worker: &Notify,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    let mut offset = db.read(journal::offset).await?;
+    let mut conflict_since: Option<Instant> = None;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let polled = tokio::select! {
+            // Dropping an in-flight poll is safe: nothing it returned was confirmed.
+            _ = stop.changed() => return Ok(()),
+            r = client.get_updates(offset, 100, settings.timeout, &ALLOWED_UPDATES) => r,
+        };
+        let error = match polled {
+            Ok(batch) => {
+                conflict_since = None;
+                backoff = Duration::from_secs(1);
+                let Some(last) = batch.iter().map(|u| u.update_id).max() else {
+                    continue;
+                };
+                let next = last + 1;
+                let rows: Vec<(i64, String, String)> = batch
+                    .into_iter()
+                    .map(|u| (u.update_id, kind_name(&u.json), u.json))
+                    .collect();
+                let count = rows.len();
+                db.write(move |tx| {
+                    let incoming: Vec<journal::Incoming<'_>> = rows
+                        .iter()
+                        .map(|(id, kind, raw)| journal::Incoming {
+                            update_id: *id,
+                            kind,
+                            raw,
+                        })
+                        .collect();
+                    journal::append_batch(tx, &incoming, next, now_ms())?;
+                    crashpoint::hit("journal.before_commit");
+                    Ok(())
+                })
+                .await?;
+                crashpoint::hit("journal.after_commit");
+                tracing::debug!(count, offset = next, "journaled updates");
+                offset = Some(next);
+                worker.notify_one();
+                continue;
+            }
+            Err(e) => e,
+        };
+        match &error {
+            CallError::Api(api) if api.kind == ApiErrorKind::Unauthorized => {
+                return Err(HubError::Unauthorized);
+            }
+            CallError::Api(api) if api.kind == ApiErrorKind::Conflict => {
+                let since = *conflict_since.get_or_insert_with(Instant::now);
+                let lasted = since.elapsed();
+                if lasted >= settings.conflict_grace {
+                    return Err(HubError::Conflict {
+                        description: api.description.clone(),
+                        seconds: lasted.as_secs(),
+                    });
+                }
+                tracing::warn!(
+                    lasted_ms = lasted.as_millis() as u64,
+                    "getUpdates conflict (409); retrying"
+                );
+            }
+            CallError::Flood { retry_after, .. } => {
+                backoff = *retry_after;
+            }
+            other => {
+                tracing::warn!(error = %other, "getUpdates failed; retrying");
+            }
+        }
+        let message = error.to_string();
+        db.write(move |tx| incidents::record(tx, now_ms(), "poll", &message))
+            .await?;
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = tokio::time::sleep(backoff) => {}
+        }
+        // A conflict is retried quickly so a blip clears fast; other failures back off further.
+        let cap = if error.api_kind() == Some(ApiErrorKind::Conflict) {
+            5
+        } else {
+            30
+        };
+        backoff = (backoff * 2).min(Duration::from_secs(cap));
+    }
+}

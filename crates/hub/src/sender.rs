@@ -1,0 +1,186 @@
+//! Outbound: the outbox, sent by one sender that obeys pacing and flood waits, repeats only what
+//! is safe to repeat, and records what it did about sends whose outcome is unknown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use store::outbox::{self, OutboxRow};
+use store::{flood, incidents};
+use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use tokio::sync::{Mutex, Notify, watch};
+
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+
+/// Retry delay after the `attempts`-th failure: 1 s doubling to at most a minute.
+fn backoff_ms(attempts: i64) -> i64 {
+    1000 * (1i64 << attempts.clamp(1, 7).saturating_sub(1)).min(60)
+}
+
+/// Sends queued messages until `stop`.
+pub async fn run(
+    db: Db,
+    client: Client,
+    pacer: Arc<Mutex<Pacer>>,
+    wake: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let heads = db.read(move |c| outbox::heads(c, now)).await?;
+        let mut wait: Option<Duration> = None;
+        let mut chosen = None;
+        {
+            let mut p = pacer.lock().await;
+            for row in heads {
+                let w = p.ready_in(Some(row.chat_id), now as u64);
+                if w.is_zero() {
+                    chosen = Some(row);
+                    break;
+                }
+                wait = Some(wait.map_or(w, |x| x.min(w)));
+            }
+        }
+        if let Some(row) = chosen {
+            send_one(&db, &client, &pacer, row).await?;
+            continue;
+        }
+        if let Some(due) = db.read(outbox::next_due_ms).await? {
+            let until_due = Duration::from_millis(due.saturating_sub(now_ms()).max(0) as u64);
+            wait = Some(wait.map_or(until_due, |w| w.min(until_due)));
+        }
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = wake.notified() => {}
+            () = sleep_opt(wait) => {}
+        }
+    }
+}
+
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d.max(Duration::from_millis(1))).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn send_one(
+    db: &Db,
+    client: &Client,
+    pacer: &Mutex<Pacer>,
+    row: OutboxRow,
+) -> Result<(), HubError> {
+    let id = row.id;
+    db.write(move |tx| outbox::mark_sending(tx, id, now_ms()))
+        .await?;
+    crashpoint::hit("send.after_mark_sending");
+    pacer
+        .lock()
+        .await
+        .consume(Some(row.chat_id), now_ms() as u64);
+    let result = client.call(&row.method, &row.params).await;
+    crashpoint::hit("send.after_call");
+    let now = now_ms();
+    match result {
+        Ok(v) => {
+            let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);
+            db.write(move |tx| outbox::mark_sent(tx, id, message_id, now))
+                .await?;
+        }
+        Err(CallError::Flood {
+            retry_after,
+            chat_id,
+        }) => {
+            let scope = chat_id.map_or(FloodScope::Global, FloodScope::Chat);
+            let until = now + retry_after.as_millis() as i64;
+            pacer.lock().await.impose(scope, until as u64);
+            let secs = retry_after.as_secs() as i64;
+            tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
+            let key = scope.key();
+            db.write(move |tx| {
+                flood::record(tx, &key, until, secs, now)?;
+                outbox::mark_retry(tx, id, until, &format!("429: retry after {secs} s"), now)?;
+                incidents::record(
+                    tx,
+                    now,
+                    "send",
+                    &format!("flood wait of {secs} s for {key}"),
+                )
+            })
+            .await?;
+        }
+        Err(CallError::Retryable(e)) => {
+            let at = now + backoff_ms(row.attempts + 1);
+            db.write(move |tx| outbox::mark_retry(tx, id, at, &e, now))
+                .await?;
+        }
+        Err(CallError::CommitUnknown(e)) => {
+            let purpose = row.purpose.clone();
+            if row.resend_if_unknown {
+                let at = now + backoff_ms(row.attempts + 1);
+                db.write(move |tx| {
+                    outbox::mark_retry(tx, id, at, &e, now)?;
+                    incidents::record(
+                        tx,
+                        now,
+                        "send",
+                        &format!("{purpose}: outcome unknown ({e}); sending again"),
+                    )
+                })
+                .await?;
+            } else {
+                db.write(move |tx| {
+                    outbox::mark_ambiguous(
+                        tx,
+                        id,
+                        &e,
+                        "not resent: the outcome is unknown and it may have arrived",
+                        now,
+                    )?;
+                    incidents::record(
+                        tx,
+                        now,
+                        "send",
+                        &format!("{purpose}: outcome unknown ({e}); not resent"),
+                    )
+                })
+                .await?;
+            }
+        }
+        Err(CallError::Api(e)) if e.kind == ApiErrorKind::NotModified => {
+            // The edit already shows: that is the outcome we wanted.
+            db.write(move |tx| outbox::mark_sent(tx, id, None, now))
+                .await?;
+        }
+        Err(CallError::Api(e)) => {
+            let purpose = row.purpose.clone();
+            let text = e.to_string();
+            tracing::warn!(purpose = %purpose, error = %text, "Telegram refused a send");
+            db.write(move |tx| {
+                outbox::mark_failed(tx, id, &text, "dropped: Telegram refused it", now)?;
+                incidents::record(tx, now, "send", &format!("{purpose}: {text}"))
+            })
+            .await?;
+        }
+    }
+    crashpoint::hit("send.after_record");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_minute() {
+        let v: Vec<i64> = (1..=9).map(backoff_ms).collect();
+        assert_eq!(
+            v,
+            vec![1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000]
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! `pi-telegram serve`: take the profile lock, open the store, check the bot, then run the
+//! poller, the worker and the sender until a signal or a fatal error, and stop cleanly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use store::{Store, flood, incidents, kv, lease, outbox};
+use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FloodScope, Pacer};
+use tokio::sync::{Mutex, Notify, watch};
+
+use crate::config::{self, ConfigFile};
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+use crate::lock::ProfileLock;
+use crate::paths::{AgentDir, ProfileName};
+use crate::poller::{self, PollSettings};
+use crate::sender;
+use crate::worker::{self, WorkerSettings};
+
+/// Timing knobs. Defaults suit Telegram; tests shorten them through the environment.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Long-poll timeout (`PI_TELEGRAM_POLL_TIMEOUT_SECS`, default 25).
+    pub poll_timeout: Duration,
+    /// How long 409 conflicts may last (`PI_TELEGRAM_CONFLICT_GRACE_MS`, default 60 s).
+    pub conflict_grace: Duration,
+    /// How long shutdown waits for an in-flight send (default 10 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Tuning {
+    /// Defaults, overridden by the environment variables named on each field.
+    pub fn from_env() -> Self {
+        let num = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok());
+        Self {
+            poll_timeout: Duration::from_secs(num("PI_TELEGRAM_POLL_TIMEOUT_SECS").unwrap_or(25)),
+            conflict_grace: Duration::from_millis(
+                num("PI_TELEGRAM_CONFLICT_GRACE_MS").unwrap_or(60_000),
+            ),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What `serve` runs for.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// pi's agent dir.
+    pub agent_dir: AgentDir,
+    /// The profile.
+    pub profile: ProfileName,
+    /// Timing.
+    pub tuning: Tuning,
+}
+
+/// Runs the hub until `shutdown` resolves (a signal) or a fatal error.
+pub async fn serve(
+    opts: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), HubError> {
+    let paths = opts.agent_dir.profile(&opts.profile);
+    paths
+        .ensure()
+        .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
+    let config_path = opts.agent_dir.config_file();
+    let file = ConfigFile::load(&config_path)?;
+    let settings = file.profile(&opts.profile);
+    let Some((token, token_source)) = config::resolve_token(&settings) else {
+        let flag = if opts.profile == ProfileName::default_profile() {
+            String::new()
+        } else {
+            format!(" --profile {}", opts.profile)
+        };
+        return Err(HubError::NoToken {
+            profile: opts.profile.to_string(),
+            flag,
+        });
+    };
+    let _lock = ProfileLock::acquire(&paths.lock_file())?;
+    let api_base = config::resolve_api_base(&settings);
+    tracing::info!(profile = %opts.profile, bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
+
+    let store = Arc::new(Store::open(&paths.state_db())?);
+    let db = Db(store);
+    let pid = i64::from(std::process::id());
+    let (epoch, (resent, ambiguous)) = db
+        .write(move |tx| {
+            Ok((
+                lease::acquire(tx, pid, now_ms())?,
+                outbox::recover_interrupted(tx, now_ms())?,
+            ))
+        })
+        .await?;
+    if resent + ambiguous > 0 {
+        tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
+    }
+    tracing::info!(epoch = epoch.0, "took the profile lease");
+
+    let client =
+        Client::new(&api_base, token.clone(), ClientOptions::default()).map_err(|source| {
+            HubError::Telegram {
+                context: "starting the Telegram client".into(),
+                source,
+            }
+        })?;
+    let me = get_me(&client, &db).await?;
+    let bot_id = me
+        .get("id")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or_else(|| token.bot_id());
+    let username = me
+        .get("username")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("bot")
+        .to_owned();
+    let topics = me
+        .get("has_topics_enabled")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let state_dir = paths.dir.display().to_string();
+    let config_owner = settings.allowed_user_id;
+    let (owner, mirror) = {
+        let username = username.clone();
+        db.write(move |tx| {
+            if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)? {
+                if stored != bot_id {
+                    return Ok(Err(HubError::BotMismatch {
+                        state: state_dir,
+                        stored,
+                        token: bot_id,
+                    }));
+                }
+            }
+            kv::set_i64(tx, kv::BOT_ID, bot_id)?;
+            kv::set(tx, kv::BOT_USERNAME, &username)?;
+            kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
+            // A configured allowedUserId is authoritative; a paired owner is mirrored back.
+            let stored_owner = kv::get_i64(tx, kv::OWNER)?;
+            if let Some(o) = config_owner {
+                kv::set_i64(tx, kv::OWNER, o)?;
+            }
+            let owner = config_owner.or(stored_owner);
+            Ok(Ok((
+                owner,
+                config_owner.is_none() && stored_owner.is_some(),
+            )))
+        })
+        .await??
+    };
+    if mirror {
+        if let Some(o) = owner {
+            let mut file = ConfigFile::load(&config_path)?;
+            file.set_allowed_user_id(&opts.profile, o);
+            if let Err(e) = file.save() {
+                tracing::warn!(error = %e, "could not mirror the owner into the config file");
+            }
+        }
+    }
+    tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
+    set_commands(&client, &db).await;
+
+    let mut pacer = Pacer::new(settings.pacing.clone());
+    let now = now_ms();
+    for w in db.read(move |c| flood::active(c, now)).await? {
+        if let Some(scope) = FloodScope::from_key(&w.scope) {
+            tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
+            pacer.impose(scope, w.until_ms as u64);
+        }
+    }
+    let pacer = Arc::new(Mutex::new(pacer));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let wake_worker = Arc::new(Notify::new());
+    let wake_sender = Arc::new(Notify::new());
+    let poll = {
+        let (db, client, wake, stop) = (
+            db.clone(),
+            client.clone(),
+            wake_worker.clone(),
+            stop_rx.clone(),
+        );
+        let settings = PollSettings {
+            timeout: opts.tuning.poll_timeout,
+            conflict_grace: opts.tuning.conflict_grace,
+        };
+        tokio::spawn(async move { poller::run(db, client, settings, &wake, stop).await })
+    };
+    let work = {
+        let settings = WorkerSettings {
+            bot_username: username.clone(),
+            pairing: settings.pairing,
+            config_path: config_path.clone(),
+            profile: opts.profile.clone(),
+        };
+        tokio::spawn(worker::run(
+            db.clone(),
+            settings,
+            wake_worker.clone(),
+            wake_sender.clone(),
+            stop_rx.clone(),
+        ))
+    };
+    let send = tokio::spawn(sender::run(
+        db.clone(),
+        client.clone(),
+        pacer,
+        wake_sender.clone(),
+        stop_rx.clone(),
+    ));
+    // Work left from before the restart.
+    wake_worker.notify_one();
+    wake_sender.notify_one();
+
+    let mut poll = poll;
+    let mut work = work;
+    let mut send = send;
+    let fatal: Option<Result<(), HubError>> = tokio::select! {
+        () = shutdown => None,
+        r = &mut poll => Some(joined(r)),
+        r = &mut work => Some(joined(r)),
+        r = &mut send => Some(joined(r)),
+    };
+    let _ = stop_tx.send(true);
+    let grace = opts.tuning.shutdown_grace;
+    for (name, task) in [("poller", poll), ("worker", work), ("sender", send)] {
+        if task.is_finished() {
+            continue;
+        }
+        match tokio::time::timeout(grace, task).await {
+            Ok(r) => {
+                if let Err(e) = joined(r) {
+                    tracing::warn!(task = name, error = %e, "stopped with an error");
+                }
+            }
+            Err(_) => tracing::warn!(
+                task = name,
+                "did not stop in time; its work resumes at the next start"
+            ),
+        }
+    }
+    match fatal {
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Some(r) => {
+            if let Err(e) = &r {
+                let message = e.to_string();
+                let _ = db
+                    .write(move |tx| incidents::record(tx, now_ms(), "hub", &message))
+                    .await;
+            }
+            r.and(Err(HubError::Usage("a hub task ended unexpectedly".into())))
+        }
+    }
+}
+
+fn joined(r: Result<Result<(), HubError>, tokio::task::JoinError>) -> Result<(), HubError> {
+    r.map_err(|e| HubError::Io {
+        context: "hub task".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?
+}
+
+/// `getMe`, retried while Telegram is unreachable; a rejected token is fatal.
+async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError> {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match client.call("getMe", &json!({})).await {
+            Ok(me) => return Ok(me),
+            Err(e) if e.api_kind() == Some(ApiErrorKind::Unauthorized) => {
+                return Err(HubError::Unauthorized);
+            }
+            Err(CallError::Api(e)) => {
+                return Err(HubError::Telegram {
+                    context: "getMe".into(),
+                    source: CallError::Api(e),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Telegram is not reachable; retrying");
+                let message = e.to_string();
+                db.write(move |tx| incidents::record(tx, now_ms(), "getMe", &message))
+                    .await?;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+async fn set_commands(client: &Client, db: &Db) {
+    let commands = json!({ "commands": [
+        { "command": "start", "description": "What to do next" },
+        { "command": "help", "description": "Help" },
+    ]});
+    if let Err(e) = client.call("setMyCommands", &commands).await {
+        let message = e.to_string();
+        let _ = db
+            .write(move |tx| incidents::record(tx, now_ms(), "setMyCommands", &message))
+            .await;
+    }
+}

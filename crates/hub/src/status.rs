@@ -1,0 +1,263 @@
+//! `pi-telegram status`: what the profile's hub knows, read without disturbing it. The JSON form
+//! is a stable interface (see README).
+
+use serde::Serialize;
+use store::outbox::State;
+use store::{Store, flood, held, incidents, journal, kv, lease, pairing};
+
+use crate::config::{self, ConfigFile};
+use crate::db::now_ms;
+use crate::error::HubError;
+use crate::lock::ProfileLock;
+use crate::paths::{AgentDir, ProfileName};
+
+/// The bot, from the last `getMe`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BotStatus {
+    /// User id.
+    pub id: Option<i64>,
+    /// Username.
+    pub username: Option<String>,
+    /// Threaded Mode.
+    pub has_topics_enabled: Option<bool>,
+}
+
+/// The hub process.
+#[derive(Debug, Clone, Serialize)]
+pub struct HubStatus {
+    /// Whether a hub holds the profile lock.
+    pub running: bool,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// The current lease epoch.
+    pub epoch: Option<i64>,
+}
+
+/// Journal counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalStatus {
+    /// Journaled, not handled yet.
+    pub pending: i64,
+    /// Handled (ignored ones included).
+    pub handled: i64,
+}
+
+/// A running flood wait.
+#[derive(Debug, Clone, Serialize)]
+pub struct FloodStatus {
+    /// `global` or `chat:<id>`.
+    pub scope: String,
+    /// The chat, for chat waits.
+    pub chat_id: Option<i64>,
+    /// Ends at (Unix ms).
+    pub until_ms: i64,
+    /// Seconds left.
+    pub remaining_s: i64,
+    /// What Telegram asked for.
+    pub retry_after_s: i64,
+}
+
+/// A recent error.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorStatus {
+    /// When (Unix ms).
+    pub at_ms: i64,
+    /// Where.
+    pub context: String,
+    /// What.
+    pub message: String,
+}
+
+/// The pairing code's state.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairingStatus {
+    /// `open`, `used`, `dead` or `expired`.
+    pub state: String,
+    /// Valid until (Unix ms).
+    pub expires_ms: i64,
+    /// Wrong attempts left.
+    pub attempts_left: i64,
+}
+
+/// Everything `status` reports. Never contains the token.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Profile.
+    pub profile: String,
+    /// Config file.
+    pub config_file: String,
+    /// State folder.
+    pub state_dir: String,
+    /// Whether a token is configured (never the token).
+    pub token_configured: bool,
+    /// API base in use.
+    pub api_base: String,
+    /// Bot.
+    pub bot: BotStatus,
+    /// Owner.
+    pub owner_user_id: Option<i64>,
+    /// Pairing code.
+    pub pairing: Option<PairingStatus>,
+    /// Hub process.
+    pub hub: HubStatus,
+    /// Next `getUpdates` offset.
+    pub offset: Option<i64>,
+    /// Journal.
+    pub journal: JournalStatus,
+    /// Owner messages kept for an instance.
+    pub held: i64,
+    /// Outbox rows by state.
+    pub outbox: std::collections::BTreeMap<String, i64>,
+    /// Running flood waits.
+    pub flood_waits: Vec<FloodStatus>,
+    /// Recent errors, newest first.
+    pub last_errors: Vec<ErrorStatus>,
+}
+
+/// Reads the status of a profile.
+pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, HubError> {
+    let file = ConfigFile::load(&agent_dir.config_file())?;
+    let settings = file.profile(profile);
+    let paths = agent_dir.profile(profile);
+    let pid = ProfileLock::holder(&paths.lock_file())?;
+    let now = now_ms();
+    let mut st = Status {
+        profile: profile.to_string(),
+        config_file: agent_dir.config_file().display().to_string(),
+        state_dir: paths.dir.display().to_string(),
+        token_configured: config::resolve_token(&settings).is_some(),
+        api_base: config::resolve_api_base(&settings),
+        bot: BotStatus {
+            id: None,
+            username: None,
+            has_topics_enabled: None,
+        },
+        owner_user_id: settings.allowed_user_id,
+        pairing: None,
+        hub: HubStatus {
+            running: pid.is_some(),
+            pid: pid.filter(|p| *p != 0),
+            epoch: None,
+        },
+        offset: None,
+        journal: JournalStatus {
+            pending: 0,
+            handled: 0,
+        },
+        held: 0,
+        outbox: State::ALL
+            .iter()
+            .map(|s| (s.as_str().to_owned(), 0))
+            .collect(),
+        flood_waits: Vec::new(),
+        last_errors: Vec::new(),
+    };
+    let Some(store) = Store::open_for_reading(&paths.state_db())? else {
+        return Ok(st);
+    };
+    store.read(|c| -> Result<(), store::StoreError> {
+        st.bot = BotStatus {
+            id: kv::get_i64(c, kv::BOT_ID)?,
+            username: kv::get(c, kv::BOT_USERNAME)?,
+            has_topics_enabled: kv::get(c, kv::BOT_TOPICS)?.map(|v| v == "true"),
+        };
+        st.owner_user_id = st.owner_user_id.or(kv::get_i64(c, kv::OWNER)?);
+        st.pairing = pairing::current(c)?.map(|p| PairingStatus {
+            state: match p.state {
+                pairing::PairingState::Open if p.expires_ms <= now => "expired".into(),
+                pairing::PairingState::Open => "open".into(),
+                pairing::PairingState::Used => "used".into(),
+                pairing::PairingState::Dead => "dead".into(),
+            },
+            expires_ms: p.expires_ms,
+            attempts_left: p.attempts_left,
+        });
+        st.hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
+        st.offset = journal::offset(c)?;
+        let (pending, handled) = journal::counts(c)?;
+        st.journal = JournalStatus { pending, handled };
+        st.held = held::count(c)?;
+        st.outbox = store::outbox::counts(c)?
+            .into_iter()
+            .map(|(s, n)| (s.as_str().to_owned(), n))
+            .collect();
+        st.flood_waits = flood::active(c, now)?
+            .into_iter()
+            .map(|w| FloodStatus {
+                chat_id: w.scope.strip_prefix("chat:").and_then(|c| c.parse().ok()),
+                remaining_s: (w.until_ms - now + 999) / 1000,
+                scope: w.scope,
+                until_ms: w.until_ms,
+                retry_after_s: w.retry_after_s,
+            })
+            .collect();
+        st.last_errors = incidents::recent(c, 10)?
+            .into_iter()
+            .map(|i| ErrorStatus {
+                at_ms: i.at_ms,
+                context: i.context,
+                message: i.message,
+            })
+            .collect();
+        Ok(())
+    })?;
+    Ok(st)
+}
+
+/// The text form.
+pub fn render(st: &Status) -> String {
+    let mut out = String::new();
+    let bot = match (&st.bot.username, st.bot.id) {
+        (Some(u), Some(id)) => format!("@{u} (id {id})"),
+        _ if st.token_configured => "token configured, not checked yet (run serve)".into(),
+        _ => "no token: run `pi-telegram setup`".into(),
+    };
+    out.push_str(&format!(
+        "profile      {}\nbot          {bot}\n",
+        st.profile
+    ));
+    if let Some(t) = st.bot.has_topics_enabled {
+        out.push_str(&format!(
+            "threads      Threaded Mode {}\n",
+            if t { "on" } else { "off" }
+        ));
+    }
+    let owner = match (st.owner_user_id, &st.pairing) {
+        (Some(o), _) => format!("user {o}"),
+        (None, Some(p)) => format!("not paired (pairing code {})", p.state),
+        (None, None) => "not paired".into(),
+    };
+    out.push_str(&format!("owner        {owner}\n"));
+    let hub = match (st.hub.running, st.hub.pid) {
+        (true, Some(pid)) => format!("running (pid {pid})"),
+        (true, None) => "running".into(),
+        (false, _) => "not running".into(),
+    };
+    out.push_str(&format!("hub          {hub}\n"));
+    out.push_str(&format!(
+        "journal      {} pending, {} handled (offset {})\n",
+        st.journal.pending,
+        st.journal.handled,
+        st.offset.map_or_else(|| "none".into(), |o| o.to_string())
+    ));
+    out.push_str(&format!(
+        "kept         {} owner message(s) waiting for a pi instance\n",
+        st.held
+    ));
+    let outbox: Vec<String> = st.outbox.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    out.push_str(&format!("outbox       {}\n", outbox.join(", ")));
+    for w in &st.flood_waits {
+        out.push_str(&format!(
+            "flood wait   {} for {} more s\n",
+            w.scope, w.remaining_s
+        ));
+    }
+    for e in st.last_errors.iter().take(5) {
+        out.push_str(&format!("error        [{}] {}\n", e.context, e.message));
+    }
+    out.push_str(&format!(
+        "state        {}\nconfig       {}\n",
+        st.state_dir, st.config_file
+    ));
+    out
+}

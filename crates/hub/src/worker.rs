@@ -1,0 +1,133 @@
+//! Journal -> handlers, in update order. A batch of updates is handled in one transaction
+//! (each update's effects with its "handled" mark); if the batch fails, updates are handled one
+//! by one so a single bad update cannot block the others.
+
+use std::sync::Arc;
+
+use store::{StoreError, incidents, journal};
+use tokio::sync::{Notify, watch};
+
+use crate::config::{ConfigFile, PairingMode};
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+use crate::handlers::{self, AfterCommit, HandlerCtx};
+use crate::paths::ProfileName;
+
+/// Updates handled per transaction.
+pub const BATCH: usize = 512;
+
+/// What the worker needs besides the store.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// Bot username for texts.
+    pub bot_username: String,
+    /// Pairing mode.
+    pub pairing: PairingMode,
+    /// Config file to mirror a new owner into.
+    pub config_path: std::path::PathBuf,
+    /// The profile.
+    pub profile: ProfileName,
+}
+
+/// Handles journaled updates until `stop`.
+pub async fn run(
+    db: Db,
+    settings: WorkerSettings,
+    wake: Arc<Notify>,
+    sender: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    loop {
+        let batch = db.read(|c| journal::pending(c, BATCH)).await?;
+        if batch.is_empty() {
+            tokio::select! {
+                _ = stop.changed() => return Ok(()),
+                () = wake.notified() => continue,
+            }
+        }
+        let after = match handle_batch(&db, &settings, batch.clone()).await {
+            Ok(after) => after,
+            Err(e) => {
+                tracing::warn!(error = %e, "a batch failed; handling its updates one by one");
+                handle_singly(&db, &settings, batch).await?
+            }
+        };
+        crashpoint::hit("handle.after_commit");
+        if after.outbox {
+            sender.notify_one();
+        }
+        if let Some(owner) = after.new_owner {
+            mirror_owner(&db, &settings, owner).await?;
+        }
+        if *stop.borrow() {
+            return Ok(());
+        }
+    }
+}
+
+async fn handle_batch(
+    db: &Db,
+    settings: &WorkerSettings,
+    batch: Vec<journal::Entry>,
+) -> Result<AfterCommit, StoreError> {
+    let ctx = HandlerCtx {
+        bot_username: settings.bot_username.clone(),
+        pairing: settings.pairing,
+        now_ms: now_ms(),
+    };
+    db.write(move |tx| {
+        let mut after = AfterCommit::default();
+        for entry in &batch {
+            handlers::handle(tx, &ctx, entry, &mut after)?;
+        }
+        crashpoint::hit("handle.before_commit");
+        Ok(after)
+    })
+    .await
+}
+
+async fn handle_singly(
+    db: &Db,
+    settings: &WorkerSettings,
+    batch: Vec<journal::Entry>,
+) -> Result<AfterCommit, HubError> {
+    let mut all = AfterCommit::default();
+    for entry in batch {
+        let id = entry.update_id;
+        match handle_batch(db, settings, vec![entry]).await {
+            Ok(after) => {
+                all.outbox |= after.outbox;
+                all.new_owner = after.new_owner.or(all.new_owner);
+            }
+            Err(e) => {
+                // Recorded as handled with the failure, so it is neither lost silently nor
+                // retried forever.
+                let message = e.to_string();
+                tracing::error!(update_id = id, error = %message, "an update could not be handled");
+                db.write(move |tx| {
+                    journal::mark_handled(tx, id, &format!("failed: {message}"), now_ms())?;
+                    incidents::record(tx, now_ms(), "handle", &format!("update {id}: {message}"))
+                })
+                .await?;
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// The owner lives in the store (it changes in the same transaction as the pairing update) and
+/// is mirrored into `allowedUserId` so the config file stays the reference system's format.
+async fn mirror_owner(db: &Db, settings: &WorkerSettings, owner: i64) -> Result<(), HubError> {
+    let result = ConfigFile::load(&settings.config_path).and_then(|mut file| {
+        file.set_allowed_user_id(&settings.profile, owner);
+        file.save()
+    });
+    if let Err(e) = result {
+        let message = format!("could not record the new owner in the config file: {e}");
+        tracing::warn!("{message}");
+        db.write(move |tx| incidents::record(tx, now_ms(), "config", &message))
+            .await?;
+    }
+    Ok(())
+}

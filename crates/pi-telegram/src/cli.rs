@@ -1,0 +1,40 @@
+//! Command-line interface.
+
+use clap::{Parser, Subcommand};
+
+/// Telegram companion hub for live pi sessions.
+#[derive(Parser, Debug)]
+#[command(name = "pi-telegram", version, about)]
+pub struct Cli {
+    /// Bot profile ([a-z0-9]{1,32}); profiles are kept in <agent-dir>/telegram.json.
+    #[arg(long, global = true, default_value = "default")]
+    pub profile: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check a bot token, save it, and print a one-time pairing code.
+    Setup {
+        /// The token from @BotFather (else $TELEGRAM_BOT_TOKEN, else asked for).
+        #[arg(long)]
+        token: Option<String>,
+        /// Bot API base URL (a local Bot API server, or tg-fake); saved in the profile.
+        #[arg(long)]
+        api_base: Option<String>,
+        /// Print {"bot_username","has_topics_enabled","pairing_code"} and ask nothing.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the hub in the foreground (the only Telegram client of the profile's bot).
+    Serve,
+    /// Show the profile's state (never the token).
+    Status {
+        /// Machine-readable output (a stable interface; see README).
+        #[arg(long)]
+        json: bool,
+    },
+}

@@ -1,0 +1,241 @@
+//! Runs the real `pi-telegram` binary against an in-process tg-fake, in a temporary agent dir.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tg_fake::{FakeConfig, FakeServer};
+
+pub const TOKEN: &str = "1000:fake-token";
+pub const OWNER: i64 = tg_fake::DEFAULT_USER_ID;
+
+/// A temporary agent dir and a fake Telegram running on its own runtime, so tests can block
+/// on child processes freely.
+pub struct Env {
+    pub fake: FakeServer,
+    pub rt: tokio::runtime::Runtime,
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        Self::with(FakeConfig::default())
+    }
+
+    pub fn with(config: FakeConfig) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fake = rt.block_on(FakeServer::start(config)).unwrap();
+        Self {
+            fake,
+            rt,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn agent_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("telegram.json")
+    }
+
+    pub fn state_db(&self) -> PathBuf {
+        self.dir.path().join("telegram/default/state.db")
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pi-telegram"));
+        c.args(args)
+            .env("PI_CODING_AGENT_DIR", self.dir.path())
+            .env("PI_TELEGRAM_POLL_TIMEOUT_SECS", "2")
+            .env("PI_TELEGRAM_LOG", "info")
+            .env_remove("TELEGRAM_API_BASE")
+            .stdin(Stdio::null());
+        for var in [
+            "TELEGRAM_BOT_TOKEN",
+            "TELEGRAM_BOT_KEY",
+            "TELEGRAM_TOKEN",
+            "TELEGRAM_KEY",
+            "PI_TELEGRAM_CRASH_AT",
+        ] {
+            c.env_remove(var);
+        }
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// `setup --json` against the fake; returns the parsed JSON.
+    pub fn setup(&self) -> Value {
+        let out = self.run(&[
+            "setup",
+            "--token",
+            TOKEN,
+            "--api-base",
+            self.fake.base_url(),
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "setup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Writes a config with the owner preset (no pairing needed).
+    pub fn preset_owner(&self) {
+        let cfg = json!({ "profiles": { "default": {
+            "botToken": TOKEN, "allowedUserId": OWNER, "apiBase": self.fake.base_url(),
+            "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000, "globalPerSec": 1000.0, "globalBurst": 1000 } } } });
+        std::fs::write(
+            self.config_path(),
+            serde_json::to_string_pretty(&cfg).unwrap(),
+        )
+        .unwrap();
+    }
+
+    pub fn serve(&self) -> Hub {
+        self.serve_with(&[])
+    }
+
+    pub fn serve_with(&self, env: &[(&str, &str)]) -> Hub {
+        let log = self
+            .dir
+            .path()
+            .join(format!("serve-{}.log", Instant::now().elapsed().as_nanos()));
+        let log_file = std::fs::File::create(&log).unwrap();
+        let mut c = self.cmd(&["serve"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c.stdout(Stdio::null()).stderr(log_file).spawn().unwrap();
+        Hub {
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn status(&self) -> Value {
+        let out = self.run(&["status", "--json"]);
+        assert!(
+            out.status.success(),
+            "status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    pub fn say(&self, text: &str) -> tg_fake::control::Sent {
+        self.say_as(OWNER, text)
+    }
+
+    pub fn say_as(&self, user: i64, text: &str) -> tg_fake::control::Sent {
+        self.fake
+            .control()
+            .send_text(tg_fake::control::SendText {
+                text: text.into(),
+                user_id: Some(user),
+                ..Default::default()
+            })
+            .unwrap()
+    }
+
+    /// Messages the bot sent to `chat` (not deleted), in order.
+    pub fn bot_texts(&self, chat: i64) -> Vec<String> {
+        self.fake
+            .control()
+            .transcript(Some(chat), tg_fake::control::ThreadFilter::All, None)
+            .map(|t| {
+                t.into_iter()
+                    .filter(|m| m.from_bot && !m.deleted)
+                    .filter_map(|m| m.text)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn open_store(&self) -> store::Store {
+        store::Store::open_for_reading(&self.state_db())
+            .unwrap()
+            .unwrap()
+    }
+}
+
+pub struct Hub {
+    pub child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Hub {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to end; returns its exit code (None when killed by a signal).
+    pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the hub did not exit; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal("TERM");
+        self.wait(Duration::from_secs(20))
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.child = None;
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits (for at most `secs`) until `cond` holds.
+pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
