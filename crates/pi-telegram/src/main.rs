@@ -69,7 +69,12 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                 profile,
                 tuning: serve::Tuning::from_env(),
             };
-            runtime.block_on(serve::serve(opts, shutdown_signal()))
+            runtime.block_on(async {
+                // Registered before anything else, so a signal during start-up is not lost.
+                let signals =
+                    Signals::register().map_err(HubError::io("installing signal handlers"))?;
+                serve::serve(opts, signals.recv()).await
+            })
         }
         cli::Command::Status { json } => {
             let st = status::status(&agent_dir, &profile)?;
@@ -98,20 +103,27 @@ fn ask_token() -> std::io::Result<Option<String>> {
     Ok((!line.is_empty()).then_some(line))
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    match term {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+/// SIGINT and SIGTERM, registered up front.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
     }
-    tracing::info!("stopping on a signal");
+
+    /// Resolves on the first of them.
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+        tracing::info!("stopping on a signal");
+    }
 }
