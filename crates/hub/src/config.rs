@@ -179,13 +179,13 @@ impl ConfigFile {
                 None => return Err(self.bad(format!("{prefix}botToken"), "must be a string")),
             }
         }
-        if let Some(id) = obj.get("allowedUserId") {
-            if parse_user_id(id).is_none() {
-                return Err(self.bad(
-                    format!("{prefix}allowedUserId"),
-                    "must be a Telegram user id (a positive number)",
-                ));
-            }
+        if let Some(id) = obj.get("allowedUserId")
+            && parse_user_id(id).is_none()
+        {
+            return Err(self.bad(
+                format!("{prefix}allowedUserId"),
+                "must be a Telegram user id (a positive number)",
+            ));
         }
         if let Some(base) = obj.get("apiBase") {
             let ok = base
@@ -195,13 +195,13 @@ impl ConfigFile {
                 return Err(self.bad(format!("{prefix}apiBase"), "must be an http(s) URL"));
             }
         }
-        if let Some(p) = obj.get("pairing") {
-            if !matches!(p.as_str(), Some("code" | "first-contact")) {
-                return Err(self.bad(
-                    format!("{prefix}pairing"),
-                    "must be \"code\" or \"first-contact\"",
-                ));
-            }
+        if let Some(p) = obj.get("pairing")
+            && !matches!(p.as_str(), Some("code" | "first-contact"))
+        {
+            return Err(self.bad(
+                format!("{prefix}pairing"),
+                "must be \"code\" or \"first-contact\"",
+            ));
         }
         if let Some(p) = obj.get("pacing") {
             serde_json::from_value::<PacingConfig>(p.clone())

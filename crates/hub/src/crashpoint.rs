@@ -35,10 +35,11 @@ fn plan() -> Option<&'static Plan> {
 
 /// Marks a crash point.
 pub fn hit(point: &str) {
-    if let Some(p) = plan() {
-        if p.point == point && p.seen.fetch_add(1, Ordering::SeqCst) + 1 == p.nth {
-            eprintln!("pi-telegram: crash point {point} reached: aborting (PI_TELEGRAM_CRASH_AT)");
-            std::process::abort();
-        }
+    if let Some(p) = plan()
+        && p.point == point
+        && p.seen.fetch_add(1, Ordering::SeqCst) + 1 == p.nth
+    {
+        eprintln!("pi-telegram: crash point {point} reached: aborting (PI_TELEGRAM_CRASH_AT)");
+        std::process::abort();
     }
 }

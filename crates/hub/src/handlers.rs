@@ -101,19 +101,19 @@ fn from_owner(
             if msg.topic_service().is_some() {
                 return Ok("ignored:topic-service".into());
             }
-            if let Some((cmd, _)) = msg.command() {
-                if cmd == "start" || cmd == "help" {
-                    reply(
-                        tx,
-                        ctx,
-                        entry,
-                        &msg,
-                        &texts::help(&ctx.bot_username),
-                        &format!("reply:{cmd}"),
-                        after,
-                    )?;
-                    return Ok(format!("replied:{cmd}"));
-                }
+            if let Some((cmd, _)) = msg.command()
+                && (cmd == "start" || cmd == "help")
+            {
+                reply(
+                    tx,
+                    ctx,
+                    entry,
+                    &msg,
+                    &texts::help(&ctx.bot_username),
+                    &format!("reply:{cmd}"),
+                    after,
+                )?;
+                return Ok(format!("replied:{cmd}"));
             }
             keep(tx, ctx, entry, &msg, after)
         }

@@ -123,14 +123,14 @@ pub async fn serve(
     let (owner, mirror) = {
         let username = username.clone();
         db.write(move |tx| {
-            if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)? {
-                if stored != bot_id {
-                    return Ok(Err(HubError::BotMismatch {
-                        state: state_dir,
-                        stored,
-                        token: bot_id,
-                    }));
-                }
+            if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
+                && stored != bot_id
+            {
+                return Ok(Err(HubError::BotMismatch {
+                    state: state_dir,
+                    stored,
+                    token: bot_id,
+                }));
             }
             kv::set_i64(tx, kv::BOT_ID, bot_id)?;
             kv::set(tx, kv::BOT_USERNAME, &username)?;
@@ -148,13 +148,11 @@ pub async fn serve(
         })
         .await??
     };
-    if mirror {
-        if let Some(o) = owner {
-            let mut file = ConfigFile::load(&config_path)?;
-            file.set_allowed_user_id(&opts.profile, o);
-            if let Err(e) = file.save() {
-                tracing::warn!(error = %e, "could not mirror the owner into the config file");
-            }
+    if mirror && let Some(o) = owner {
+        let mut file = ConfigFile::load(&config_path)?;
+        file.set_allowed_user_id(&opts.profile, o);
+        if let Err(e) = file.save() {
+            tracing::warn!(error = %e, "could not mirror the owner into the config file");
         }
     }
     tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");

@@ -75,12 +75,12 @@ pub async fn setup(
         },
     };
     let token = Token::new(&raw).map_err(|e| HubError::Usage(e.to_string()))?;
-    if let Some(base) = &opts.api_base {
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(HubError::Usage(format!(
-                "--api-base must be an http(s) URL, not {base:?}"
-            )));
-        }
+    if let Some(base) = &opts.api_base
+        && !(base.starts_with("http://") || base.starts_with("https://"))
+    {
+        return Err(HubError::Usage(format!(
+            "--api-base must be an http(s) URL, not {base:?}"
+        )));
     }
     let mut settings = file.profile(&opts.profile);
     if opts.api_base.is_some() {

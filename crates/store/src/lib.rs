@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(s.read(|c| kv::get(c, "k"))?.as_deref(), Some("v"));
         let r =
             Store::open_for_reading(&path)?.ok_or_else(|| StoreError::Corrupt("missing".into()))?;
-        assert_eq!(r.read(|c| schema::version(c))?, schema::CURRENT);
+        assert_eq!(r.read(schema::version)?, schema::CURRENT);
         let mode: String = r.read(|c| {
             c.query_row("PRAGMA journal_mode", [], |row| row.get(0))
                 .map_err(StoreError::from)
