@@ -1,0 +1,156 @@
+//! Backlog drain benchmark (`cargo bench -p pi-telegram --bench backlog`): 10,000 owner updates
+//! wait at tg-fake when the hub starts; the hub must journal and handle them in order with one
+//! coalesced notice. Prints updates/s, the hub's peak RSS and its idle CPU.
+//!
+//! Targets (2-core machine): >= 5,000 updates/s handled, idle CPU ~ 0, RSS < 20 MB.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tg_fake::{FakeConfig, FakeServer};
+
+const UPDATES: usize = 10_000;
+const TOKEN: &str = "1000:fake-token";
+
+fn proc_field(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// utime + stime in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn clk_tck() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt
+        .block_on(FakeServer::start(FakeConfig::default()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+        "apiBase": fake.base_url() } } });
+    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
+    for i in 0..UPDATES {
+        fake.control()
+            .send_text(tg_fake::control::SendText {
+                text: format!("backlog message {i}"),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let started = Instant::now();
+    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
+        .arg("serve")
+        .env("PI_CODING_AGENT_DIR", dir.path())
+        .env("PI_TELEGRAM_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = hub.id();
+    let db = dir.path().join("telegram/default/state.db");
+    let mut first_poll = None;
+    let mut journaled_at = None;
+    let handled_at;
+    loop {
+        if first_poll.is_none() && !fake.control().requests(0, Some("getUpdates")).is_empty() {
+            first_poll = Some(started.elapsed());
+        }
+        if let Ok(Some(store)) = store::Store::open_for_reading(&db) {
+            let (pending, handled) = store.read(store::journal::counts).unwrap_or((0, 0));
+            if journaled_at.is_none() && pending + handled >= UPDATES as i64 {
+                journaled_at = Some(started.elapsed());
+            }
+            if handled >= UPDATES as i64 {
+                handled_at = started.elapsed();
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the backlog did not drain"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let first_poll = first_poll.unwrap_or_default();
+    // Let the notice go out, then measure idle.
+    std::thread::sleep(Duration::from_millis(500));
+    let notices = fake
+        .control()
+        .transcript(None, tg_fake::control::ThreadFilter::All, None)
+        .unwrap()
+        .iter()
+        .filter(|m| m.from_bot)
+        .count();
+    let rss_peak_kb = proc_field(pid, "VmHWM:").unwrap_or(0);
+    let rss_now_kb = proc_field(pid, "VmRSS:").unwrap_or(0);
+    let idle_window = Duration::from_secs(10);
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    std::thread::sleep(idle_window);
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    let idle_cpu = (t1 - t0) as f64 / clk_tck() as f64 / idle_window.as_secs_f64() * 100.0;
+    let polls = fake.control().requests(0, Some("getUpdates")).len();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let exit = hub.wait().unwrap();
+
+    let drain = handled_at.saturating_sub(first_poll);
+    let rate = UPDATES as f64 / drain.as_secs_f64();
+    println!("backlog drain: {UPDATES} owner updates waiting at tg-fake when the hub starts");
+    println!("| measure | value | target |");
+    println!("|---|---|---|");
+    println!(
+        "| hub start to first getUpdates | {:.0} ms | |",
+        first_poll.as_secs_f64() * 1000.0
+    );
+    println!(
+        "| all journaled | {:.0} ms after the first poll | |",
+        journaled_at
+            .unwrap_or_default()
+            .saturating_sub(first_poll)
+            .as_secs_f64()
+            * 1000.0
+    );
+    println!(
+        "| all handled | {:.0} ms after the first poll | |",
+        drain.as_secs_f64() * 1000.0
+    );
+    println!("| handled updates/s | {rate:.0} | >= 5000 |");
+    println!("| notices sent | {notices} | 1 |");
+    println!("| getUpdates calls | {polls} | |");
+    println!(
+        "| peak RSS | {:.1} MB | < 20 MB |",
+        rss_peak_kb as f64 / 1024.0
+    );
+    println!(
+        "| RSS after drain | {:.1} MB | |",
+        rss_now_kb as f64 / 1024.0
+    );
+    println!(
+        "| idle CPU over {} s | {idle_cpu:.2} % | ~ 0 |",
+        idle_window.as_secs()
+    );
+    println!("| clean exit on SIGTERM | {} | yes |", exit.success());
+}
