@@ -117,6 +117,17 @@ impl Store {
                 supported: schema::CURRENT,
             });
         }
+        if version == 0 {
+            // Created a moment ago by a hub that has not migrated it yet: nothing to read.
+            return Ok(None);
+        }
+        if version < schema::CURRENT {
+            return Err(StoreError::Corrupt(format!(
+                "{} has schema version {version}, older than this pi-telegram's {}: start the hub once to upgrade it",
+                path.display(),
+                schema::CURRENT
+            )));
+        }
         Ok(Some(Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
