@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 use serde_json::Value;
 
 use crate::{Result, StoreError};
@@ -156,6 +156,19 @@ fn finish((mut row, params, state): (OutboxRow, String, String)) -> Result<Outbo
     Ok(row)
 }
 
+/// Rows selected by `filter` (the part after `FROM outbox o`), decoded.
+fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<OutboxRow>> {
+    let ctx = "reading the outbox";
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM outbox o {filter}"))
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map(args, from_row)
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.map(|r| r.map_err(StoreError::sqlite(ctx)).and_then(finish))
+        .collect()
+}
+
 /// Queues a message. Returns its id, or `None` when a row for the same cause and purpose
 /// exists already (the handler ran before; nothing is queued twice).
 pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Option<i64>> {
@@ -182,35 +195,18 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
 
 /// A row by id.
 pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM outbox WHERE id = ?1"),
-        [id],
-        from_row,
-    )
-    .optional()
-    .map_err(StoreError::sqlite("reading the outbox"))?
-    .map(finish)
-    .transpose()
+    Ok(select(conn, "WHERE id = ?1", [id])?.pop())
 }
 
 /// The next row of each chat (rows of one chat go out in order), if due at `now_ms`.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM outbox o
-             WHERE state = 'pending' AND not_before_ms <= ?1
-               AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id AND i.state IN ('pending', 'sending'))
-             ORDER BY id"
-        ))
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    let rows = stmt
-        .query_map([now_ms], from_row)
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    rows.map(|r| {
-        r.map_err(StoreError::sqlite("reading the outbox"))
-            .and_then(finish)
-    })
-    .collect()
+    select(
+        conn,
+        "WHERE state = 'pending' AND not_before_ms <= ?1
+           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id AND i.state IN ('pending', 'sending'))
+         ORDER BY id",
+        [now_ms],
+    )
 }
 
 /// The earliest `not_before_ms` of a pending row, for sleeping until something is due.
@@ -360,32 +356,10 @@ pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
 
 /// Rows for one purpose (tests and status).
 pub fn by_purpose(conn: &Connection, purpose: &str) -> Result<Vec<OutboxRow>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM outbox WHERE purpose = ?1 ORDER BY id"
-        ))
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    let rows = stmt
-        .query_map([purpose], from_row)
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    rows.map(|r| {
-        r.map_err(StoreError::sqlite("reading the outbox"))
-            .and_then(finish)
-    })
-    .collect()
+    select(conn, "WHERE purpose = ?1 ORDER BY id", [purpose])
 }
 
 /// Every row (tests and status; the outbox of a hub is small).
 pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
-    let mut stmt = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM outbox ORDER BY id"))
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    let rows = stmt
-        .query_map([], from_row)
-        .map_err(StoreError::sqlite("reading the outbox"))?;
-    rows.map(|r| {
-        r.map_err(StoreError::sqlite("reading the outbox"))
-            .and_then(finish)
-    })
-    .collect()
+    select(conn, "ORDER BY id", [])
 }
