@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Runs every check and test of the project. This is the README's test command and what CI runs
-# (.ci/run). Needs a Rust toolchain; later issues make it also fetch Node 22 and pi into .cache/.
+# (.ci/run). Needs a Rust toolchain and npm: the tests run the real pi, which
+# scripts/install-test-deps.sh fetches (with its Node 22) into .cache/test-deps/ when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== test deps (node 22, pi)"
+bash scripts/install-test-deps.sh
+PI_TELEGRAM_TEST_PI="$(pwd)/.cache/test-deps/bin/pi"
+export PI_TELEGRAM_TEST_PI
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Installs what the tests that run the real pi need, when missing, into .cache/test-deps/:
+#   node22/  Node.js 22 from the npm package "node" (pi needs Node >= 22.19; Debian 12 ships 20)
+#   pi/      @earendil-works/pi-coding-agent
+#   bin/pi   runs pi's CLI on that Node 22, whatever PATH says
+#   bin/node that Node 22
+# Only the npm registry is needed. Idempotent: when the pinned versions are in place it only
+# rewrites the two small wrappers, which takes well under a second.
+# Usage: scripts/install-test-deps.sh   (TEST_DEPS_DIR overrides the install folder)
+set -euo pipefail
+
+NODE_VERSION="22.23.3"
+PI_PACKAGE="@earendil-works/pi-coding-agent"
+PI_VERSION="1.6.0"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="${TEST_DEPS_DIR:-$ROOT/.cache/test-deps}"
+NODE_DIR="$DEPS/node22"
+PI_DIR="$DEPS/pi"
+BIN_DIR="$DEPS/bin"
+NODE="$NODE_DIR/node_modules/node/bin/node"
+PI_PKG_JSON="$PI_DIR/node_modules/$PI_PACKAGE/package.json"
+
+say() { echo "install-test-deps: $*"; }
+die() { echo "install-test-deps: error: $*" >&2; exit 1; }
+
+mkdir -p "$DEPS" "$BIN_DIR"
+
+# Two test runs starting at once must not interleave two npm installs in one folder.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$DEPS/.lock"
+  flock 9
+fi
+
+require_npm() {
+  command -v npm >/dev/null 2>&1 ||
+    die "npm is not installed, and it is needed once to fetch Node $NODE_VERSION and pi $PI_VERSION from the npm registry. Install Node.js with npm (e.g. 'apt-get install nodejs npm'), then re-run $0."
+}
+
+# npm_install DIR SPEC: a fresh install of SPEC into DIR/node_modules, output kept in DIR/npm.log.
+npm_install() {
+  local dir="$1" spec="$2"
+  require_npm
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  printf '{ "name": "pi-telegram-test-deps", "private": true }\n' >"$dir/package.json"
+  # npm prints engine and allowScripts warnings here; they are expected and harmless, so they go
+  # to the log, which is shown only when the install fails.
+  if ! (cd "$dir" && npm install --no-audit --no-fund --no-update-notifier --save-exact "$spec") \
+    >"$dir/npm.log" 2>&1; then
+    cat "$dir/npm.log" >&2
+    die "npm install $spec failed (log above, also in $dir/npm.log)"
+  fi
+}
+
+node_version() { [ -x "$NODE" ] && "$NODE" --version 2>/dev/null || true; }
+
+if [ "$(node_version)" = "v$NODE_VERSION" ]; then
+  say "node $NODE_VERSION already installed"
+else
+  say "installing node@$NODE_VERSION into $NODE_DIR"
+  npm_install "$NODE_DIR" "node@$NODE_VERSION"
+  got="$(node_version)"
+  [ "$got" = "v$NODE_VERSION" ] ||
+    die "after npm install node@$NODE_VERSION, $NODE reports '${got:-nothing}' (see $NODE_DIR/npm.log)"
+  say "installed node $got"
+fi
+
+pi_version() {
+  [ -f "$PI_PKG_JSON" ] && "$NODE" -p 'require(process.argv[1]).version' "$PI_PKG_JSON" 2>/dev/null || true
+}
+
+if [ "$(pi_version)" = "$PI_VERSION" ]; then
+  say "$PI_PACKAGE $PI_VERSION already installed"
+else
+  say "installing $PI_PACKAGE@$PI_VERSION into $PI_DIR"
+  # Node 22 first on PATH, so npm and the packages' install scripts run on the Node pi targets
+  # (and npm's engine check passes).
+  PATH="$(dirname "$NODE"):$PATH" npm_install "$PI_DIR" "$PI_PACKAGE@$PI_VERSION"
+  got="$(pi_version)"
+  [ "$got" = "$PI_VERSION" ] ||
+    die "after npm install $PI_PACKAGE@$PI_VERSION, found version '${got:-nothing}' (see $PI_DIR/npm.log)"
+  say "installed $PI_PACKAGE $got"
+fi
+
+# The CLI's JS file, from the package's own "bin" entry, relative to the package folder.
+PI_BIN_REL="$("$NODE" -p '
+  const b = require(process.argv[1]).bin;
+  typeof b === "string" ? b : (b && b.pi) || ""' "$PI_PKG_JSON")"
+[ -n "$PI_BIN_REL" ] || die "$PI_PKG_JSON has no \"bin\" entry for pi"
+[ -f "$PI_DIR/node_modules/$PI_PACKAGE/$PI_BIN_REL" ] ||
+  die "pi's bin entry $PI_BIN_REL is missing from $PI_DIR/node_modules/$PI_PACKAGE"
+
+# The wrappers locate everything relative to themselves, so the repo can be moved or cloned
+# elsewhere with .cache/ in it. They are rewritten on every run: cheap, and never stale.
+write_wrapper() {
+  local path="$1" body="$2"
+  printf '%s\n' "#!/bin/sh" \
+    "# Written by scripts/install-test-deps.sh; re-run it rather than editing this file." \
+    'DEPS="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"' \
+    "$body" >"$path.tmp"
+  chmod +x "$path.tmp"
+  mv -f "$path.tmp" "$path"
+}
+# Node 22 also goes first on PATH so that whatever pi starts (extensions, npm for `pi install`)
+# runs on it too.
+write_wrapper "$BIN_DIR/pi" \
+  'PATH="$DEPS/node22/node_modules/node/bin:$PATH" exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/pi/node_modules/'"$PI_PACKAGE/$PI_BIN_REL"'" "$@"'
+write_wrapper "$BIN_DIR/node" 'exec "$DEPS/node22/node_modules/node/bin/node" "$@"'
+
+got="$("$BIN_DIR/pi" --version 2>/dev/null || true)"
+[ "$got" = "$PI_VERSION" ] || die "$BIN_DIR/pi --version printed '${got:-nothing}', expected $PI_VERSION"
+say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION)"
