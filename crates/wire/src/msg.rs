@@ -1,0 +1,317 @@
+//! Protocol messages. Both enums end in a catch-all so a newer peer's messages are ignored, not
+//! fatal; every field has a default so missing optional fields never fail a message.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::PiEvent;
+
+/// The protocol version this build speaks.
+pub const PROTOCOL: u32 = 1;
+
+/// A hub turn id (`t<n>`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TurnId(pub String);
+
+impl TurnId {
+    /// The id of durable turn number `n`.
+    pub fn from_number(n: i64) -> Self {
+        Self(format!("t{n}"))
+    }
+
+    /// The durable turn number, if this is a hub turn id.
+    pub fn number(&self) -> Option<i64> {
+        self.0.strip_prefix('t')?.parse().ok()
+    }
+}
+
+impl fmt::Display for TurnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who is connecting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A pi process (the extension).
+    Instance,
+    /// The CLI.
+    Control,
+}
+
+/// A model reference.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ModelRef {
+    /// Provider.
+    #[serde(default)]
+    pub provider: String,
+    /// Model id.
+    #[serde(default)]
+    pub id: String,
+}
+
+/// What an instance reports about itself (in `hello` and `state`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstanceState {
+    /// Process id.
+    pub pid: Option<i64>,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// `tui`, `rpc`, ...
+    pub mode: Option<String>,
+    /// Why the session started (`startup`, `reload`, `new`, `resume`, `fork`).
+    pub reason: Option<String>,
+    /// pi session id.
+    pub session_id: Option<String>,
+    /// pi session file.
+    pub session_file: Option<String>,
+    /// pi session name.
+    pub session_name: Option<String>,
+    /// Current model.
+    pub model: Option<ModelRef>,
+    /// Thinking level.
+    pub thinking_level: Option<String>,
+    /// Idle (no run in progress).
+    pub idle: Option<bool>,
+    /// Messages pending in pi.
+    pub pending: Option<bool>,
+}
+
+/// The result of a settled turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnResult {
+    /// The turn.
+    pub turn_id: TurnId,
+    /// Text of the last assistant message.
+    #[serde(default)]
+    pub text: String,
+    /// The run was aborted.
+    #[serde(default)]
+    pub aborted: bool,
+    /// The model's error, when the run failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The first line a client sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The client's protocol version.
+    pub protocol: u32,
+    /// Who connects.
+    pub role: Role,
+    /// The hub secret.
+    #[serde(default)]
+    pub secret: String,
+    /// Instance state (instances only).
+    #[serde(flatten)]
+    pub state: InstanceState,
+    /// Turn ids this pi process received.
+    #[serde(default)]
+    pub received_turns: Vec<TurnId>,
+    /// Turns finished while the hub was away.
+    #[serde(default)]
+    pub completed_turns: Vec<TurnResult>,
+}
+
+/// Client (instance or CLI) to hub.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// Handshake.
+    Hello(Hello),
+    /// A prompt was received.
+    Ack {
+        /// The turn.
+        turn_id: TurnId,
+        /// `started`, `queued` or `duplicate`.
+        #[serde(default)]
+        disposition: String,
+    },
+    /// A pi event.
+    Event {
+        /// The hub turn the run belongs to.
+        #[serde(default)]
+        turn_id: Option<TurnId>,
+        /// The event.
+        event: PiEvent,
+    },
+    /// A turn settled.
+    TurnDone(TurnResult),
+    /// pi's state changed.
+    State(InstanceState),
+    /// Answer to a request.
+    Response {
+        /// Request id.
+        id: String,
+        /// Success.
+        #[serde(default)]
+        ok: bool,
+        /// Result.
+        #[serde(default)]
+        data: Option<Value>,
+        /// Failure.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// The instance leaves on purpose.
+    Bye {
+        /// `disconnect` or `shutdown`.
+        #[serde(default)]
+        reason: String,
+    },
+    /// CLI: start a headless instance.
+    Spawn {
+        /// Request id.
+        id: String,
+        /// Working directory.
+        cwd: String,
+    },
+    /// CLI: list instances.
+    Instances {
+        /// Request id.
+        id: String,
+    },
+    /// A message type this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Hub to client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HubMsg {
+    /// Handshake accepted.
+    Welcome {
+        /// The hub's protocol version.
+        protocol: u32,
+        /// The hub's pid.
+        hub_pid: u32,
+        /// This connection's instance id (instances only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance_id: Option<String>,
+    },
+    /// Handshake refused; the connection closes.
+    Refused {
+        /// `protocol`, `secret` or `hello`.
+        code: String,
+        /// Why, for the person.
+        message: String,
+    },
+    /// Run a turn.
+    Prompt {
+        /// The turn.
+        turn_id: TurnId,
+        /// The prompt.
+        text: String,
+    },
+    /// Abort the current run.
+    Abort {
+        /// Request id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    },
+    /// Ask for the state.
+    GetState {
+        /// Request id.
+        id: String,
+    },
+    /// Show a notification in pi.
+    Notify {
+        /// Text.
+        text: String,
+        /// `info`, `warning` or `error`.
+        level: String,
+    },
+    /// Footer status.
+    SetStatus {
+        /// Text, or none to clear.
+        text: Option<String>,
+    },
+    /// The turn's result is stored: forget it.
+    DoneAck {
+        /// The turn.
+        turn_id: TurnId,
+    },
+    /// The hub is about to close the connection.
+    Error {
+        /// Why.
+        message: String,
+    },
+    /// Answer to a CLI request.
+    Response {
+        /// Request id.
+        id: String,
+        /// Success.
+        ok: bool,
+        /// Result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<Value>,
+        /// Failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A message type this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Compares two secrets in constant time (for equal lengths; the length is not secret).
+pub fn secrets_match(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && !a.is_empty()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hello_round_trip_and_tolerance() {
+        let line = json!({"type":"hello","protocol":1,"role":"instance","secret":"ab","pid":7,"cwd":"/p",
+            "idle":true,"received_turns":["t3"],"completed_turns":[{"turn_id":"t3","text":"done"}],"future_field":1});
+        let msg: ClientMsg = serde_json::from_value(line)
+            .map_err(|e| e.to_string())
+            .unwrap_or(ClientMsg::Unknown);
+        let ClientMsg::Hello(h) = msg else {
+            panic!("not a hello")
+        };
+        assert_eq!(
+            (h.protocol, h.role, h.state.pid, h.state.idle),
+            (1, Role::Instance, Some(7), Some(true))
+        );
+        assert_eq!(h.received_turns, vec![TurnId("t3".into())]);
+        assert_eq!(h.completed_turns[0].aborted, false);
+        let unknown: ClientMsg = serde_json::from_value(json!({"type":"telepathy","x":1}))
+            .unwrap_or(ClientMsg::Bye { reason: "x".into() });
+        assert_eq!(unknown, ClientMsg::Unknown);
+        let prompt = crate::encode(&HubMsg::Prompt {
+            turn_id: TurnId::from_number(12),
+            text: "hi".into(),
+        });
+        assert_eq!(
+            prompt,
+            "{\"type\":\"prompt\",\"turn_id\":\"t12\",\"text\":\"hi\"}\n"
+        );
+        assert_eq!(TurnId("t12".into()).number(), Some(12));
+    }
+
+    #[test]
+    fn secrets() {
+        assert!(secrets_match("abc", "abc"));
+        assert!(!secrets_match("abc", "abd"));
+        assert!(!secrets_match("abc", "ab"));
+        assert!(!secrets_match("", ""));
+    }
+}
