@@ -292,7 +292,7 @@ mod tests {
             (1, Role::Instance, Some(7), Some(true))
         );
         assert_eq!(h.received_turns, vec![TurnId("t3".into())]);
-        assert_eq!(h.completed_turns[0].aborted, false);
+        assert!(!h.completed_turns[0].aborted);
         let unknown: ClientMsg = serde_json::from_value(json!({"type":"telepathy","x":1}))
             .unwrap_or(ClientMsg::Bye { reason: "x".into() });
         assert_eq!(unknown, ClientMsg::Unknown);
