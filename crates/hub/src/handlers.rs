@@ -3,7 +3,10 @@
 //! together or not at all.
 
 use serde_json::{Value, json};
-use store::{Connection, StoreError, held, journal, kv, outbox, pairing as codes};
+use store::{
+    Connection, StoreError, callbacks, instances, journal, kv, outbox, pairing as codes, routes,
+    turns,
+};
 use telegram::view::{MessageView, UpdateKind, UpdateView};
 
 use crate::config::PairingMode;
@@ -28,10 +31,12 @@ pub struct AfterCommit {
     pub outbox: bool,
     /// The owner changed: mirror it into the config file.
     pub new_owner: Option<i64>,
+    /// Turns were created or the selection changed: wake the conductor.
+    pub turns: bool,
 }
 
-/// Key of the outbox id of the current "messages are kept" notice; present while an episode of
-/// kept messages is open (one notice per episode, never one per message).
+/// Key of the outbox id of the current "no instance connected" notice; present while an episode
+/// of messages waiting for any instance is open (one notice per episode, never one per message).
 pub const HELD_NOTICE: &str = "notice.held.outbox_id";
 
 /// Handles one update and marks it handled, in the caller's transaction.
@@ -104,25 +109,57 @@ fn from_owner(
             if let Some((cmd, _)) = msg.command()
                 && (cmd == "start" || cmd == "help")
             {
-                reply(
+                let mut text = texts::help(&ctx.bot_username);
+                let mut markup = None;
+                if cmd == "start" {
+                    let (intro, keyboard) = instance_chooser(tx, ctx, sender_of(update))?;
+                    text = format!("{text}\n\n{intro}");
+                    markup = keyboard;
+                }
+                reply_with(
                     tx,
                     ctx,
                     entry,
                     &msg,
-                    &texts::help(&ctx.bot_username),
+                    &text,
+                    markup,
                     &format!("reply:{cmd}"),
                     after,
                 )?;
                 return Ok(format!("replied:{cmd}"));
             }
-            keep(tx, ctx, entry, &msg, after)
+            to_turn(tx, ctx, entry, &msg, after)
         }
         UpdateKind::CallbackQuery => {
-            let Some(id) = update.callback().and_then(|c| c.id()) else {
+            let Some(cb) = update.callback() else {
+                return Ok("ignored:malformed".into());
+            };
+            let Some(id) = cb.id() else {
                 return Ok("ignored:malformed".into());
             };
             let chat = update.chat_id().unwrap_or_default();
-            let params = json!({ "callback_query_id": id, "text": texts::unknown_button() });
+            let action = match (cb.data(), sender_of(update)) {
+                (Some(token), Some(owner)) => callbacks::lookup(tx, token, owner, ctx.now_ms)?,
+                _ => None,
+            };
+            let (text, outcome) = match action.as_deref().and_then(|a| a.strip_prefix("select:")) {
+                Some(identity) => {
+                    let live = instances::live(tx)?;
+                    match live.iter().find(|i| i.identity == identity) {
+                        Some(i) => {
+                            kv::set(tx, crate::conductor::SELECTED, identity)?;
+                            after.turns = true;
+                            (format!("New messages go to {}", i.label), "selected")
+                        }
+                        None => (
+                            "That pi instance is not connected any more.".to_owned(),
+                            "select:gone",
+                        ),
+                    }
+                }
+                None => (texts::unknown_button(), "answered:callback"),
+            };
+            let params = json!({ "callback_query_id": id, "text": text });
             enqueue(
                 tx,
                 ctx,
@@ -134,7 +171,7 @@ fn from_owner(
                 entry,
                 after,
             )?;
-            Ok("answered:callback".into())
+            Ok(outcome.into())
         }
         UpdateKind::MyChatMember => Ok("noted:membership".into()),
         UpdateKind::EditedMessage => Ok("ignored:edit".into()),
@@ -143,8 +180,10 @@ fn from_owner(
     }
 }
 
-/// Keeps an owner message for the instance that will take it, with one notice per episode.
-fn keep(
+/// Turns an owner message into a turn for the instance it belongs to: the one whose message it
+/// replies to, else the selected one; with no instance connected it waits for the first (one
+/// notice per episode).
+fn to_turn(
     tx: &Connection,
     ctx: &HandlerCtx,
     entry: &journal::Entry,
@@ -154,18 +193,45 @@ fn keep(
     let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
         return Ok("ignored:malformed".into());
     };
-    held::insert(
+    let Some(text) = msg
+        .text()
+        .or_else(|| msg.caption())
+        .filter(|t| !t.trim().is_empty())
+    else {
+        reply(
+            tx,
+            ctx,
+            entry,
+            msg,
+            &texts::text_only(),
+            "reply:text-only",
+            after,
+        )?;
+        return Ok("replied:text-only".into());
+    };
+    let routed = match msg.reply_to_message_id() {
+        Some(r) => routes::lookup(tx, chat, r)?,
+        None => None,
+    };
+    let identity = match routed {
+        Some(i) => Some(i),
+        None => kv::get(tx, crate::conductor::SELECTED)?,
+    };
+    turns::create(
         tx,
-        &held::Held {
-            update_id: entry.update_id,
+        &turns::NewTurn {
+            source_update_id: Some(entry.update_id),
             chat_id: chat,
             thread_id: msg.thread_id(),
-            message_id,
-            received_ms: ctx.now_ms,
+            message_id: Some(message_id),
+            identity: identity.as_deref(),
+            text,
         },
+        ctx.now_ms,
     )?;
-    if kv::get(tx, HELD_NOTICE)?.is_none() {
-        let params = json!({ "chat_id": chat, "text": texts::held_notice() });
+    after.turns = true;
+    if identity.is_none() && kv::get(tx, HELD_NOTICE)?.is_none() {
+        let params = json!({ "chat_id": chat, "text": texts::no_instance() });
         if let Some(id) = enqueue(
             tx,
             ctx,
@@ -180,7 +246,59 @@ fn keep(
             kv::set_i64(tx, HELD_NOTICE, id)?;
         }
     }
-    Ok("held".into())
+    Ok(if identity.is_some() {
+        "queued".into()
+    } else {
+        "held".into()
+    })
+}
+
+fn sender_of(update: &UpdateView<'_>) -> Option<i64> {
+    update.sender_id()
+}
+
+/// The list of live instances with a button each (opaque tokens, owner-bound, 24 h).
+fn instance_chooser(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    owner: Option<i64>,
+) -> Result<(String, Option<Value>), StoreError> {
+    let live = instances::live(tx)?;
+    let selected = kv::get(tx, crate::conductor::SELECTED)?;
+    let list: Vec<(String, String, bool)> = live
+        .iter()
+        .map(|i| {
+            (
+                i.label.clone(),
+                i.cwd.clone(),
+                selected.as_deref() == Some(i.identity.as_str()),
+            )
+        })
+        .collect();
+    let intro = texts::instances_intro(&list);
+    let Some(owner) = owner.filter(|_| !live.is_empty()) else {
+        return Ok((intro, None));
+    };
+    let mut rows = Vec::new();
+    for i in &live {
+        let token =
+            pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
+        callbacks::create(
+            tx,
+            &token,
+            owner,
+            &format!("select:{}", i.identity),
+            ctx.now_ms,
+            24 * 3600 * 1000,
+        )?;
+        let mark = if selected.as_deref() == Some(i.identity.as_str()) {
+            "▶ "
+        } else {
+            ""
+        };
+        rows.push(json!([{ "text": format!("{mark}{}", i.label), "callback_data": token }]));
+    }
+    Ok((intro, Some(json!({ "inline_keyboard": rows }))))
 }
 
 fn unpaired(
@@ -293,6 +411,20 @@ fn reply(
     purpose: &str,
     after: &mut AfterCommit,
 ) -> Result<(), StoreError> {
+    reply_with(tx, ctx, entry, msg, text, None, purpose, after)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reply_with(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    entry: &journal::Entry,
+    msg: &MessageView<'_>,
+    text: &str,
+    markup: Option<Value>,
+    purpose: &str,
+    after: &mut AfterCommit,
+) -> Result<(), StoreError> {
     let Some(chat) = msg.chat_id() else {
         return Ok(());
     };
@@ -303,6 +435,9 @@ fn reply(
     if let Some(id) = msg.id() {
         params["reply_parameters"] =
             json!({ "message_id": id, "allow_sending_without_reply": true });
+    }
+    if let Some(m) = markup {
+        params["reply_markup"] = m;
     }
     enqueue(
         tx,
@@ -340,6 +475,8 @@ fn enqueue(
             purpose,
             source_update_id: Some(entry.update_id),
             resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
         },
         ctx.now_ms,
     )?;

@@ -5,18 +5,26 @@
 //! - [`serve`]: the daemon: [`lock`] (one hub per profile), [`poller`] (getUpdates -> durable
 //!   journal), [`worker`] (journal -> [`handlers`], effects and "handled" in one commit),
 //!   [`sender`] (outbox -> Telegram with pacing, flood waits and commit-unknown handling).
-//! - [`setup`] and [`status`]: the other subcommands.
+//! - [`instance`], [`links`] and [`conductor`]: pi instances over the extension socket, `pi
+//!   --mode rpc` children or the echo agent; turns dispatched to idle instances exactly once;
+//!   answers stored and queued.
+//! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
+pub mod conductor;
 pub mod config;
+pub mod control;
 pub mod crashpoint;
 pub mod db;
 pub mod error;
 pub mod handlers;
+pub mod instance;
+pub mod links;
 pub mod lock;
 pub mod pairing;
 pub mod paths;
 pub mod poller;
+pub mod secret;
 pub mod sender;
 pub mod serve;
 pub mod setup;

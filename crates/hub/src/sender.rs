@@ -88,8 +88,17 @@ async fn send_one(
     match result {
         Ok(v) => {
             let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);
-            db.write(move |tx| outbox::mark_sent(tx, id, message_id, now))
-                .await?;
+            // Replies to this message route to the instance it speaks for.
+            let route = row.identity.clone().zip(message_id);
+            let (chat, turn) = (row.chat_id, row.turn_id);
+            db.write(move |tx| {
+                outbox::mark_sent(tx, id, message_id, now)?;
+                if let Some((identity, message)) = &route {
+                    store::routes::record(tx, chat, *message, identity, turn)?;
+                }
+                Ok(())
+            })
+            .await?;
         }
         Err(CallError::Flood {
             retry_after,

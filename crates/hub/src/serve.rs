@@ -7,11 +7,13 @@ use std::time::Duration;
 use serde_json::json;
 use store::{Store, flood, incidents, kv, lease, outbox};
 use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FloodScope, Pacer};
-use tokio::sync::{Mutex, Notify, watch};
+use tokio::sync::{Mutex, Notify, mpsc, watch};
 
+use crate::conductor::Conductor;
 use crate::config::{self, ConfigFile};
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
+use crate::links;
 use crate::lock::ProfileLock;
 use crate::paths::{AgentDir, ProfileName};
 use crate::poller::{self, PollSettings};
@@ -43,6 +45,15 @@ impl Tuning {
     }
 }
 
+/// An instance the hub starts itself.
+#[derive(Debug, Clone)]
+pub enum StartInstance {
+    /// The built-in echo agent "working" in a folder (the demo without pi).
+    Echo(String),
+    /// `pi --mode rpc` in a folder.
+    Rpc(String),
+}
+
 /// What `serve` runs for.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -52,6 +63,8 @@ pub struct ServeOptions {
     pub profile: ProfileName,
     /// Timing.
     pub tuning: Tuning,
+    /// Instances to start once the hub runs.
+    pub instances_at_start: Vec<StartInstance>,
 }
 
 /// Runs the hub until `shutdown` resolves (a signal) or a fatal error.
@@ -168,9 +181,50 @@ pub async fn serve(
     }
     let pacer = Arc::new(Mutex::new(pacer));
 
+    let secret = Arc::new(crate::secret::ensure(&paths.secret()).map_err(HubError::io(
+        format!("creating {}", paths.secret().display()),
+    ))?);
+    let listener = links::socket::bind(&paths.socket()).map_err(HubError::io(format!(
+        "listening on {}",
+        paths.socket().display()
+    )))?;
+
     let (stop_tx, stop_rx) = watch::channel(false);
     let wake_worker = Arc::new(Notify::new());
     let wake_sender = Arc::new(Notify::new());
+    let wake_conductor = Arc::new(Notify::new());
+    let (conductor_tx, conductor_rx) = mpsc::channel(1024);
+    let conduct = {
+        let conductor = Conductor::new(
+            db.clone(),
+            conductor_rx,
+            conductor_tx.clone(),
+            wake_conductor.clone(),
+            wake_sender.clone(),
+        );
+        tokio::spawn(conductor.run(stop_rx.clone()))
+    };
+    let sock = tokio::spawn(links::socket::serve(
+        listener,
+        secret,
+        conductor_tx.clone(),
+        stop_rx.clone(),
+    ));
+    for start in &opts.instances_at_start {
+        let tx = conductor_tx.clone();
+        match start.clone() {
+            StartInstance::Echo(cwd) => {
+                tokio::spawn(async move { links::echo::start(tx, cwd).await });
+            }
+            StartInstance::Rpc(cwd) => {
+                tokio::spawn(async move {
+                    if let Err(e) = links::rpc::spawn(tx, cwd).await {
+                        tracing::warn!(error = %e, "could not start a headless pi");
+                    }
+                });
+            }
+        }
+    }
     let poll = {
         let (db, client, wake, stop) = (
             db.clone(),
@@ -196,6 +250,7 @@ pub async fn serve(
             settings,
             wake_worker.clone(),
             wake_sender.clone(),
+            wake_conductor.clone(),
             stop_rx.clone(),
         ))
     };
@@ -213,15 +268,23 @@ pub async fn serve(
     let mut poll = poll;
     let mut work = work;
     let mut send = send;
+    let mut conduct = conduct;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = shutdown => None,
         r = &mut poll => Some(joined(r)),
         r = &mut work => Some(joined(r)),
         r = &mut send => Some(joined(r)),
+        r = &mut conduct => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
-    for (name, task) in [("poller", poll), ("worker", work), ("sender", send)] {
+    let _ = tokio::time::timeout(grace, sock).await;
+    for (name, task) in [
+        ("poller", poll),
+        ("worker", work),
+        ("sender", send),
+        ("conductor", conduct),
+    ] {
         if task.is_finished() {
             continue;
         }
@@ -237,6 +300,7 @@ pub async fn serve(
             ),
         }
     }
+    let _ = std::fs::remove_file(paths.socket());
     match fatal {
         None => {
             tracing::info!("stopped");

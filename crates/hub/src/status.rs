@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use store::outbox::State;
-use store::{Store, flood, held, incidents, journal, kv, lease, pairing};
+use store::{Store, flood, incidents, instances, journal, kv, lease, pairing, turns};
 
 use crate::config::{self, ConfigFile};
 use crate::db::now_ms;
@@ -40,6 +40,29 @@ pub struct JournalStatus {
     pub pending: i64,
     /// Handled (ignored ones included).
     pub handled: i64,
+}
+
+/// A pi instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceStatus {
+    /// Instance id (new per connection).
+    pub id: String,
+    /// `shim` (pi with the extension), `rpc` (headless, started by the hub) or `echo`.
+    pub transport: String,
+    /// Working directory.
+    pub cwd: String,
+    /// Name shown in Telegram.
+    pub label: String,
+    /// Identity (what a returning pi reclaims).
+    pub identity: String,
+    /// Process id.
+    pub pid: Option<i64>,
+    /// `idle`, `busy` or `gone`.
+    pub state: String,
+    /// Turns queued for its identity.
+    pub queued: i64,
+    /// Whether new messages go to it.
+    pub selected: bool,
 }
 
 /// A running flood wait.
@@ -104,8 +127,12 @@ pub struct Status {
     pub offset: Option<i64>,
     /// Journal.
     pub journal: JournalStatus,
-    /// Owner messages kept for an instance.
+    /// Turns (owner messages on their way into pi) not dispatched yet.
     pub held: i64,
+    /// Turns by state.
+    pub turns: std::collections::BTreeMap<String, i64>,
+    /// Live pi instances and the last ones that left.
+    pub instances: Vec<InstanceStatus>,
     /// Outbox rows by state.
     pub outbox: std::collections::BTreeMap<String, i64>,
     /// Running flood waits.
@@ -145,6 +172,11 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             handled: 0,
         },
         held: 0,
+        turns: turns::TurnState::ALL
+            .iter()
+            .map(|s| (s.as_str().to_owned(), 0))
+            .collect(),
+        instances: Vec::new(),
         outbox: State::ALL
             .iter()
             .map(|s| (s.as_str().to_owned(), 0))
@@ -176,7 +208,30 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         st.offset = journal::offset(c)?;
         let (pending, handled) = journal::counts(c)?;
         st.journal = JournalStatus { pending, handled };
-        st.held = held::count(c)?;
+        let queued = turns::queued_counts(c)?;
+        st.held = queued.iter().map(|(_, n)| n).sum();
+        st.turns = turns::counts(c)?
+            .into_iter()
+            .map(|(s, n)| (s.as_str().to_owned(), n))
+            .collect();
+        let selected = kv::get(c, crate::conductor::SELECTED)?;
+        st.instances = instances::recent(c, 20)?
+            .into_iter()
+            .map(|i| InstanceStatus {
+                queued: queued
+                    .iter()
+                    .find(|(id, _)| id.as_deref() == Some(i.identity.as_str()))
+                    .map_or(0, |(_, n)| *n),
+                selected: i.state != "gone" && selected.as_deref() == Some(i.identity.as_str()),
+                id: i.id,
+                transport: i.transport,
+                cwd: i.cwd,
+                label: i.label,
+                identity: i.identity,
+                pid: i.pid,
+                state: i.state,
+            })
+            .collect();
         st.outbox = store::outbox::counts(c)?
             .into_iter()
             .map(|(s, n)| (s.as_str().to_owned(), n))
@@ -241,9 +296,21 @@ pub fn render(st: &Status) -> String {
         st.offset.map_or_else(|| "none".into(), |o| o.to_string())
     ));
     out.push_str(&format!(
-        "kept         {} owner message(s) waiting for a pi instance\n",
+        "queued       {} owner message(s) waiting for pi\n",
         st.held
     ));
+    for i in st.instances.iter().filter(|i| i.state != "gone") {
+        out.push_str(&format!(
+            "instance     {}{} [{}] {} ({}), pid {}, {} queued\n",
+            if i.selected { "▶ " } else { "" },
+            i.label,
+            i.transport,
+            i.cwd,
+            i.state,
+            i.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+            i.queued
+        ));
+    }
     let outbox: Vec<String> = st.outbox.iter().map(|(k, v)| format!("{v} {k}")).collect();
     out.push_str(&format!("outbox       {}\n", outbox.join(", ")));
     for w in &st.flood_waits {

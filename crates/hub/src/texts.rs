@@ -61,3 +61,88 @@ pub fn code_needed() -> String {
 pub fn unknown_button() -> String {
     "This button is no longer active.".to_owned()
 }
+
+/// Telegram's message limit is 4096 UTF-16 units; answers are cut a little below it.
+pub const ANSWER_PIECE: usize = 4000;
+
+/// No instance is connected: the message waits (one notice per episode).
+pub fn no_instance() -> String {
+    "No pi instance is connected, so I am keeping your message; it goes to the first pi that \
+     connects. In a terminal where pi runs, type /telegram-connect."
+        .to_owned()
+}
+
+/// An instance connected.
+pub fn instance_connected(label: &str, cwd: &str, selected: bool, waiting: i64) -> String {
+    let mut t = format!("pi connected: {label} ({cwd}).");
+    if selected {
+        t.push_str(" Your messages go there.");
+    }
+    if waiting > 0 {
+        t.push_str(&format!(" Handing over {waiting} waiting message(s)."));
+    }
+    t
+}
+
+/// An instance left.
+pub fn instance_gone(label: &str, why: &str, queued: i64, now_selected: Option<&str>) -> String {
+    let mut t = format!("pi {label} is gone: {why}.");
+    if queued > 0 {
+        t.push_str(&format!(
+            " {queued} message(s) for it wait until it comes back."
+        ));
+    }
+    match now_selected {
+        Some(other) => t.push_str(&format!(" New messages now go to {other}.")),
+        None => t.push_str(" No pi instance is connected now."),
+    }
+    t
+}
+
+/// A turn could not finish because its instance went away.
+pub fn turn_interrupted(label: &str, prompt: &str) -> String {
+    let short: String = prompt.chars().take(80).collect();
+    let more = if prompt.chars().count() > 80 {
+        "…"
+    } else {
+        ""
+    };
+    format!(
+        "pi {label} stopped before answering \"{short}{more}\". It may have done part of the work; \
+         send the message again if you still need it."
+    )
+}
+
+/// The answer to a turn, before splitting.
+pub fn answer(label: Option<&str>, text: &str, aborted: bool, error: Option<&str>) -> String {
+    let body = match (text.trim().is_empty(), error, aborted) {
+        (_, Some(e), _) if text.trim().is_empty() => format!("pi reported an error: {e}"),
+        (true, None, true) => "(aborted before answering)".to_owned(),
+        (true, None, false) => "(pi finished without a text answer)".to_owned(),
+        _ => text.trim().to_owned(),
+    };
+    match label {
+        Some(l) => format!("[{l}]\n{body}"),
+        None => body,
+    }
+}
+
+/// The instance list for `/start`.
+pub fn instances_intro(labels: &[(String, String, bool)]) -> String {
+    if labels.is_empty() {
+        return "No pi instance is connected yet.".to_owned();
+    }
+    let mut t = "Connected pi instances (tap one to send your messages there):".to_owned();
+    for (label, cwd, selected) in labels {
+        t.push_str(&format!(
+            "\n{} {label}: {cwd}",
+            if *selected { "▶" } else { "•" }
+        ));
+    }
+    t
+}
+
+/// Messages without text.
+pub fn text_only() -> String {
+    "Only text reaches pi for now (files and photos come in a later version).".to_owned()
+}

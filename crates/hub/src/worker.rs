@@ -36,6 +36,7 @@ pub async fn run(
     settings: WorkerSettings,
     wake: Arc<Notify>,
     sender: Arc<Notify>,
+    conductor: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     loop {
@@ -56,6 +57,9 @@ pub async fn run(
         crashpoint::hit("handle.after_commit");
         if after.outbox {
             sender.notify_one();
+        }
+        if after.turns {
+            conductor.notify_one();
         }
         if let Some(owner) = after.new_owner {
             mirror_owner(&db, &settings, owner).await?;
@@ -98,6 +102,7 @@ async fn handle_singly(
         match handle_batch(db, settings, vec![entry]).await {
             Ok(after) => {
                 all.outbox |= after.outbox;
+                all.turns |= after.turns;
                 all.new_owner = after.new_owner.or(all.new_owner);
             }
             Err(e) => {

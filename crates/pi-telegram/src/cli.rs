@@ -31,6 +31,12 @@ pub enum Command {
     },
     /// Run the hub in the foreground (the only Telegram client of the profile's bot).
     Serve,
+    /// Ask the running hub to start a headless pi (`pi --mode rpc`) in a folder.
+    Spawn {
+        /// The folder pi works in.
+        #[arg(long)]
+        cwd: std::path::PathBuf,
+    },
     /// Show the profile's state (never the token).
     Status {
         /// Machine-readable output (a stable interface; see README).

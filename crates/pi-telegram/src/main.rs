@@ -68,6 +68,7 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                 agent_dir,
                 profile,
                 tuning: serve::Tuning::from_env(),
+                instances_at_start: Vec::new(),
             };
             runtime.block_on(async {
                 // Registered before anything else, so a signal during start-up is not lost.
@@ -75,6 +76,24 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                     Signals::register().map_err(HubError::io("installing signal handlers"))?;
                 serve::serve(opts, signals.recv()).await
             })
+        }
+        cli::Command::Spawn { cwd } => {
+            let cwd = std::fs::canonicalize(&cwd)
+                .map_err(HubError::io(format!("{}", cwd.display())))?
+                .display()
+                .to_string();
+            let paths = agent_dir.profile(&profile);
+            let msg = wire::ClientMsg::Spawn {
+                id: "spawn".into(),
+                cwd: cwd.clone(),
+            };
+            let data = runtime.block_on(hub::control::request(&paths, msg, "spawn"))?;
+            let id = data
+                .get("instance_id")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?");
+            println!("started pi in {cwd} (instance {id})");
+            Ok(())
         }
         cli::Command::Status { json } => {
             let st = status::status(&agent_dir, &profile)?;

@@ -66,9 +66,9 @@ fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {
         "unsent rows left: {rows:?}"
     );
     assert_eq!(
-        s.read(store::held::count).unwrap(),
-        plain as i64,
-        "each plain message kept once"
+        s.read(store::turns::queued_counts).unwrap(),
+        vec![(None, plain as i64)],
+        "each plain message kept once, as a turn waiting for any instance"
     );
     // What the person saw: each /help answered at most once, exactly once unless its send
     // was interrupted (ambiguous), and the notice at most once.
@@ -101,7 +101,7 @@ fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {
                 && m.text
                     .as_deref()
                     .unwrap_or("")
-                    .contains("keeping your messages")
+                    .contains("keeping your message")
         })
         .count();
     assert!(notices <= 1, "{notices} notices");

@@ -67,7 +67,7 @@ fn a_backlog_waiting_at_start_is_handled_in_order_with_one_notice() {
     });
     wait_for("the replies", 10, || env.bot_texts(OWNER).len() == 2);
     let texts = env.bot_texts(OWNER);
-    assert!(texts[0].contains("keeping your messages"), "{texts:?}");
+    assert!(texts[0].contains("keeping your message"), "{texts:?}");
     assert!(texts[1].contains("pi-telegram is running"), "{texts:?}");
     // More messages in the same episode do not bring more notices.
     for i in 0..20 {

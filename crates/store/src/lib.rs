@@ -10,15 +10,18 @@
 //!   handled" together.
 //! - Times are Unix milliseconds passed in by the caller; the store never reads a clock.
 
+pub mod callbacks;
 pub mod flood;
-pub mod held;
 pub mod incidents;
+pub mod instances;
 pub mod journal;
 pub mod kv;
 pub mod lease;
 pub mod outbox;
 pub mod pairing;
+pub mod routes;
 pub mod schema;
+pub mod turns;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

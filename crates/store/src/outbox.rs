@@ -85,6 +85,10 @@ pub struct NewRow<'a> {
     /// When the outcome of a send is unknown (a crash mid-send, a lost answer), send it again
     /// rather than risk losing it. Only for content that must arrive (final answers).
     pub resend_if_unknown: bool,
+    /// The instance identity the message speaks for (replies to it route there).
+    pub identity: Option<&'a str>,
+    /// The turn it answers.
+    pub turn_id: Option<i64>,
 }
 
 /// A stored row.
@@ -118,11 +122,15 @@ pub struct OutboxRow {
     pub last_error: Option<String>,
     /// What was done about an unknown or failed outcome.
     pub handling: Option<String>,
+    /// The instance identity it speaks for.
+    pub identity: Option<String>,
+    /// The turn it answers.
+    pub turn_id: Option<i64>,
 }
 
 const COLUMNS: &str =
     "id, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown,
-    state, attempts, not_before_ms, sent_message_id, last_error, handling";
+    state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
     let params: String = r.get(4)?;
@@ -143,6 +151,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
             sent_message_id: r.get(11)?,
             last_error: r.get(12)?,
             handling: r.get(13)?,
+            identity: r.get(14)?,
+            turn_id: r.get(15)?,
         },
         params,
         state,
@@ -175,8 +185,8 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
     let n = conn
         .execute(
             "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, method, params, purpose,
-                                source_update_id, resend_if_unknown, state)
-             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')
+                                source_update_id, resend_if_unknown, state, identity, turn_id)
+             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)
              ON CONFLICT DO NOTHING",
             params![
                 now_ms,
@@ -187,6 +197,8 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
                 row.purpose,
                 row.source_update_id,
                 i64::from(row.resend_if_unknown),
+                row.identity,
+                row.turn_id,
             ],
         )
         .map_err(StoreError::sqlite("queueing a message"))?;

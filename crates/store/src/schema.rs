@@ -87,6 +87,72 @@ const MIGRATIONS: &[&str] = &[
         acquired_ms INTEGER NOT NULL
     ) STRICT;
     ",
+    // 2: pi instances, turns (owner messages become turns; kept messages move over), which bot
+    // message belongs to which instance, opaque callback tokens.
+    r"
+    CREATE TABLE instances (
+        id           TEXT PRIMARY KEY,
+        identity     TEXT NOT NULL,
+        transport    TEXT NOT NULL CHECK (transport IN ('shim', 'rpc', 'echo')),
+        pid          INTEGER,
+        cwd          TEXT NOT NULL,
+        label        TEXT NOT NULL,
+        session_id   TEXT,
+        state        TEXT NOT NULL CHECK (state IN ('idle', 'busy', 'gone')),
+        connected_ms INTEGER NOT NULL,
+        gone_ms      INTEGER,
+        gone_reason  TEXT
+    ) STRICT;
+    CREATE INDEX instances_live ON instances(identity) WHERE state != 'gone';
+
+    CREATE TABLE turns (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        source_update_id INTEGER UNIQUE,
+        chat_id          INTEGER NOT NULL,
+        thread_id        INTEGER,
+        message_id       INTEGER,
+        identity         TEXT,
+        text             TEXT NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN ('queued', 'dispatched', 'acked', 'done', 'interrupted', 'cancelled')),
+        instance_id      TEXT,
+        instance_pid     INTEGER,
+        transport        TEXT,
+        created_ms       INTEGER NOT NULL,
+        dispatched_ms    INTEGER,
+        acked_ms         INTEGER,
+        done_ms          INTEGER,
+        result_text      TEXT,
+        aborted          INTEGER,
+        error            TEXT
+    ) STRICT;
+    CREATE INDEX turns_open ON turns(identity, id) WHERE state IN ('queued', 'dispatched', 'acked');
+
+    CREATE TABLE message_routes (
+        chat_id    INTEGER NOT NULL,
+        message_id INTEGER NOT NULL,
+        identity   TEXT NOT NULL,
+        turn_id    INTEGER,
+        PRIMARY KEY (chat_id, message_id)
+    ) STRICT;
+
+    CREATE TABLE callbacks (
+        token      TEXT PRIMARY KEY,
+        owner      INTEGER NOT NULL,
+        action     TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+    ) STRICT;
+
+    ALTER TABLE outbox ADD COLUMN identity TEXT;
+    ALTER TABLE outbox ADD COLUMN turn_id INTEGER;
+
+    INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, text, state, created_ms)
+        SELECT h.update_id, h.chat_id, h.thread_id, h.message_id, NULL,
+               coalesce(json_extract(j.raw, '$.message.text'), json_extract(j.raw, '$.message.caption'), ''),
+               'queued', h.received_ms
+        FROM held h JOIN journal j ON j.update_id = h.update_id ORDER BY h.update_id;
+    DROP TABLE held;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -100,6 +166,11 @@ pub fn version(conn: &Connection) -> Result<i64> {
 
 /// Brings the database to [`CURRENT`], refusing one written by a newer build.
 pub fn migrate(conn: &Connection, path: &Path) -> Result<()> {
+    migrate_to(conn, path, CURRENT)
+}
+
+/// Brings the database to `target` (tests use it to build old schemas).
+pub fn migrate_to(conn: &Connection, path: &Path, target: i64) -> Result<()> {
     let found = version(conn)?;
     if found > CURRENT {
         return Err(StoreError::TooNew {
@@ -108,7 +179,12 @@ pub fn migrate(conn: &Connection, path: &Path) -> Result<()> {
             supported: CURRENT,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(target as usize)
+        .skip(found as usize)
+    {
         let to = i as i64 + 1;
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {to}; COMMIT;"

@@ -3,7 +3,10 @@
 
 use serde_json::json;
 use store::outbox::{self, NewRow, State};
-use store::{Store, StoreError, flood, held, incidents, journal, kv, lease, pairing};
+use store::turns::{self, NewTurn, TurnState};
+use store::{
+    Store, StoreError, callbacks, flood, incidents, instances, journal, kv, lease, pairing, routes,
+};
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -69,16 +72,15 @@ fn an_update_is_handled_once_with_its_effects() {
         .unwrap();
     s.write(|tx| {
         journal::mark_handled(tx, 1, "held", 5)?;
-        held::insert(
-            tx,
-            &held::Held {
-                update_id: 1,
-                chat_id: 9,
-                thread_id: None,
-                message_id: 3,
-                received_ms: 5,
-            },
-        )
+        let turn = NewTurn {
+            source_update_id: Some(1),
+            chat_id: 9,
+            thread_id: None,
+            message_id: Some(3),
+            identity: None,
+            text: "hi",
+        };
+        turns::create(tx, &turn, 5).map(drop)
     })
     .unwrap();
     assert_eq!(
@@ -93,12 +95,7 @@ fn an_update_is_handled_once_with_its_effects() {
     assert!(matches!(twice, Err(StoreError::Corrupt(_))));
     assert_eq!(s.read(|c| kv::get(c, "effect")).unwrap(), None);
     assert_eq!(s.read(journal::counts).unwrap(), (0, 1));
-    // Pruning keeps the handled count but not rows others refer to.
-    assert_eq!(
-        s.write(|tx| journal::prune(tx, 100)).unwrap(),
-        0,
-        "held rows refer to it"
-    );
+    // Pruning keeps the handled count.
     s.write(|tx| {
         journal::append_batch(
             tx,
@@ -114,7 +111,7 @@ fn an_update_is_handled_once_with_its_effects() {
     .unwrap();
     s.write(|tx| journal::mark_handled(tx, 2, "ignored", 7))
         .unwrap();
-    assert_eq!(s.write(|tx| journal::prune(tx, 100)).unwrap(), 1);
+    assert_eq!(s.write(|tx| journal::prune(tx, 100)).unwrap(), 2);
     assert_eq!(s.read(journal::counts).unwrap(), (0, 2));
 }
 
@@ -130,6 +127,8 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
         purpose: "reply:help",
         source_update_id: Some(77),
         resend_if_unknown: false,
+        identity: None,
+        turn_id: None,
     };
     let id = s.write(|tx| outbox::enqueue(tx, &row, 1)).unwrap().unwrap();
     assert_eq!(
@@ -177,6 +176,8 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         purpose,
         source_update_id: None,
         resend_if_unknown: resend,
+        identity: None,
+        turn_id: None,
     };
     let a = s
         .write(|tx| outbox::enqueue(tx, &mk(1, "a", false), 0))
@@ -268,4 +269,168 @@ fn flood_waits_incidents_and_the_lease() {
     assert!(e2 > e1);
     assert!(!s.read(|c| lease::is_current(c, e1)).unwrap());
     assert!(s.read(|c| lease::is_current(c, e2)).unwrap());
+}
+
+#[test]
+fn turns_move_through_their_states_once() {
+    let (_d, s) = open();
+    let new = |update, identity| NewTurn {
+        source_update_id: Some(update),
+        chat_id: 5,
+        thread_id: None,
+        message_id: Some(update),
+        identity,
+        text: "q",
+    };
+    let a = s
+        .write(|tx| turns::create(tx, &new(1, None), 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.write(|tx| turns::create(tx, &new(1, None), 0)).unwrap(),
+        None,
+        "one turn per update"
+    );
+    let b = s
+        .write(|tx| turns::create(tx, &new(2, Some("/p")), 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.read(|c| turns::next_queued(c, "/p")).unwrap().unwrap().id,
+        b
+    );
+    assert_eq!(s.write(|tx| turns::assign_unassigned(tx, "/p")).unwrap(), 1);
+    assert_eq!(
+        s.read(|c| turns::next_queued(c, "/p")).unwrap().unwrap().id,
+        a,
+        "oldest first"
+    );
+    s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), "shim", 1))
+        .unwrap();
+    assert!(
+        s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), "shim", 1))
+            .is_err()
+    );
+    assert!(s.write(|tx| turns::mark_acked(tx, a, 2)).unwrap());
+    assert!(
+        !s.write(|tx| turns::mark_acked(tx, a, 2)).unwrap(),
+        "a repeated ack changes nothing"
+    );
+    assert!(
+        s.write(|tx| turns::mark_done(tx, a, "answer", false, None, 3))
+            .unwrap()
+    );
+    assert!(
+        !s.write(|tx| turns::mark_done(tx, a, "again", false, None, 4))
+            .unwrap(),
+        "stored once"
+    );
+    assert_eq!(
+        s.read(|c| turns::get(c, a))
+            .unwrap()
+            .unwrap()
+            .result_text
+            .as_deref(),
+        Some("answer")
+    );
+    s.write(|tx| turns::mark_dispatched(tx, b, "i1", Some(42), "shim", 5))
+        .unwrap();
+    assert!(s.write(|tx| turns::requeue(tx, b)).unwrap());
+    assert_eq!(
+        s.read(|c| turns::get(c, b)).unwrap().unwrap().state,
+        TurnState::Queued
+    );
+    s.write(|tx| turns::mark_dispatched(tx, b, "i2", None, "rpc", 6))
+        .unwrap();
+    assert!(
+        s.write(|tx| turns::mark_interrupted(tx, b, "pi exited", 7))
+            .unwrap()
+    );
+    let counts = s.read(turns::counts).unwrap();
+    assert!(
+        counts.contains(&(TurnState::Done, 1)) && counts.contains(&(TurnState::Interrupted, 1))
+    );
+}
+
+#[test]
+fn instances_routes_and_buttons() {
+    let (_d, s) = open();
+    let row = instances::InstanceRow {
+        id: "i1".into(),
+        identity: "/p".into(),
+        transport: "shim".into(),
+        pid: Some(1),
+        cwd: "/p".into(),
+        label: "p".into(),
+        session_id: None,
+        state: "idle".into(),
+        connected_ms: 0,
+        gone_ms: None,
+        gone_reason: None,
+    };
+    s.write(|tx| instances::insert(tx, &row)).unwrap();
+    assert_eq!(s.read(instances::live).unwrap().len(), 1);
+    s.write(|tx| instances::mark_gone(tx, "i1", "exited", 5))
+        .unwrap();
+    assert!(s.read(instances::live).unwrap().is_empty());
+    assert_eq!(
+        s.read(|c| instances::recent(c, 5)).unwrap()[0]
+            .gone_reason
+            .as_deref(),
+        Some("exited")
+    );
+    assert_eq!(s.write(instances::next_number).unwrap(), 1);
+    assert_eq!(s.write(instances::next_number).unwrap(), 2);
+    s.write(|tx| routes::record(tx, 5, 10, "/p", Some(1)))
+        .unwrap();
+    assert_eq!(
+        s.read(|c| routes::lookup(c, 5, 10)).unwrap().as_deref(),
+        Some("/p")
+    );
+    s.write(|tx| callbacks::create(tx, "tok", 7, "sel:/p", 0, 1000))
+        .unwrap();
+    assert_eq!(
+        s.read(|c| callbacks::lookup(c, "tok", 7, 10))
+            .unwrap()
+            .as_deref(),
+        Some("sel:/p")
+    );
+    assert_eq!(
+        s.read(|c| callbacks::lookup(c, "tok", 8, 10)).unwrap(),
+        None,
+        "bound to the owner"
+    );
+    assert_eq!(
+        s.read(|c| callbacks::lookup(c, "tok", 7, 1000)).unwrap(),
+        None,
+        "expired"
+    );
+}
+
+#[test]
+fn migration_2_turns_kept_messages_into_queued_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        let conn = store::Connection::open(&path).unwrap();
+        store::schema::migrate_to(&conn, &path, 1).unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO journal(update_id, kind, raw, received_ms, handled_ms, outcome)
+                 VALUES (5, 'message', '{"update_id":5,"message":{"message_id":9,"text":"kept text"}}', 1, 2, 'held');
+               INSERT INTO held(update_id, chat_id, thread_id, message_id, received_ms) VALUES (5, 1001, NULL, 9, 2);"#,
+        )
+        .unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    let t = s.read(|c| turns::next_queued(c, "/any")).unwrap();
+    assert!(t.is_none(), "moved turns wait for any instance");
+    assert_eq!(
+        s.write(|tx| turns::assign_unassigned(tx, "/any")).unwrap(),
+        1
+    );
+    let t = s.read(|c| turns::next_queued(c, "/any")).unwrap().unwrap();
+    assert_eq!(
+        (t.text.as_str(), t.chat_id, t.message_id, t.source_update_id),
+        ("kept text", 1001, Some(9), Some(5))
+    );
 }

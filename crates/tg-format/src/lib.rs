@@ -5,10 +5,12 @@
 //!   with the error texts Telegram gives.
 //! - [`entities`]: validation of caller-supplied entities and automatic detection of commands,
 //!   mentions, hashtags, URLs... in text a person typed.
+//! - [`split`]: plain text cut into pieces within Telegram's limit.
 //! - [`rich`]: `InputRichMessage` (markdown, html or blocks) converted to the `RichMessage` the
 //!   server returns, with plain-text extraction and limits.
 
 pub mod entities;
 pub mod html;
 pub mod rich;
+pub mod split;
 pub mod utf16;

@@ -1,0 +1,686 @@
+//! The conductor: the one task that knows the live instances. It registers them, reconciles
+//! turns after reconnects, dispatches queued turns to idle instances, stores answers, and tells
+//! the owner when instances come and go.
+//!
+//! Exactly-once into pi: a turn is marked `dispatched` (and committed) before its prompt is
+//! written; an instance that reconnects reports the turn ids its process received, so a turn is
+//! re-sent only if pi never got it, and a turn that finished while the hub was away is reported
+//! with its result.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use store::turns::{self, Turn};
+use store::{Connection, StoreError, instances, kv, outbox};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use wire::{TurnId, TurnResult};
+
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+use crate::handlers::HELD_NOTICE;
+use crate::instance::{
+    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
+};
+use crate::links;
+use crate::texts;
+
+/// Key of the identity new owner messages go to (classic mode).
+pub const SELECTED: &str = "classic.selected";
+
+#[derive(Debug)]
+struct Live {
+    identity: String,
+    label: String,
+    cwd: String,
+    transport: Transport,
+    pid: Option<i64>,
+    idle: bool,
+    pending: bool,
+    /// The turn it is working on.
+    outstanding: Option<i64>,
+    commands: mpsc::Sender<Command>,
+    last_status: Option<String>,
+}
+
+impl Live {
+    fn ready(&self) -> bool {
+        self.idle && !self.pending && self.outstanding.is_none()
+    }
+}
+
+/// Conductor wiring.
+pub struct Conductor {
+    db: Db,
+    rx: mpsc::Receiver<ConductorMsg>,
+    tx: mpsc::Sender<ConductorMsg>,
+    wake: Arc<Notify>,
+    sender: Arc<Notify>,
+    live: BTreeMap<InstanceId, Live>,
+}
+
+/// What an answer row needs.
+struct AnswerCtx<'a> {
+    label: Option<&'a str>,
+    identity: &'a str,
+}
+
+impl Conductor {
+    /// A conductor reading `rx`; `tx` is handed to links it starts; `wake` is notified by the
+    /// worker when turns or the selection change; `sender` wakes the outbox sender.
+    pub fn new(
+        db: Db,
+        rx: mpsc::Receiver<ConductorMsg>,
+        tx: mpsc::Sender<ConductorMsg>,
+        wake: Arc<Notify>,
+        sender: Arc<Notify>,
+    ) -> Self {
+        Self {
+            db,
+            rx,
+            tx,
+            wake,
+            sender,
+            live: BTreeMap::new(),
+        }
+    }
+
+    /// Runs until `stop`.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), HubError> {
+        self.recover().await?;
+        loop {
+            tokio::select! {
+                _ = stop.changed() => {
+                    for live in self.live.values() {
+                        let _ = live.commands.try_send(Command::Close("the hub is stopping".into()));
+                    }
+                    return Ok(());
+                }
+                msg = self.rx.recv() => match msg {
+                    Some(m) => self.handle(m).await?,
+                    None => return Ok(()),
+                },
+                () = self.wake.notified() => {}
+            }
+            self.dispatch().await?;
+            self.update_statuses().await?;
+        }
+    }
+
+    /// After a hub restart: the previous hub's links are gone. Headless children died with it,
+    /// so their turns are interrupted; extension instances reconnect and report.
+    async fn recover(&mut self) -> Result<(), HubError> {
+        let now = now_ms();
+        let notices = self
+            .db
+            .write(move |tx| {
+                instances::mark_all_gone(tx, "the hub restarted", now)?;
+                let mut interrupted = 0;
+                for t in turns::outstanding(tx)? {
+                    if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
+                        continue;
+                    }
+                    if turns::mark_interrupted(tx, t.id, "the hub restarted", now)? {
+                        let label = t
+                            .identity
+                            .as_deref()
+                            .map_or_else(|| "instance".to_owned(), label_of);
+                        notice(
+                            tx,
+                            t.chat_id,
+                            &texts::turn_interrupted(&label, &t.text),
+                            &format!("notice:interrupted:{}", t.id),
+                        )?;
+                        interrupted += 1;
+                    }
+                }
+                Ok(interrupted)
+            })
+            .await?;
+        if notices > 0 {
+            self.sender.notify_one();
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, msg: ConductorMsg) -> Result<(), HubError> {
+        match msg {
+            ConductorMsg::Attach(a, reply) => self.attach(a, reply).await,
+            ConductorMsg::Link(id, event) => self.link(id, event).await,
+            ConductorMsg::Spawn(cwd, reply) => {
+                let tx = self.tx.clone();
+                // Spawning registers through this very loop: never wait for it here.
+                tokio::spawn(async move {
+                    let _ = reply.send(links::rpc::spawn(tx, cwd).await);
+                });
+                Ok(())
+            }
+            ConductorMsg::List(reply) => {
+                let list: Vec<Value> = self
+                    .live
+                    .iter()
+                    .map(|(id, l)| {
+                        json!({ "id": id.0, "identity": l.identity, "label": l.label, "cwd": l.cwd,
+                                "transport": l.transport.as_str(), "pid": l.pid, "idle": l.idle,
+                                "turn": l.outstanding })
+                    })
+                    .collect();
+                let _ = reply.send(Value::Array(list));
+                Ok(())
+            }
+        }
+    }
+
+    async fn attach(
+        &mut self,
+        a: Attach,
+        reply: oneshot::Sender<InstanceId>,
+    ) -> Result<(), HubError> {
+        let live_identities: Vec<String> = self.live.values().map(|l| l.identity.clone()).collect();
+        let Attach {
+            transport,
+            pid,
+            cwd,
+            session_id,
+            session_name: _,
+            idle,
+            pending,
+            received,
+            completed,
+            commands,
+        } = a;
+        let now = now_ms();
+        let cwd2 = cwd.clone();
+        let live_count = self.live.len() + 1;
+        let (id, identity, label, done_acks, outstanding) = self
+            .db
+            .write(move |tx| {
+                let n = instances::next_number(tx)?;
+                let id = format!("i{n}");
+                let identity = choose_identity(tx, &cwd2, pid, transport, &live_identities)?;
+                let label = label_of(&identity);
+                instances::insert(
+                    tx,
+                    &instances::InstanceRow {
+                        id: id.clone(),
+                        identity: identity.clone(),
+                        transport: transport.as_str().into(),
+                        pid,
+                        cwd: cwd2.clone(),
+                        label: label.clone(),
+                        session_id,
+                        state: if idle { "idle".into() } else { "busy".into() },
+                        connected_ms: now,
+                        gone_ms: None,
+                        gone_reason: None,
+                    },
+                )?;
+                let answer_label = (live_count > 1).then_some(label.as_str());
+                let mut done_acks = Vec::new();
+                let mut outstanding = None;
+                for t in turns::outstanding(tx)? {
+                    let same_process = transport == Transport::Shim
+                        && t.transport.as_deref() == Some("shim")
+                        && pid.is_some()
+                        && t.instance_pid == pid;
+                    let turn_id = TurnId::from_number(t.id);
+                    if same_process {
+                        if let Some(r) = completed.iter().find(|r| r.turn_id == turn_id) {
+                            finish(
+                                tx,
+                                &t,
+                                r,
+                                &AnswerCtx {
+                                    label: answer_label,
+                                    identity: &identity,
+                                },
+                                now,
+                            )?;
+                            done_acks.push(turn_id);
+                        } else if received.contains(&turn_id) {
+                            turns::mark_acked(tx, t.id, now)?;
+                            outstanding = Some(t.id);
+                        } else {
+                            // pi never got it: safe to send again.
+                            turns::requeue(tx, t.id)?;
+                        }
+                    } else if t.identity.as_deref() == Some(identity.as_str())
+                        && t.instance_pid.is_some_and(|p| !process_alive(p))
+                    {
+                        // The process that had it is gone for good.
+                        if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
+                            notice(
+                                tx,
+                                t.chat_id,
+                                &texts::turn_interrupted(&label, &t.text),
+                                &format!("notice:interrupted:{}", t.id),
+                            )?;
+                        }
+                    }
+                }
+                // Results for turns no longer outstanding: acknowledge so the instance forgets.
+                for r in &completed {
+                    if !done_acks.contains(&r.turn_id) {
+                        if let Some(t) = r
+                            .turn_id
+                            .number()
+                            .map(|n| turns::get(tx, n))
+                            .transpose()?
+                            .flatten()
+                        {
+                            finish(
+                                tx,
+                                &t,
+                                r,
+                                &AnswerCtx {
+                                    label: answer_label,
+                                    identity: &identity,
+                                },
+                                now,
+                            )?;
+                        }
+                        done_acks.push(r.turn_id.clone());
+                    }
+                }
+                let selected = kv::get(tx, SELECTED)?;
+                let keep = selected
+                    .as_ref()
+                    .is_some_and(|s| live_identities.contains(s));
+                let selected = if keep {
+                    selected.unwrap_or_default()
+                } else {
+                    kv::set(tx, SELECTED, &identity)?;
+                    identity.clone()
+                };
+                let handed = turns::assign_unassigned(tx, &selected)? as i64;
+                kv::delete(tx, HELD_NOTICE)?;
+                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
+                    let text =
+                        texts::instance_connected(&label, &cwd2, selected == identity, handed);
+                    notice(tx, owner, &text, &format!("notice:connected:{id}"))?;
+                }
+                crashpoint::hit("attach.before_commit");
+                Ok::<_, StoreError>((id, identity, label, done_acks, outstanding))
+            })
+            .await?;
+        let id = InstanceId(id);
+        tracing::info!(instance = %id, transport = transport.as_str(), identity = %identity, "instance connected");
+        let _ = reply.send(id.clone());
+        for turn in done_acks {
+            let _ = commands.try_send(Command::DoneAck(turn));
+        }
+        self.live.insert(
+            id,
+            Live {
+                identity,
+                label,
+                cwd,
+                transport,
+                pid,
+                idle,
+                pending,
+                outstanding,
+                commands,
+                last_status: None,
+            },
+        );
+        self.sender.notify_one();
+        Ok(())
+    }
+
+    async fn link(&mut self, id: InstanceId, event: LinkEvent) -> Result<(), HubError> {
+        let now = now_ms();
+        match event {
+            LinkEvent::Acked { turn } => {
+                if let Some(n) = turn.number() {
+                    self.db
+                        .write(move |tx| turns::mark_acked(tx, n, now))
+                        .await?;
+                }
+            }
+            LinkEvent::PromptRefused { turn, error } => {
+                tracing::warn!(instance = %id, turn = %turn, error = %error, "pi did not take a prompt; it goes back to the queue");
+                if let Some(n) = turn.number() {
+                    self.db.write(move |tx| turns::requeue(tx, n)).await?;
+                }
+                if let Some(l) = self.live.get_mut(&id) {
+                    l.outstanding = None;
+                    l.idle = false;
+                }
+            }
+            LinkEvent::TurnDone(result) => self.turn_done(&id, result).await?,
+            LinkEvent::State { idle, pending } => {
+                let Some(l) = self.live.get_mut(&id) else {
+                    return Ok(());
+                };
+                let was = l.idle;
+                if let Some(i) = idle {
+                    l.idle = i;
+                }
+                if let Some(p) = pending {
+                    l.pending = p;
+                }
+                if was != l.idle {
+                    let state = if l.idle { "idle" } else { "busy" };
+                    let key = id.0.clone();
+                    self.db
+                        .write(move |tx| instances::set_state(tx, &key, state))
+                        .await?;
+                }
+            }
+            LinkEvent::Pi { .. } => {}
+            LinkEvent::Gone(reason) => self.gone(&id, reason).await?,
+        }
+        Ok(())
+    }
+
+    async fn turn_done(&mut self, id: &InstanceId, result: TurnResult) -> Result<(), HubError> {
+        let Some(n) = result.turn_id.number() else {
+            return Ok(());
+        };
+        let (identity, label) = match self.live.get(id) {
+            Some(l) => (l.identity.clone(), l.label.clone()),
+            None => return Ok(()),
+        };
+        let several = self.live.len() > 1;
+        let now = now_ms();
+        let r = result.clone();
+        self.db
+            .write(move |tx| {
+                if let Some(t) = turns::get(tx, n)? {
+                    let label = several.then_some(label.as_str());
+                    finish(
+                        tx,
+                        &t,
+                        &r,
+                        &AnswerCtx {
+                            label,
+                            identity: &identity,
+                        },
+                        now,
+                    )?;
+                }
+                crashpoint::hit("turn_done.before_commit");
+                Ok(())
+            })
+            .await?;
+        crashpoint::hit("turn_done.after_commit");
+        if let Some(l) = self.live.get_mut(id) {
+            if l.outstanding == Some(n) {
+                l.outstanding = None;
+            }
+            let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
+        }
+        self.sender.notify_one();
+        Ok(())
+    }
+
+    async fn gone(&mut self, id: &InstanceId, reason: GoneReason) -> Result<(), HubError> {
+        let Some(l) = self.live.remove(id) else {
+            return Ok(());
+        };
+        tracing::info!(instance = %id, reason = ?reason, "instance gone");
+        let others: Vec<(String, String)> = self
+            .live
+            .values()
+            .map(|o| (o.identity.clone(), o.label.clone()))
+            .collect();
+        let now = now_ms();
+        let key = id.0.clone();
+        let final_turns = reason.process_gone() || l.transport != Transport::Shim;
+        let why = reason.describe();
+        self.db
+            .write(move |tx| {
+                instances::mark_gone(tx, &key, &why, now)?;
+                if final_turns {
+                    for t in turns::outstanding(tx)?
+                        .into_iter()
+                        .filter(|t| t.instance_id.as_deref() == Some(key.as_str()))
+                    {
+                        if turns::mark_interrupted(tx, t.id, &why, now)? {
+                            notice(
+                                tx,
+                                t.chat_id,
+                                &texts::turn_interrupted(&l.label, &t.text),
+                                &format!("notice:interrupted:{}", t.id),
+                            )?;
+                        }
+                    }
+                }
+                let selected = kv::get(tx, SELECTED)?;
+                let mut now_selected = None;
+                if selected.as_deref() == Some(l.identity.as_str()) {
+                    match others.first() {
+                        Some((identity, label)) => {
+                            kv::set(tx, SELECTED, identity)?;
+                            now_selected = Some(label.clone());
+                        }
+                        None => kv::delete(tx, SELECTED)?,
+                    }
+                } else if let Some(s) = selected {
+                    now_selected = others
+                        .iter()
+                        .find(|(i, _)| *i == s)
+                        .map(|(_, label)| label.clone());
+                }
+                let queued = turns::queued_counts(tx)?
+                    .into_iter()
+                    .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
+                    .map_or(0, |(_, n)| n);
+                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
+                    let text =
+                        texts::instance_gone(&l.label, &why, queued, now_selected.as_deref());
+                    notice(tx, owner, &text, &format!("notice:gone:{key}"))?;
+                }
+                Ok(())
+            })
+            .await?;
+        self.sender.notify_one();
+        Ok(())
+    }
+
+    /// Gives each ready instance its next queued turn.
+    async fn dispatch(&mut self) -> Result<(), HubError> {
+        let ready: Vec<InstanceId> = self
+            .live
+            .iter()
+            .filter(|(_, l)| l.ready())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ready {
+            let Some(l) = self.live.get(&id) else {
+                continue;
+            };
+            let (identity, pid, transport) = (l.identity.clone(), l.pid, l.transport);
+            let key = id.0.clone();
+            let now = now_ms();
+            let turn = self
+                .db
+                .write(move |tx| {
+                    let Some(t) = turns::next_queued(tx, &identity)? else {
+                        return Ok(None);
+                    };
+                    turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
+                    crashpoint::hit("dispatch.before_commit");
+                    Ok(Some(t))
+                })
+                .await?;
+            let Some(turn) = turn else { continue };
+            crashpoint::hit("dispatch.after_commit");
+            let Some(l) = self.live.get_mut(&id) else {
+                continue;
+            };
+            let prompt = Command::Prompt {
+                turn: TurnId::from_number(turn.id),
+                text: turn.text.clone(),
+            };
+            if l.commands.try_send(prompt).is_err() {
+                // The link is closing or stuck: the prompt never left.
+                let n = turn.id;
+                self.db
+                    .write(move |tx| turns::requeue(tx, n).map(drop))
+                    .await?;
+                continue;
+            }
+            l.outstanding = Some(turn.id);
+            l.idle = false;
+            tracing::debug!(instance = %id, turn = turn.id, "dispatched");
+            crashpoint::hit("dispatch.after_send");
+        }
+        Ok(())
+    }
+
+    /// Footer status of extension instances: connected, and how many messages wait for them.
+    async fn update_statuses(&mut self) -> Result<(), HubError> {
+        if !self.live.values().any(|l| l.transport == Transport::Shim) {
+            return Ok(());
+        }
+        let counts = self.db.read(turns::queued_counts).await?;
+        for l in self
+            .live
+            .values_mut()
+            .filter(|l| l.transport == Transport::Shim)
+        {
+            let queued = counts
+                .iter()
+                .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
+                .map_or(0, |(_, n)| *n);
+            let status = if queued > 0 {
+                format!("telegram: connected · {queued} queued")
+            } else {
+                "telegram: connected".to_owned()
+            };
+            if l.last_status.as_deref() != Some(status.as_str()) {
+                let _ = l
+                    .commands
+                    .try_send(Command::SetStatus(Some(status.clone())));
+                l.last_status = Some(status);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The name people see for an identity: the project folder's name (plus `#n` for a second pi
+/// in the same folder).
+pub fn label_of(identity: &str) -> String {
+    let (path, suffix) = match identity.rsplit_once('#') {
+        Some((p, n)) if n.bytes().all(|b| b.is_ascii_digit()) => (p, format!(" #{n}")),
+        _ => (identity, String::new()),
+    };
+    let name = Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(path);
+    format!("{name}{suffix}")
+}
+
+/// By default a pi's identity is its cwd. A process that comes back gets its old identity; a
+/// second live pi in the same cwd gets `cwd#2`, `cwd#3`, ...
+fn choose_identity(
+    tx: &Connection,
+    cwd: &str,
+    pid: Option<i64>,
+    transport: Transport,
+    live: &[String],
+) -> Result<String, StoreError> {
+    if let (Some(pid), Transport::Shim) = (pid, transport) {
+        let previous = instances::recent(tx, 50)?
+            .into_iter()
+            .find(|r| r.pid == Some(pid) && r.cwd == cwd && r.transport == "shim")
+            .map(|r| r.identity);
+        if let Some(p) = previous.filter(|p| !live.contains(p)) {
+            return Ok(p);
+        }
+    }
+    if !live.iter().any(|l| l == cwd) {
+        return Ok(cwd.to_owned());
+    }
+    let n = (2..)
+        .find(|n| !live.contains(&format!("{cwd}#{n}")))
+        .unwrap_or(2);
+    Ok(format!("{cwd}#{n}"))
+}
+
+fn process_alive(pid: i64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Queues a plain notice to the owner's chat.
+fn notice(tx: &Connection, chat: i64, text: &str, purpose: &str) -> Result<(), StoreError> {
+    let params = json!({ "chat_id": chat, "text": text });
+    outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: chat,
+            thread_id: None,
+            method: "sendMessage",
+            params: &params,
+            purpose,
+            source_update_id: None,
+            resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
+        },
+        now_ms(),
+    )
+    .map(drop)
+}
+
+/// Stores a turn's result and queues its answer (once: a result reported twice is ignored).
+fn finish(
+    tx: &Connection,
+    t: &Turn,
+    r: &TurnResult,
+    ctx: &AnswerCtx<'_>,
+    now: i64,
+) -> Result<(), StoreError> {
+    if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
+        return Ok(());
+    }
+    let text = texts::answer(ctx.label, &r.text, r.aborted, r.error.as_deref());
+    for (i, piece) in tg_format::split::plain(&text, texts::ANSWER_PIECE)
+        .into_iter()
+        .enumerate()
+    {
+        let mut params = json!({ "chat_id": t.chat_id, "text": piece });
+        if let Some(th) = t.thread_id {
+            params["message_thread_id"] = json!(th);
+        }
+        if let (0, Some(m)) = (i, t.message_id) {
+            params["reply_parameters"] =
+                json!({ "message_id": m, "allow_sending_without_reply": true });
+        }
+        outbox::enqueue(
+            tx,
+            &outbox::NewRow {
+                chat_id: t.chat_id,
+                thread_id: t.thread_id,
+                method: "sendMessage",
+                params: &params,
+                purpose: &format!("answer:{}:{i}", t.id),
+                source_update_id: t.source_update_id,
+                // A final answer must arrive: after a crash mid-send it is sent again.
+                resend_if_unknown: true,
+                identity: Some(ctx.identity),
+                turn_id: Some(t.id),
+            },
+            now,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels() {
+        assert_eq!(label_of("/home/me/web"), "web");
+        assert_eq!(label_of("/home/me/web#2"), "web #2");
+        assert_eq!(label_of("/"), "/");
+    }
+}

@@ -1,0 +1,174 @@
+//! One `Instance` abstraction over every transport: a pi process the hub can prompt, whether it
+//! is the person's pi with the extension (socket), a headless `pi --mode rpc` child, or the
+//! built-in echo agent. Links translate their transport into [`LinkEvent`]s and carry out
+//! [`Command`]s; the conductor only ever sees these types.
+
+use std::fmt;
+
+use tokio::sync::{mpsc, oneshot};
+use wire::{PiEvent, TurnId, TurnResult};
+
+/// An instance id (`i<n>`): new for every connection, never reused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstanceId(pub String);
+
+impl fmt::Display for InstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How the hub reaches the instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The extension over `hub.sock` (the person's own pi).
+    Shim,
+    /// A `pi --mode rpc` child of the hub.
+    Rpc,
+    /// The built-in echo agent (the demo without pi).
+    Echo,
+}
+
+impl Transport {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shim => "shim",
+            Self::Rpc => "rpc",
+            Self::Echo => "echo",
+        }
+    }
+}
+
+/// What the hub asks of an instance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run a turn.
+    Prompt {
+        /// The turn.
+        turn: TurnId,
+        /// The prompt.
+        text: String,
+    },
+    /// Abort the current run.
+    Abort,
+    /// The turn's result is durable: the instance may forget it.
+    DoneAck(TurnId),
+    /// Show a notification in pi.
+    Notify {
+        /// Text.
+        text: String,
+        /// `info`, `warning`, `error`.
+        level: &'static str,
+    },
+    /// Footer status.
+    SetStatus(Option<String>),
+    /// Close the link (the reason is shown where possible).
+    Close(String),
+}
+
+/// Why an instance left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoneReason {
+    /// The person ran `/telegram-disconnect`.
+    Disconnected,
+    /// pi is shutting down (or replacing its session).
+    Shutdown,
+    /// The process exited (RPC children).
+    Exited(String),
+    /// The connection dropped without a goodbye.
+    ConnectionLost(String),
+    /// The hub closed it (protocol error, peer not reading, hub stopping).
+    Closed(String),
+}
+
+impl GoneReason {
+    /// Whether the pi process behind it is known to be gone (its turns cannot come back).
+    pub fn process_gone(&self) -> bool {
+        matches!(self, Self::Shutdown | Self::Exited(_) | Self::Disconnected)
+    }
+
+    /// A short text for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Disconnected => "disconnected from Telegram (/telegram-disconnect)".into(),
+            Self::Shutdown => "pi closed its session".into(),
+            Self::Exited(why) => format!("pi exited ({why})"),
+            Self::ConnectionLost(why) => format!("the connection was lost ({why})"),
+            Self::Closed(why) => format!("the hub closed the connection ({why})"),
+        }
+    }
+}
+
+/// A link reporting about its instance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkEvent {
+    /// A prompt was received.
+    Acked {
+        /// The turn.
+        turn: TurnId,
+    },
+    /// A prompt could not be started (the turn was not received).
+    PromptRefused {
+        /// The turn.
+        turn: TurnId,
+        /// Why.
+        error: String,
+    },
+    /// A turn settled.
+    TurnDone(TurnResult),
+    /// pi's idle/pending state.
+    State {
+        /// Idle.
+        idle: Option<bool>,
+        /// Messages pending in pi.
+        pending: Option<bool>,
+    },
+    /// A pi event (previews use these later).
+    Pi {
+        /// The hub turn it belongs to.
+        turn: Option<TurnId>,
+        /// The event.
+        event: PiEvent,
+    },
+    /// The instance left.
+    Gone(GoneReason),
+}
+
+/// A new instance asking to be registered.
+#[derive(Debug)]
+pub struct Attach {
+    /// Transport.
+    pub transport: Transport,
+    /// Process id.
+    pub pid: Option<i64>,
+    /// Working directory.
+    pub cwd: String,
+    /// pi session id.
+    pub session_id: Option<String>,
+    /// pi session name.
+    pub session_name: Option<String>,
+    /// Idle.
+    pub idle: bool,
+    /// Messages pending in pi.
+    pub pending: bool,
+    /// Turns this process received (reconnects after a hub restart).
+    pub received: Vec<TurnId>,
+    /// Turns that finished while the hub was away.
+    pub completed: Vec<TurnResult>,
+    /// Where the conductor sends commands.
+    pub commands: mpsc::Sender<Command>,
+}
+
+/// Everything that reaches the conductor.
+#[derive(Debug)]
+pub enum ConductorMsg {
+    /// Register an instance; the reply carries its id.
+    Attach(Attach, oneshot::Sender<InstanceId>),
+    /// An instance reports.
+    Link(InstanceId, LinkEvent),
+    /// The CLI asks for a headless instance in `cwd`.
+    Spawn(String, oneshot::Sender<Result<InstanceId, String>>),
+    /// The CLI asks for the live instances.
+    List(oneshot::Sender<serde_json::Value>),
+}

@@ -1,0 +1,316 @@
+//! Headless instances: the hub runs `pi --mode rpc` in a directory and speaks pi's RPC protocol
+//! over the child's stdio. Extension UI requests it cannot show are declined; the child's exit
+//! is noticed.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command as Process};
+use tokio::sync::{mpsc, oneshot};
+use wire::{EventKind, LineReader, PiEvent, TurnId, TurnResult};
+
+use crate::instance::{
+    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
+};
+
+/// Environment variable that tells the extension it runs inside a hub-spawned child (so it
+/// stays inert instead of connecting the same pi twice).
+pub const CHILD_ENV: &str = "PI_TELEGRAM_CHILD";
+
+/// The pi binary: `$PI_TELEGRAM_PI_BIN`, else `pi` from PATH.
+pub fn pi_binary() -> PathBuf {
+    std::env::var_os("PI_TELEGRAM_PI_BIN")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("pi"), PathBuf::from)
+}
+
+/// Starts `pi --mode rpc` in `cwd` and registers it. The child inherits the hub's environment,
+/// so `PI_CODING_AGENT_DIR` and pi's own settings apply.
+pub async fn spawn(
+    conductor: mpsc::Sender<ConductorMsg>,
+    cwd: String,
+) -> Result<InstanceId, String> {
+    let dir = PathBuf::from(&cwd);
+    if !dir.is_dir() {
+        return Err(format!("{cwd} is not a directory"));
+    }
+    let bin = pi_binary();
+    let mut child = Process::new(&bin)
+        .arg("--mode")
+        .arg("rpc")
+        .current_dir(&dir)
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "could not start {} (set PI_TELEGRAM_PI_BIN or put pi on PATH): {e}",
+                bin.display()
+            )
+        })?;
+    let pid = child.id().map(i64::from);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err("pi's stdio could not be opened".into());
+    };
+    // Diagnostics only; never parsed, never logged at info (it may contain content).
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(target: "pi_stderr", "{line}");
+        }
+    });
+    let mut rpc = Rpc { stdin, next_id: 0 };
+    let mut reader = LineReader::new(BufReader::new(stdout));
+    // The first exchange: its state, which also proves it speaks RPC.
+    rpc.send(&json!({ "id": "hello", "type": "get_state" }))
+        .await
+        .map_err(|e| format!("pi did not start: {e}"))?;
+    let state = loop {
+        match reader.next_line().await {
+            Ok(Some(line)) => {
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                if v.get("type").and_then(Value::as_str) == Some("response")
+                    && v.get("id").and_then(Value::as_str) == Some("hello")
+                {
+                    break v.get("data").cloned().unwrap_or(Value::Null);
+                }
+            }
+            Ok(None) => {
+                let status = child
+                    .wait()
+                    .await
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                return Err(format!("pi exited at start ({status})"));
+            }
+            Err(e) => return Err(format!("pi's output is unreadable: {e}")),
+        }
+    };
+    let (commands, command_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let attach = Attach {
+        transport: Transport::Rpc,
+        pid,
+        cwd,
+        session_id: state
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        session_name: state
+            .get("sessionName")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        idle: !state
+            .get("isStreaming")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        pending: state
+            .get("pendingMessageCount")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            > 0,
+        received: Vec::new(),
+        completed: Vec::new(),
+        commands,
+    };
+    let (reply, id_rx) = oneshot::channel();
+    conductor
+        .send(ConductorMsg::Attach(attach, reply))
+        .await
+        .map_err(|_| "the hub is stopping".to_owned())?;
+    let id = id_rx.await.map_err(|_| "the hub is stopping".to_owned())?;
+    tokio::spawn(run(id.clone(), rpc, reader, child, command_rx, conductor));
+    Ok(id)
+}
+
+struct Rpc {
+    stdin: ChildStdin,
+    next_id: u64,
+}
+
+impl Rpc {
+    async fn send(&mut self, v: &Value) -> std::io::Result<()> {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.flush().await
+    }
+
+    fn id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{}", self.next_id)
+    }
+}
+
+/// The turn pi is working on, and what its run said so far.
+#[derive(Default)]
+struct Current {
+    turn: Option<TurnId>,
+    prompt_request: Option<String>,
+    text: String,
+    error: Option<String>,
+}
+
+async fn run(
+    id: InstanceId,
+    mut rpc: Rpc,
+    mut reader: LineReader<BufReader<tokio::process::ChildStdout>>,
+    mut child: Child,
+    mut commands: mpsc::Receiver<Command>,
+    conductor: mpsc::Sender<ConductorMsg>,
+) {
+    let mut current = Current::default();
+    let report = |e: LinkEvent| ConductorMsg::Link(id.clone(), e);
+    let gone = loop {
+        tokio::select! {
+            line = reader.next_line() => {
+                let line = match line {
+                    Ok(Some(l)) => l,
+                    Ok(None) => break None,
+                    Err(e) => {
+                        tracing::warn!(instance = %id, error = %e, "unreadable output from pi");
+                        continue;
+                    }
+                };
+                let v: Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                };
+                for event in translate(&mut rpc, &mut current, v).await {
+                    if conductor.send(report(event)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            cmd = commands.recv() => match cmd {
+                Some(Command::Prompt { turn, text }) => {
+                    let request = rpc.id("prompt");
+                    current = Current { turn: Some(turn.clone()), prompt_request: Some(request.clone()), ..Current::default() };
+                    if let Err(e) = rpc.send(&json!({ "id": request, "type": "prompt", "message": text })).await {
+                        let _ = conductor.send(report(LinkEvent::PromptRefused { turn, error: e.to_string() })).await;
+                    }
+                }
+                Some(Command::Abort) => {
+                    let request = rpc.id("abort");
+                    let _ = rpc.send(&json!({ "id": request, "type": "abort" })).await;
+                }
+                Some(Command::Close(why)) => {
+                    // Closing stdin is pi's orderly shutdown.
+                    drop(rpc);
+                    let status = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
+                    if status.is_err() {
+                        let _ = child.kill().await;
+                    }
+                    let _ = conductor.send(report(LinkEvent::Gone(GoneReason::Closed(why)))).await;
+                    return;
+                }
+                // Headless: nothing to show, nothing to forget.
+                Some(Command::DoneAck(_) | Command::Notify { .. } | Command::SetStatus(_)) => {}
+                None => break Some(GoneReason::Closed("the hub is stopping".into())),
+            },
+        }
+    };
+    let reason = match gone {
+        Some(r) => r,
+        None => {
+            let status = child
+                .wait()
+                .await
+                .map(|s| s.to_string())
+                .unwrap_or_else(|e| e.to_string());
+            GoneReason::Exited(status)
+        }
+    };
+    let _ = conductor.send(report(LinkEvent::Gone(reason))).await;
+}
+
+/// One RPC output line into link events (and answers to UI requests).
+async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    if kind == "response" {
+        let ours = v
+            .get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|i| current.prompt_request.as_deref() == Some(i));
+        if !ours {
+            return Vec::new();
+        }
+        current.prompt_request = None;
+        let Some(turn) = current.turn.clone() else {
+            return Vec::new();
+        };
+        if v.get("success").and_then(Value::as_bool) == Some(true) {
+            return vec![LinkEvent::Acked { turn }];
+        }
+        current.turn = None;
+        let error = v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("pi refused the prompt")
+            .to_owned();
+        return vec![LinkEvent::PromptRefused { turn, error }];
+    }
+    let event = PiEvent(v);
+    let mut out = Vec::new();
+    match event.kind() {
+        EventKind::ExtensionUiRequest => {
+            // Dialogs block pi until answered; a headless instance declines them.
+            let dialog = matches!(
+                event.0.get("method").and_then(Value::as_str),
+                Some("select" | "confirm" | "input" | "editor")
+            );
+            if let (true, Some(req)) = (dialog, event.0.get("id").cloned()) {
+                let _ = rpc
+                    .send(&json!({ "type": "extension_ui_response", "id": req, "cancelled": true }))
+                    .await;
+            }
+            return out;
+        }
+        EventKind::AgentStart => out.push(LinkEvent::State {
+            idle: Some(false),
+            pending: None,
+        }),
+        EventKind::QueueUpdate => out.push(LinkEvent::State {
+            idle: None,
+            pending: Some(event.queued_count() > 0),
+        }),
+        EventKind::MessageEnd => {
+            if let Some((text, stop, error)) = event.assistant_message() {
+                current.text = text;
+                current.error = if stop.as_deref() == Some("error") {
+                    error.or(Some("model error".into()))
+                } else {
+                    None
+                };
+            }
+        }
+        _ => {}
+    }
+    let settled = event.kind() == EventKind::AgentSettled;
+    let aborted = event.aborted();
+    out.push(LinkEvent::Pi {
+        turn: current.turn.clone(),
+        event,
+    });
+    if settled {
+        if let Some(turn) = current.turn.take() {
+            out.push(LinkEvent::TurnDone(TurnResult {
+                turn_id: turn,
+                text: std::mem::take(&mut current.text),
+                aborted,
+                error: current.error.take(),
+            }));
+        }
+        out.push(LinkEvent::State {
+            idle: Some(true),
+            pending: None,
+        });
+    }
+    out
+}

@@ -1,0 +1,354 @@
+//! The hub socket (`hub.sock`): the extension's instances and the CLI connect here. Every
+//! connection must prove the hub secret in its first line; each has its own reader and a
+//! bounded writer, so a peer that stops reading is dropped instead of blocking anyone else.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use wire::{
+    ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, encode,
+    secrets_match,
+};
+
+use crate::instance::{Attach, Command, ConductorMsg, GoneReason, LinkEvent, Transport};
+
+/// How long a new connection may take to say hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one write may block before the peer counts as not reading.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
+/// lock, so no other hub uses it).
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accepts connections until `stop`.
+pub async fn serve(
+    listener: UnixListener,
+    secret: Arc<String>,
+    conductor: mpsc::Sender<ConductorMsg>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection(stream, secret.clone(), conductor.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept on hub.sock failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Writes lines in order; ends when a write blocks too long or fails.
+async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>) {
+    while let Some(line) = lines.recv().await {
+        match tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(line.as_bytes())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "socket write failed");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("a client stopped reading from hub.sock; dropping it");
+                return;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+struct Conn {
+    lines: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    out: mpsc::Sender<String>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Conn {
+    /// Sends a message; `false` when the peer is not keeping up (or gone).
+    fn send(&self, msg: &HubMsg) -> bool {
+        self.out.try_send(encode(msg)).is_ok()
+    }
+
+    /// Sends a last message and closes after it is written.
+    async fn close_with(self, msg: &HubMsg) {
+        let _ = self.out.try_send(encode(msg));
+        drop(self.out);
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, self.writer).await;
+    }
+}
+
+async fn connection(
+    stream: UnixStream,
+    secret: Arc<String>,
+    conductor: mpsc::Sender<ConductorMsg>,
+) {
+    let (rd, wr) = stream.into_split();
+    let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let writer = tokio::spawn(write_loop(wr, out_rx));
+    let mut conn = Conn {
+        lines: LineReader::new(BufReader::new(rd)),
+        out,
+        writer,
+    };
+    let refuse = |code: &str, message: String| HubMsg::Refused {
+        code: code.into(),
+        message,
+    };
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
+        Ok(Ok(Some(line))) => line,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            return conn
+                .close_with(&refuse("hello", format!("unreadable first line: {e}")))
+                .await;
+        }
+        Err(_) => {
+            return conn
+                .close_with(&refuse("hello", "no hello within 5 seconds".into()))
+                .await;
+        }
+    };
+    let hello = match serde_json::from_str::<ClientMsg>(&first) {
+        Ok(ClientMsg::Hello(h)) => h,
+        _ => {
+            return conn
+                .close_with(&refuse("hello", "the first line must be a hello".into()))
+                .await;
+        }
+    };
+    if hello.protocol != PROTOCOL {
+        let message = format!(
+            "this hub speaks protocol {PROTOCOL}; the client speaks {}: update pi-telegram and the extension to the same version",
+            hello.protocol
+        );
+        tracing::warn!(
+            client_protocol = hello.protocol,
+            "refused a client with another protocol version"
+        );
+        return conn.close_with(&refuse("protocol", message)).await;
+    }
+    if !secrets_match(&hello.secret, &secret) {
+        tracing::warn!("refused a client with a wrong hub secret");
+        return conn
+            .close_with(&refuse("secret", "wrong hub secret".into()))
+            .await;
+    }
+    match hello.role {
+        Role::Instance => instance(conn, hello, conductor).await,
+        Role::Control => control(conn, conductor).await,
+    }
+}
+
+fn hub_msg(cmd: Command) -> HubMsg {
+    match cmd {
+        Command::Prompt { turn, text } => HubMsg::Prompt {
+            turn_id: turn,
+            text,
+        },
+        Command::Abort => HubMsg::Abort { id: None },
+        Command::DoneAck(turn) => HubMsg::DoneAck { turn_id: turn },
+        Command::Notify { text, level } => HubMsg::Notify {
+            text,
+            level: level.into(),
+        },
+        Command::SetStatus(text) => HubMsg::SetStatus { text },
+        Command::Close(message) => HubMsg::Error { message },
+    }
+}
+
+async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
+    let Some(cwd) = hello.state.cwd.clone().filter(|c| !c.is_empty()) else {
+        let msg = HubMsg::Refused {
+            code: "hello".into(),
+            message: "an instance hello needs its cwd".into(),
+        };
+        return conn.close_with(&msg).await;
+    };
+    let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let attach = Attach {
+        transport: Transport::Shim,
+        pid: hello.state.pid,
+        cwd,
+        session_id: hello.state.session_id.clone(),
+        session_name: hello.state.session_name.clone(),
+        idle: hello.state.idle.unwrap_or(true),
+        pending: hello.state.pending.unwrap_or(false),
+        received: hello.received_turns,
+        completed: hello.completed_turns,
+        commands,
+    };
+    let (reply, id_rx) = oneshot::channel();
+    if conductor
+        .send(ConductorMsg::Attach(attach, reply))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let Ok(id) = id_rx.await else {
+        return conn
+            .close_with(&HubMsg::Error {
+                message: "the hub is stopping".into(),
+            })
+            .await;
+    };
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: Some(id.0.clone()),
+    });
+    let report = |event: LinkEvent| ConductorMsg::Link(id.clone(), event);
+    let gone = loop {
+        tokio::select! {
+            line = conn.lines.next_line() => {
+                let line = match line {
+                    Ok(Some(l)) => l,
+                    Ok(None) => break GoneReason::ConnectionLost("closed by pi".into()),
+                    Err(LineError::TooLong(n)) => {
+                        let message = format!("a line longer than {n} bytes: closing");
+                        conn.send(&HubMsg::Error { message: message.clone() });
+                        break GoneReason::Closed(message);
+                    }
+                    Err(e) => break GoneReason::ConnectionLost(e.to_string()),
+                };
+                let msg = match serde_json::from_str::<ClientMsg>(&line) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let message = format!("malformed line: {e}");
+                        conn.send(&HubMsg::Error { message: message.clone() });
+                        break GoneReason::Closed(message);
+                    }
+                };
+                let event = match msg {
+                    ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
+                    ClientMsg::TurnDone(r) => LinkEvent::TurnDone(r),
+                    ClientMsg::State(s) => LinkEvent::State { idle: s.idle, pending: s.pending },
+                    ClientMsg::Event { turn_id, event } => {
+                        // Busy/idle from the events themselves, so a lost `state` cannot wedge
+                        // dispatch.
+                        let state = match event.kind() {
+                            EventKind::AgentStart => Some(false),
+                            EventKind::AgentSettled => Some(true),
+                            _ => None,
+                        };
+                        if let Some(idle) = state {
+                            let _ = conductor.send(report(LinkEvent::State { idle: Some(idle), pending: None })).await;
+                        }
+                        LinkEvent::Pi { turn: turn_id, event }
+                    }
+                    ClientMsg::Bye { reason } => {
+                        break if reason == "disconnect" { GoneReason::Disconnected } else { GoneReason::Shutdown };
+                    }
+                    ClientMsg::Hello(_) => {
+                        let message = "a second hello on one connection".to_owned();
+                        conn.send(&HubMsg::Error { message: message.clone() });
+                        break GoneReason::Closed(message);
+                    }
+                    ClientMsg::Response { .. } | ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::Unknown => {
+                        continue;
+                    }
+                };
+                if conductor.send(report(event)).await.is_err() {
+                    break GoneReason::Closed("the hub is stopping".into());
+                }
+            }
+            cmd = command_rx.recv() => match cmd {
+                Some(Command::Close(why)) => {
+                    conn.send(&HubMsg::Error { message: why.clone() });
+                    break GoneReason::Closed(why);
+                }
+                Some(cmd) => {
+                    if !conn.send(&hub_msg(cmd)) {
+                        break GoneReason::Closed("pi is not reading its connection".into());
+                    }
+                }
+                None => break GoneReason::Closed("the hub is stopping".into()),
+            },
+            _ = &mut conn.writer => break GoneReason::ConnectionLost("pi stopped reading".into()),
+        }
+    };
+    tracing::info!(instance = %id, reason = ?gone, "instance link closed");
+    let _ = conductor.send(report(LinkEvent::Gone(gone))).await;
+    drop(conn.out);
+}
+
+async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: None,
+    });
+    while let Ok(Some(line)) = conn.lines.next_line().await {
+        let answer = match serde_json::from_str::<ClientMsg>(&line) {
+            Ok(ClientMsg::Spawn { id, cwd }) => {
+                let (reply, rx) = oneshot::channel();
+                let result = match conductor.send(ConductorMsg::Spawn(cwd, reply)).await {
+                    Ok(()) => rx
+                        .await
+                        .unwrap_or_else(|_| Err("the hub is stopping".into())),
+                    Err(_) => Err("the hub is stopping".into()),
+                };
+                match result {
+                    Ok(instance) => HubMsg::Response {
+                        id,
+                        ok: true,
+                        data: Some(json!({ "instance_id": instance.0 })),
+                        error: None,
+                    },
+                    Err(e) => HubMsg::Response {
+                        id,
+                        ok: false,
+                        data: None,
+                        error: Some(e),
+                    },
+                }
+            }
+            Ok(ClientMsg::Instances { id }) => {
+                let (reply, rx) = oneshot::channel();
+                let data = match conductor.send(ConductorMsg::List(reply)).await {
+                    Ok(()) => rx.await.ok(),
+                    Err(_) => None,
+                };
+                HubMsg::Response {
+                    id,
+                    ok: data.is_some(),
+                    data,
+                    error: None,
+                }
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                conn.send(&HubMsg::Error {
+                    message: format!("malformed line: {e}"),
+                });
+                break;
+            }
+        };
+        if !conn.send(&answer) {
+            break;
+        }
+    }
+    drop(conn.out);
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, conn.writer).await;
+}

@@ -1,0 +1,37 @@
+//! Callback data is attacker-controlled and limited to 64 bytes, so buttons carry an opaque
+//! short token; the action lives here, bound to the owner, with an expiry.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::{Result, StoreError};
+
+/// Stores an action under `token`.
+pub fn create(
+    conn: &Connection,
+    token: &str,
+    owner: i64,
+    action: &str,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO callbacks(token, owner, action, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![token, owner, action, now_ms, now_ms + ttl_ms],
+    )
+    .map(drop)
+    .map_err(StoreError::sqlite("storing a button"))?;
+    conn.execute("DELETE FROM callbacks WHERE expires_ms < ?1", [now_ms])
+        .map(drop)
+        .map_err(StoreError::sqlite("expiring buttons"))
+}
+
+/// The action of `token` if it belongs to `owner` and has not expired.
+pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result<Option<String>> {
+    conn.query_row(
+        "SELECT action FROM callbacks WHERE token = ?1 AND owner = ?2 AND expires_ms > ?3",
+        params![token, owner, now_ms],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(StoreError::sqlite("reading a button"))
+}

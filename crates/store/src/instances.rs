@@ -1,0 +1,128 @@
+//! pi instances the hub has seen: one row per connection (a new id every time), kept after they
+//! leave so `status` and routing can name them.
+
+use rusqlite::{Connection, Row, params};
+
+use crate::{Result, StoreError};
+
+/// An instance row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceRow {
+    /// Instance id (`i<n>`).
+    pub id: String,
+    /// Identity: what lets a returning pi take its place (by default the cwd).
+    pub identity: String,
+    /// `shim`, `rpc` or `echo`.
+    pub transport: String,
+    /// Process id.
+    pub pid: Option<i64>,
+    /// Working directory.
+    pub cwd: String,
+    /// Name shown to the person (the project).
+    pub label: String,
+    /// pi session id.
+    pub session_id: Option<String>,
+    /// `idle`, `busy` or `gone`.
+    pub state: String,
+    /// Connected at.
+    pub connected_ms: i64,
+    /// Left at.
+    pub gone_ms: Option<i64>,
+    /// Why it left.
+    pub gone_reason: Option<String>,
+}
+
+const COLUMNS: &str = "id, identity, transport, pid, cwd, label, session_id, state, connected_ms, gone_ms, gone_reason";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<InstanceRow> {
+    Ok(InstanceRow {
+        id: r.get(0)?,
+        identity: r.get(1)?,
+        transport: r.get(2)?,
+        pid: r.get(3)?,
+        cwd: r.get(4)?,
+        label: r.get(5)?,
+        session_id: r.get(6)?,
+        state: r.get(7)?,
+        connected_ms: r.get(8)?,
+        gone_ms: r.get(9)?,
+        gone_reason: r.get(10)?,
+    })
+}
+
+fn select(
+    conn: &Connection,
+    filter: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<InstanceRow>> {
+    let ctx = "reading instances";
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM instances {filter}"))
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map(args, from_row)
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(StoreError::sqlite(ctx))
+}
+
+/// Records a connected instance.
+pub fn insert(conn: &Connection, row: &InstanceRow) -> Result<()> {
+    conn.execute(
+        "INSERT INTO instances(id, identity, transport, pid, cwd, label, session_id, state, connected_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![row.id, row.identity, row.transport, row.pid, row.cwd, row.label, row.session_id, row.state, row.connected_ms],
+    )
+    .map(drop)
+    .map_err(StoreError::sqlite("recording an instance"))
+}
+
+/// Updates a live instance's state (`idle`/`busy`).
+pub fn set_state(conn: &Connection, id: &str, state: &str) -> Result<()> {
+    conn.execute(
+        "UPDATE instances SET state = ?2 WHERE id = ?1 AND state != 'gone'",
+        params![id, state],
+    )
+    .map(drop)
+    .map_err(StoreError::sqlite("updating an instance"))
+}
+
+/// Marks an instance gone.
+pub fn mark_gone(conn: &Connection, id: &str, reason: &str, now_ms: i64) -> Result<()> {
+    conn.execute(
+        "UPDATE instances SET state = 'gone', gone_ms = ?2, gone_reason = ?3 WHERE id = ?1 AND state != 'gone'",
+        params![id, now_ms, reason],
+    )
+    .map(drop)
+    .map_err(StoreError::sqlite("updating an instance"))
+}
+
+/// At hub start every instance of the previous hub is gone (their connections died with it).
+pub fn mark_all_gone(conn: &Connection, reason: &str, now_ms: i64) -> Result<usize> {
+    conn.execute(
+        "UPDATE instances SET state = 'gone', gone_ms = ?1, gone_reason = ?2 WHERE state != 'gone'",
+        params![now_ms, reason],
+    )
+    .map_err(StoreError::sqlite("updating instances"))
+}
+
+/// Live instances, oldest first.
+pub fn live(conn: &Connection) -> Result<Vec<InstanceRow>> {
+    select(conn, "WHERE state != 'gone' ORDER BY connected_ms, id", [])
+}
+
+/// The most recent instances (live ones and the last that left), newest first.
+pub fn recent(conn: &Connection, n: i64) -> Result<Vec<InstanceRow>> {
+    select(
+        conn,
+        "ORDER BY (state != 'gone') DESC, connected_ms DESC LIMIT ?1",
+        [n],
+    )
+}
+
+/// The next instance number (`i<n>`), never reused.
+pub fn next_number(conn: &Connection) -> Result<i64> {
+    let n = crate::kv::get_i64(conn, "instances.next")?.unwrap_or(1);
+    crate::kv::set_i64(conn, "instances.next", n + 1)?;
+    Ok(n)
+}

@@ -1,0 +1,340 @@
+//! Turns: owner messages on their way into pi. `queued -> dispatched -> acked -> done`, or
+//! `interrupted` (the instance went away mid-turn) / `cancelled`. Turn numbers are never reused;
+//! the wire id is `t<number>`.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::{Result, StoreError};
+
+/// A turn's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TurnState {
+    /// Waiting for its instance to be free (or, without identity, for any instance).
+    Queued,
+    /// Handed to an instance; not acknowledged yet.
+    Dispatched,
+    /// The instance has it.
+    Acked,
+    /// Answered.
+    Done,
+    /// The instance went away while it had the turn.
+    Interrupted,
+    /// Cancelled by the person.
+    Cancelled,
+}
+
+impl TurnState {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Dispatched => "dispatched",
+            Self::Acked => "acked",
+            Self::Done => "done",
+            Self::Interrupted => "interrupted",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "queued" => Self::Queued,
+            "dispatched" => Self::Dispatched,
+            "acked" => Self::Acked,
+            "done" => Self::Done,
+            "interrupted" => Self::Interrupted,
+            "cancelled" => Self::Cancelled,
+            other => return Err(StoreError::Corrupt(format!("unknown turn state {other:?}"))),
+        })
+    }
+
+    /// Every state.
+    pub const ALL: [TurnState; 6] = [
+        Self::Queued,
+        Self::Dispatched,
+        Self::Acked,
+        Self::Done,
+        Self::Interrupted,
+        Self::Cancelled,
+    ];
+}
+
+/// A new turn.
+#[derive(Debug, Clone)]
+pub struct NewTurn<'a> {
+    /// The update that carried the message (at most one turn per update).
+    pub source_update_id: Option<i64>,
+    /// Chat to answer in.
+    pub chat_id: i64,
+    /// Topic.
+    pub thread_id: Option<i64>,
+    /// The message to reply to.
+    pub message_id: Option<i64>,
+    /// Target identity; `None` waits for whichever instance connects first.
+    pub identity: Option<&'a str>,
+    /// The prompt.
+    pub text: &'a str,
+}
+
+/// A stored turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// Turn number.
+    pub id: i64,
+    /// Source update.
+    pub source_update_id: Option<i64>,
+    /// Chat.
+    pub chat_id: i64,
+    /// Topic.
+    pub thread_id: Option<i64>,
+    /// Message to reply to.
+    pub message_id: Option<i64>,
+    /// Target identity.
+    pub identity: Option<String>,
+    /// Prompt.
+    pub text: String,
+    /// State.
+    pub state: TurnState,
+    /// Instance it went to.
+    pub instance_id: Option<String>,
+    /// That instance's pid.
+    pub instance_pid: Option<i64>,
+    /// Its transport.
+    pub transport: Option<String>,
+    /// Answer text.
+    pub result_text: Option<String>,
+}
+
+const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
+    instance_id, instance_pid, transport, result_text";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String)> {
+    Ok((
+        Turn {
+            id: r.get(0)?,
+            source_update_id: r.get(1)?,
+            chat_id: r.get(2)?,
+            thread_id: r.get(3)?,
+            message_id: r.get(4)?,
+            identity: r.get(5)?,
+            text: r.get(6)?,
+            state: TurnState::Queued,
+            instance_id: r.get(8)?,
+            instance_pid: r.get(9)?,
+            transport: r.get(10)?,
+            result_text: r.get(11)?,
+        },
+        r.get(7)?,
+    ))
+}
+
+fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<Turn>> {
+    let ctx = "reading turns";
+    let mut stmt = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM turns {filter}"))
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map(args, from_row)
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.map(|r| {
+        let (mut t, state) = r.map_err(StoreError::sqlite(ctx))?;
+        t.state = TurnState::parse(&state)?;
+        Ok(t)
+    })
+    .collect()
+}
+
+/// Creates a turn; `None` when its update already made one.
+pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<i64>> {
+    let n = conn
+        .execute(
+            "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, text, state, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7) ON CONFLICT DO NOTHING",
+            params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, t.identity, t.text, now_ms],
+        )
+        .map_err(StoreError::sqlite("creating a turn"))?;
+    Ok((n == 1).then(|| conn.last_insert_rowid()))
+}
+
+/// A turn by number.
+pub fn get(conn: &Connection, id: i64) -> Result<Option<Turn>> {
+    Ok(select(conn, "WHERE id = ?1", [id])?.pop())
+}
+
+/// Gives every turn that waits for any instance to `identity`. Returns how many.
+pub fn assign_unassigned(conn: &Connection, identity: &str) -> Result<usize> {
+    conn.execute(
+        "UPDATE turns SET identity = ?1 WHERE identity IS NULL AND state = 'queued'",
+        [identity],
+    )
+    .map_err(StoreError::sqlite("assigning turns"))
+}
+
+/// The oldest queued turn for `identity`.
+pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE identity = ?1 AND state = 'queued' ORDER BY id LIMIT 1",
+        [identity],
+    )?
+    .pop())
+}
+
+/// Turns handed to an instance and not finished (dispatched or acked), oldest first.
+pub fn outstanding(conn: &Connection) -> Result<Vec<Turn>> {
+    select(
+        conn,
+        "WHERE state IN ('dispatched', 'acked') ORDER BY id",
+        [],
+    )
+}
+
+/// Queued turns per identity (`None`: waiting for any instance).
+pub fn queued_counts(conn: &Connection) -> Result<Vec<(Option<String>, i64)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT identity, count(*) FROM turns WHERE state = 'queued' GROUP BY identity ORDER BY identity")
+        .map_err(StoreError::sqlite("counting turns"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(StoreError::sqlite("counting turns"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(StoreError::sqlite("counting turns"))
+}
+
+/// Turns per state.
+pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT state, count(*) FROM turns GROUP BY state")
+        .map_err(StoreError::sqlite("counting turns"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(StoreError::sqlite("counting turns"))?;
+    let mut out: Vec<(TurnState, i64)> = TurnState::ALL.iter().map(|s| (*s, 0)).collect();
+    for row in rows {
+        let (state, n) = row.map_err(StoreError::sqlite("counting turns"))?;
+        let state = TurnState::parse(&state)?;
+        if let Some(slot) = out.iter_mut().find(|(s, _)| *s == state) {
+            slot.1 = n;
+        }
+    }
+    Ok(out)
+}
+
+fn transition(
+    conn: &Connection,
+    id: i64,
+    from: &[TurnState],
+    set: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<bool> {
+    let states: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let sql = format!(
+        "UPDATE turns SET {set} WHERE id = ?1 AND state IN ({})",
+        states.join(", ")
+    );
+    let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
+    all.extend_from_slice(args);
+    let n = conn
+        .execute(&sql, all.as_slice())
+        .map_err(StoreError::sqlite("updating a turn"))?;
+    Ok(n == 1)
+}
+
+/// `queued -> dispatched` to an instance. Committed before the prompt is written, so a crash
+/// right after leaves evidence that it may have been delivered.
+pub fn mark_dispatched(
+    conn: &Connection,
+    id: i64,
+    instance_id: &str,
+    pid: Option<i64>,
+    transport: &str,
+    now_ms: i64,
+) -> Result<()> {
+    if !transition(
+        conn,
+        id,
+        &[TurnState::Queued],
+        "state = 'dispatched', instance_id = ?2, instance_pid = ?3, transport = ?4, dispatched_ms = ?5",
+        &[&instance_id, &pid, &transport, &now_ms],
+    )? {
+        return Err(StoreError::Corrupt(format!("turn {id} is not queued")));
+    }
+    Ok(())
+}
+
+/// `dispatched -> acked`. `false` when it was not dispatched (a late or repeated ack).
+pub fn mark_acked(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Dispatched],
+        "state = 'acked', acked_ms = ?2",
+        &[&now_ms],
+    )
+}
+
+/// An open turn becomes `done` with its result. `false` when it was already finished (a
+/// result reported twice is stored once).
+pub fn mark_done(
+    conn: &Connection,
+    id: i64,
+    text: &str,
+    aborted: bool,
+    error: Option<&str>,
+    now_ms: i64,
+) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[
+            TurnState::Queued,
+            TurnState::Dispatched,
+            TurnState::Acked,
+            TurnState::Interrupted,
+        ],
+        "state = 'done', result_text = ?2, aborted = ?3, error = ?4, done_ms = ?5",
+        &[&text, &i64::from(aborted), &error, &now_ms],
+    )
+}
+
+/// An outstanding turn whose instance went away: `interrupted`.
+pub fn mark_interrupted(conn: &Connection, id: i64, why: &str, now_ms: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Dispatched, TurnState::Acked],
+        "state = 'interrupted', error = ?2, done_ms = ?3",
+        &[&why, &now_ms],
+    )
+}
+
+/// A dispatched turn the instance never received goes back to the queue.
+pub fn requeue(conn: &Connection, id: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Dispatched],
+        "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, dispatched_ms = NULL",
+        &[],
+    )
+}
+
+/// Turns of `identity` that are still queued, moved to `to` (or to no identity).
+pub fn move_queued(conn: &Connection, identity: &str, to: Option<&str>) -> Result<usize> {
+    conn.execute(
+        "UPDATE turns SET identity = ?2 WHERE identity = ?1 AND state = 'queued'",
+        params![identity, to],
+    )
+    .map_err(StoreError::sqlite("moving turns"))
+}
+
+/// The turn an update created.
+pub fn by_source(conn: &Connection, update_id: i64) -> Result<Option<i64>> {
+    conn.query_row(
+        "SELECT id FROM turns WHERE source_update_id = ?1",
+        [update_id],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(StoreError::sqlite("reading a turn"))
+}
