@@ -63,7 +63,8 @@ const FORWARDED = [
 const START_WATCHDOG_MS = 5000;
 /** Budget of the hello's `completed_turns` (the rest follow as `turn_done` after the welcome). */
 const HELLO_COMPLETED_BUDGET = 700 * 1024;
-const HELLO_TEXT_MAX = 200_000;
+/** A `turn_done` line stays below the 1 MiB line limit with room to spare. */
+const TURN_DONE_MAX_BYTES = 1000 * 1024;
 
 export default function piTelegram(pi: ExtensionAPI): void {
 	// The hub spawned this pi as a headless `pi --mode rpc` instance and talks to it over RPC:
@@ -148,15 +149,17 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		hub?.send({ type: "state", ...stateFields(over) });
 	};
 
+	/** Turns reported in the last hello; the others are sent as `turn_done` after the welcome. */
+	let helloCompleted = new Set<string>();
+
 	const hello = (): Json => {
 		const completed: TurnDone[] = [];
 		let size = 0;
 		for (const d of G.completed) {
-			const item = d.text.length > HELLO_TEXT_MAX ? { ...d, text: `${d.text.slice(0, HELLO_TEXT_MAX)}…` } : d;
-			const n = Buffer.byteLength(JSON.stringify(item));
-			if (size + n > HELLO_COMPLETED_BUDGET) break;
+			const n = Buffer.byteLength(JSON.stringify(d));
+			if (size + n > HELLO_COMPLETED_BUDGET) continue;
 			size += n;
-			completed.push(item);
+			completed.push(d);
 		}
 		helloCompleted = new Set(completed.map((d) => d.turn_id));
 		return {
@@ -165,13 +168,18 @@ export default function piTelegram(pi: ExtensionAPI): void {
 			completed_turns: completed,
 		};
 	};
-	let helloCompleted = new Set<string>();
 
+	/** Sends a result; a text too long for one line (1 MiB) is cut to fit. */
 	const sendTurnDone = (d: TurnDone) => {
-		hub?.send(
-			{ type: "turn_done", ...d },
-			{ fallback: () => ({ type: "turn_done", ...d, text: `${d.text.slice(0, 100_000)}…` }) },
-		);
+		let msg: Json = { type: "turn_done", ...d };
+		let bytes = Buffer.byteLength(JSON.stringify(msg));
+		let keep = d.text.length;
+		while (bytes > TURN_DONE_MAX_BYTES && keep > 0) {
+			keep = Math.floor((keep * TURN_DONE_MAX_BYTES) / bytes * 0.95);
+			msg = { ...msg, text: `${d.text.slice(0, keep)}\n…[cut: the answer is longer than the hub protocol allows]` };
+			bytes = Buffer.byteLength(JSON.stringify(msg));
+		}
+		hub?.send(msg);
 	};
 
 	const newHub = (profile: string, autoStart: boolean) =>
