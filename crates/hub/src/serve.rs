@@ -29,6 +29,9 @@ pub struct Tuning {
     pub conflict_grace: Duration,
     /// How long shutdown waits for an in-flight send (default 10 s).
     pub shutdown_grace: Duration,
+    /// How long a write to an instance may block before it counts as not reading
+    /// (`PI_TELEGRAM_WRITE_TIMEOUT_MS`, default 10 s).
+    pub write_timeout: Duration,
 }
 
 impl Tuning {
@@ -41,6 +44,9 @@ impl Tuning {
                 num("PI_TELEGRAM_CONFLICT_GRACE_MS").unwrap_or(60_000),
             ),
             shutdown_grace: Duration::from_secs(10),
+            write_timeout: Duration::from_millis(
+                num("PI_TELEGRAM_WRITE_TIMEOUT_MS").unwrap_or(10_000),
+            ),
         }
     }
 }
@@ -207,6 +213,7 @@ pub async fn serve(
     let sock = tokio::spawn(links::socket::serve(
         listener,
         secret,
+        opts.tuning.write_timeout,
         conductor_tx.clone(),
         stop_rx.clone(),
     ));

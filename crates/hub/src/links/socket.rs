@@ -20,8 +20,8 @@ use crate::instance::{Attach, Command, ConductorMsg, GoneReason, LinkEvent, Tran
 
 /// How long a new connection may take to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one write may block before the peer counts as not reading.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the last message before a close may take to be written.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
 /// lock, so no other hub uses it).
@@ -41,6 +41,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 pub async fn serve(
     listener: UnixListener,
     secret: Arc<String>,
+    write_timeout: Duration,
     conductor: mpsc::Sender<ConductorMsg>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -49,7 +50,7 @@ pub async fn serve(
             _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(connection(stream, secret.clone(), conductor.clone()));
+                    tokio::spawn(connection(stream, secret.clone(), write_timeout, conductor.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept on hub.sock failed");
@@ -61,9 +62,9 @@ pub async fn serve(
 }
 
 /// Writes lines in order; ends when a write blocks too long or fails.
-async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>) {
+async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>, timeout: Duration) {
     while let Some(line) = lines.recv().await {
-        match tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(line.as_bytes())).await {
+        match tokio::time::timeout(timeout, wr.write_all(line.as_bytes())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "socket write failed");
@@ -94,18 +95,19 @@ impl Conn {
     async fn close_with(self, msg: &HubMsg) {
         let _ = self.out.try_send(encode(msg));
         drop(self.out);
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, self.writer).await;
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.writer).await;
     }
 }
 
 async fn connection(
     stream: UnixStream,
     secret: Arc<String>,
+    write_timeout: Duration,
     conductor: mpsc::Sender<ConductorMsg>,
 ) {
     let (rd, wr) = stream.into_split();
     let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
-    let writer = tokio::spawn(write_loop(wr, out_rx));
+    let writer = tokio::spawn(write_loop(wr, out_rx, write_timeout));
     let mut conn = Conn {
         lines: LineReader::new(BufReader::new(rd)),
         out,
@@ -350,5 +352,5 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
         }
     }
     drop(conn.out);
-    let _ = tokio::time::timeout(WRITE_TIMEOUT, conn.writer).await;
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.writer).await;
 }

@@ -1,0 +1,234 @@
+//! An in-process hub against an in-process tg-fake, and a scriptable fake of the extension's
+//! side of `hub.sock`, for protocol and conductor tests without pi.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use hub::paths::{AgentDir, ProfileName, ProfilePaths};
+use hub::serve::{ServeOptions, Tuning, serve};
+use serde_json::{Value, json};
+use tg_fake::{FakeConfig, FakeServer};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+use wire::LineReader;
+
+pub const OWNER: i64 = tg_fake::DEFAULT_USER_ID;
+
+pub struct TestHub {
+    pub fake: FakeServer,
+    pub dir: tempfile::TempDir,
+    pub paths: ProfilePaths,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), hub::HubError>>>,
+}
+
+pub fn tuning() -> Tuning {
+    Tuning {
+        poll_timeout: Duration::from_secs(2),
+        conflict_grace: Duration::from_secs(60),
+        shutdown_grace: Duration::from_secs(5),
+        write_timeout: Duration::from_millis(800),
+    }
+}
+
+impl TestHub {
+    pub async fn start() -> Self {
+        let fake = FakeServer::start(FakeConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = json!({ "profiles": { "default": { "botToken": tg_fake::DEFAULT_TOKEN, "allowedUserId": OWNER,
+            "apiBase": fake.base_url(),
+            "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000, "globalPerSec": 1000.0, "globalBurst": 1000 } } } });
+        std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
+        let agent = AgentDir::at(dir.path());
+        let paths = agent.profile(&ProfileName::default_profile());
+        let mut hub = Self {
+            fake,
+            dir,
+            paths,
+            stop: None,
+            task: None,
+        };
+        hub.launch().await;
+        hub
+    }
+
+    /// (Re)starts the hub on the same agent dir.
+    pub async fn launch(&mut self) {
+        let _ = std::fs::remove_file(self.paths.socket());
+        let opts = ServeOptions {
+            agent_dir: AgentDir::at(self.dir.path()),
+            profile: ProfileName::default_profile(),
+            tuning: tuning(),
+            instances_at_start: Vec::new(),
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        self.stop = Some(tx);
+        self.task = Some(tokio::spawn(serve(opts, async move {
+            let _ = rx.await;
+        })));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.paths.socket().exists() {
+            assert!(Instant::now() < deadline, "the hub did not open its socket");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+
+    pub fn say(&self, text: &str) -> tg_fake::control::Sent {
+        self.fake
+            .control()
+            .send_text(tg_fake::control::SendText {
+                text: text.into(),
+                ..Default::default()
+            })
+            .unwrap()
+    }
+
+    pub fn reply_to(&self, message_id: i64, text: &str) -> tg_fake::control::Sent {
+        self.fake
+            .control()
+            .send_text(tg_fake::control::SendText {
+                text: text.into(),
+                reply_to_message_id: Some(message_id),
+                ..Default::default()
+            })
+            .unwrap()
+    }
+
+    /// Bot messages in the owner's chat: (message id, text, replied-to id).
+    pub fn bot_messages(&self) -> Vec<(i64, String, Option<i64>)> {
+        self.fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.from_bot && !m.deleted)
+            .map(|m| {
+                (
+                    m.message_id,
+                    m.text.unwrap_or_default(),
+                    m.reply_to_message_id,
+                )
+            })
+            .collect()
+    }
+
+    pub async fn wait_for_bot(
+        &self,
+        what: &str,
+        mut cond: impl FnMut(&[(i64, String, Option<i64>)]) -> bool,
+    ) -> Vec<(i64, String, Option<i64>)> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let msgs = self.bot_messages();
+            if cond(&msgs) {
+                return msgs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; bot said: {msgs:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn secret(&self) -> String {
+        std::fs::read_to_string(self.paths.secret())
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    pub async fn shim(&self, cwd: &str, pid: i64) -> Shim {
+        let mut s = Shim::connect(&self.paths).await;
+        s.send(&hello(&self.secret(), cwd, pid, json!([]), json!([])))
+            .await;
+        let w = s.recv_type("welcome").await;
+        s.instance_id = w["instance_id"].as_str().unwrap().to_owned();
+        s
+    }
+}
+
+pub fn hello(secret: &str, cwd: &str, pid: i64, received: Value, completed: Value) -> Value {
+    json!({ "type": "hello", "protocol": 1, "role": "instance", "secret": secret, "pid": pid, "cwd": cwd,
+            "mode": "tui", "reason": "startup", "session_id": format!("s{pid}"), "idle": true, "pending": false,
+            "received_turns": received, "completed_turns": completed })
+}
+
+pub struct Shim {
+    pub lines: LineReader<BufReader<OwnedReadHalf>>,
+    pub wr: OwnedWriteHalf,
+    pub instance_id: String,
+}
+
+impl Shim {
+    pub async fn connect(paths: &ProfilePaths) -> Self {
+        let stream = UnixStream::connect(paths.socket()).await.unwrap();
+        let (rd, wr) = stream.into_split();
+        Self {
+            lines: LineReader::new(BufReader::new(rd)),
+            wr,
+            instance_id: String::new(),
+        }
+    }
+
+    pub async fn send(&mut self, v: &Value) {
+        self.send_raw(&format!("{v}\n")).await;
+    }
+
+    pub async fn send_raw(&mut self, s: &str) {
+        self.wr.write_all(s.as_bytes()).await.unwrap();
+    }
+
+    /// The next message; `None` when the hub closed the connection.
+    pub async fn recv(&mut self) -> Option<Value> {
+        match tokio::time::timeout(Duration::from_secs(15), self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => Some(serde_json::from_str(&line).unwrap()),
+            Ok(Ok(None)) | Ok(Err(_)) => None,
+            Err(_) => panic!("no message from the hub within 15 s"),
+        }
+    }
+
+    /// The next message of `ty`, skipping status and notifications.
+    pub async fn recv_type(&mut self, ty: &str) -> Value {
+        loop {
+            let m = self
+                .recv()
+                .await
+                .unwrap_or_else(|| panic!("closed while waiting for {ty}"));
+            if m["type"] == ty {
+                return m;
+            }
+            assert!(
+                matches!(
+                    m["type"].as_str(),
+                    Some("set_status" | "notify" | "done_ack")
+                ),
+                "expected {ty}, got {m}"
+            );
+        }
+    }
+
+    /// Answers a prompt: ack, a couple of events, then turn_done with `answer`.
+    pub async fn answer(&mut self, prompt: &Value, answer: &str) {
+        let turn = prompt["turn_id"].clone();
+        self.send(&json!({ "type": "ack", "turn_id": turn, "disposition": "started" }))
+            .await;
+        self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_start" } }))
+            .await;
+        self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
+            "message": { "role": "assistant", "content": [{ "type": "text", "text": answer }], "stopReason": "stop" } } })).await;
+        self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_settled", "aborted": false } })).await;
+        self.send(&json!({ "type": "turn_done", "turn_id": turn, "text": answer, "aborted": false, "error": null })).await;
+    }
+}

@@ -1,0 +1,258 @@
+//! The first conversation through the extension socket, with a scripted fake of the extension:
+//! prompts, queueing, answers, several instances, instances leaving, no instance at all.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{OWNER, TestHub};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_reaches_pi_and_the_answer_comes_back_as_a_reply() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.wait_for_bot("the connected notice", |m| {
+        m.iter().any(|(_, t, _)| t.contains("pi connected: web"))
+    })
+    .await;
+    let sent = hub.say("what is 2+2?");
+    let prompt = pi.recv_type("prompt").await;
+    assert_eq!(prompt["text"], json!("what is 2+2?"));
+    assert_eq!(prompt["turn_id"], json!("t1"));
+    pi.answer(&prompt, "4").await;
+    let msgs = hub
+        .wait_for_bot("the answer", |m| m.iter().any(|(_, t, _)| t == "4"))
+        .await;
+    let answer = msgs.iter().find(|(_, t, _)| t == "4").unwrap();
+    assert_eq!(
+        answer.2,
+        Some(sent.message_id),
+        "the answer replies to the question"
+    );
+    let ack = pi.recv_type("done_ack").await;
+    assert_eq!(ack["turn_id"], json!("t1"));
+    hub.stop().await;
+    let st = hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap();
+    assert_eq!(st.turns["done"], 1);
+    assert_eq!(st.instances[0].transport, "shim");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_message_waits_while_pi_is_busy_and_long_answers_are_split() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.say("first");
+    let p1 = pi.recv_type("prompt").await;
+    pi.send(&json!({ "type": "ack", "turn_id": p1["turn_id"], "disposition": "started" }))
+        .await;
+    pi.send(
+        &json!({ "type": "event", "turn_id": p1["turn_id"], "event": { "type": "agent_start" } }),
+    )
+    .await;
+    hub.say("second");
+    // Nothing for the busy instance until the first turn is done.
+    let early = tokio::time::timeout(
+        std::time::Duration::from_millis(400),
+        pi.recv_type("prompt"),
+    )
+    .await;
+    assert!(
+        early.is_err(),
+        "a prompt was dispatched to a busy instance: {early:?}"
+    );
+    let long = "word ".repeat(1800);
+    pi.send(&json!({ "type": "event", "turn_id": p1["turn_id"], "event": { "type": "agent_settled", "aborted": false } })).await;
+    pi.send(
+        &json!({ "type": "turn_done", "turn_id": p1["turn_id"], "text": long, "aborted": false }),
+    )
+    .await;
+    let p2 = pi.recv_type("prompt").await;
+    assert_eq!(p2["text"], json!("second"));
+    pi.answer(&p2, "done second").await;
+    let msgs = hub
+        .wait_for_bot("both answers", |m| {
+            m.iter().any(|(_, t, _)| t == "done second")
+        })
+        .await;
+    let pieces: Vec<_> = msgs
+        .iter()
+        .filter(|(_, t, _)| t.starts_with("word"))
+        .collect();
+    assert_eq!(pieces.len(), 3, "9000 characters in pieces under 4096");
+    assert!(pieces.iter().all(|(_, t, _)| t.len() <= 4096));
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_instance_means_one_helpful_notice_and_the_messages_wait_for_the_first_one() {
+    let mut hub = TestHub::start().await;
+    hub.say("are you there?");
+    hub.say("hello?");
+    let msgs = hub.wait_for_bot("the notice", |m| !m.is_empty()).await;
+    assert!(
+        msgs[0].1.contains("No pi instance is connected")
+            && msgs[0].1.contains("/telegram-connect")
+    );
+    let mut pi = hub.shim("/work/api", 7).await;
+    let p1 = pi.recv_type("prompt").await;
+    assert_eq!(p1["text"], json!("are you there?"));
+    pi.answer(&p1, "yes").await;
+    let p2 = pi.recv_type("prompt").await;
+    assert_eq!(p2["text"], json!("hello?"));
+    pi.answer(&p2, "hello!").await;
+    let msgs = hub
+        .wait_for_bot("the answers", |m| m.iter().any(|(_, t, _)| t == "hello!"))
+        .await;
+    assert_eq!(
+        msgs.iter()
+            .filter(|(_, t, _)| t.contains("No pi instance"))
+            .count(),
+        1
+    );
+    assert!(
+        msgs.iter()
+            .any(|(_, t, _)| t.contains("Handing over 2 waiting message(s)"))
+    );
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_each_answer_their_own_and_the_owner_switches_with_a_button() {
+    let mut hub = TestHub::start().await;
+    let mut web = hub.shim("/work/web", 100).await;
+    let mut api = hub.shim("/work/api", 200).await;
+    // The first instance is selected.
+    hub.say("to web");
+    let p = web.recv_type("prompt").await;
+    web.answer(&p, "web here").await;
+    let msgs = hub
+        .wait_for_bot("web's answer", |m| {
+            m.iter().any(|(_, t, _)| t.contains("web here"))
+        })
+        .await;
+    let web_answer = msgs
+        .iter()
+        .find(|(_, t, _)| t.contains("web here"))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        web_answer.1, "[web]\nweb here",
+        "labelled while several instances are connected"
+    );
+    // /start lists both with buttons; the owner picks api.
+    hub.say("/start");
+    let msgs = hub
+        .wait_for_bot("the chooser", |m| {
+            m.iter()
+                .any(|(_, t, _)| t.contains("Connected pi instances"))
+        })
+        .await;
+    let chooser = msgs
+        .iter()
+        .find(|(_, t, _)| t.contains("Connected pi instances"))
+        .unwrap();
+    let transcript = hub
+        .fake
+        .control()
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .unwrap();
+    let keyboard = transcript
+        .iter()
+        .find(|m| m.message_id == chooser.0)
+        .unwrap()
+        .reply_markup
+        .clone()
+        .unwrap();
+    let api_button = keyboard["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| &row[0])
+        .find(|b| b["text"].as_str().unwrap().contains("api"))
+        .unwrap()
+        .clone();
+    assert!(api_button["callback_data"].as_str().unwrap().len() <= 64);
+    hub.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: chooser.0,
+            data: api_button["callback_data"].as_str().unwrap().into(),
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    hub.wait_for_bot("the toast", |_| {
+        hub.fake
+            .control()
+            .chat(None, None)
+            .unwrap()
+            .callback_answers
+            .iter()
+            .any(|a| a.text.as_deref() == Some("New messages go to api"))
+    })
+    .await;
+    hub.say("to api");
+    let p = api.recv_type("prompt").await;
+    assert_eq!(p["text"], json!("to api"));
+    api.answer(&p, "api here").await;
+    // A reply to web's answer still goes to web.
+    hub.reply_to(web_answer.0, "back to web");
+    let p = web.recv_type("prompt").await;
+    assert_eq!(p["text"], json!("back to web"));
+    web.answer(&p, "web again").await;
+    hub.wait_for_bot("both", |m| {
+        m.iter().any(|(_, t, _)| t == "[api]\napi here")
+            && m.iter().any(|(_, t, _)| t == "[web]\nweb again")
+    })
+    .await;
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_exits_is_noticed_and_the_owner_is_told() {
+    let mut hub = TestHub::start().await;
+    let mut web = hub.shim("/work/web", 100).await;
+    let mut api = hub.shim("/work/api", 200).await;
+    hub.say("long job");
+    let p = web.recv_type("prompt").await;
+    web.send(&json!({ "type": "ack", "turn_id": p["turn_id"], "disposition": "started" }))
+        .await;
+    // pi exits mid-turn.
+    web.send(&json!({ "type": "bye", "reason": "shutdown" }))
+        .await;
+    let msgs = hub
+        .wait_for_bot("the exit notices", |m| {
+            m.iter().any(|(_, t, _)| t.contains("pi web is gone"))
+                && m.iter()
+                    .any(|(_, t, _)| t.contains("stopped before answering"))
+        })
+        .await;
+    let gone = msgs
+        .iter()
+        .find(|(_, t, _)| t.contains("pi web is gone"))
+        .unwrap();
+    assert!(gone.1.contains("New messages now go to api"), "{}", gone.1);
+    // New messages go to the other instance.
+    hub.say("next");
+    let p = api.recv_type("prompt").await;
+    assert_eq!(p["text"], json!("next"));
+    // An instance whose connection just drops (no goodbye) is noticed too.
+    drop(api);
+    hub.wait_for_bot("the lost connection", |m| {
+        m.iter()
+            .any(|(_, t, _)| t.contains("pi api is gone") && t.contains("connection was lost"))
+    })
+    .await;
+    hub.stop().await;
+    let st = hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap();
+    assert_eq!(st.turns["interrupted"], 1);
+    assert!(st.instances.iter().all(|i| i.state == "gone"));
+}
