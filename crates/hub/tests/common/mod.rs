@@ -190,6 +190,11 @@ impl Shim {
         self.wr.write_all(s.as_bytes()).await.unwrap();
     }
 
+    /// Writes what the hub lets through (it may close mid-way, as it should for oversized lines).
+    pub async fn send_raw_lossy(&mut self, s: &str) {
+        let _ = self.wr.write_all(s.as_bytes()).await;
+    }
+
     /// The next message; `None` when the hub closed the connection.
     pub async fn recv(&mut self) -> Option<Value> {
         match tokio::time::timeout(Duration::from_secs(15), self.lines.next_line()).await {
