@@ -117,7 +117,9 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		} catch {}
 	};
 
-	const modelOf = (m: AnyEvent): Json | null => (m ? { provider: m.provider ?? null, id: m.id ?? null } : null);
+	// the hub reads provider and id as strings (never null)
+	const modelOf = (m: AnyEvent): Json | null =>
+		m && typeof m === "object" ? { provider: String(m.provider ?? ""), id: String(m.id ?? "") } : null;
 
 	/** The hello's state fields. */
 	const stateFields = (over: Json = {}): Json => {
@@ -307,7 +309,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		if (m.id === undefined || m.id === null) return;
 		hub?.send({
 			type: "response",
-			id: m.id,
+			id: String(m.id),
 			ok,
 			...(data !== undefined ? { data } : {}),
 			...(error !== undefined ? { error } : {}),

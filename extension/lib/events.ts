@@ -9,7 +9,7 @@ import type { Json } from "./wire.ts";
 type AnyEvent = any;
 
 function modelRef(m: AnyEvent): Json | null {
-	return m && typeof m === "object" ? { provider: m.provider ?? null, id: m.id ?? null } : null;
+	return m && typeof m === "object" ? { provider: String(m.provider ?? ""), id: String(m.id ?? "") } : null;
 }
 
 /** The RPC shape of an event, or undefined for events that are not forwarded. */
