@@ -14,9 +14,19 @@ async fn handshakes_are_checked() {
     let mut hub = TestHub::start().await;
     // Wrong secret.
     let mut s = Shim::connect(&hub.paths).await;
-    s.send(&hello("0".repeat(64).as_str(), "/w", 1, json!([]), json!([]))).await;
+    s.send(&hello(
+        "0".repeat(64).as_str(),
+        "/w",
+        1,
+        json!([]),
+        json!([]),
+    ))
+    .await;
     let r = s.recv().await.unwrap();
-    assert_eq!((r["type"].clone(), r["code"].clone()), (json!("refused"), json!("secret")));
+    assert_eq!(
+        (r["type"].clone(), r["code"].clone()),
+        (json!("refused"), json!("secret"))
+    );
     assert!(s.recv().await.is_none(), "closed after refusing");
     // Wrong version.
     let mut s = Shim::connect(&hub.paths).await;
@@ -41,7 +51,13 @@ async fn handshakes_are_checked() {
     assert_eq!(r["code"], json!("hello"));
     assert!(started.elapsed() >= Duration::from_secs(4));
     // None of this registered an instance.
-    let live = hub::control::request(&hub.paths, wire::ClientMsg::Instances { id: "1".into() }, "1").await.unwrap();
+    let live = hub::control::request(
+        &hub.paths,
+        wire::ClientMsg::Instances { id: "1".into() },
+        "1",
+    )
+    .await
+    .unwrap();
     assert_eq!(live, json!([]));
     hub.stop().await;
 }
@@ -56,16 +72,23 @@ async fn malformed_and_oversized_lines_close_only_that_connection() {
     assert!(e["message"].as_str().unwrap().contains("malformed line"));
     assert!(bad.recv().await.is_none());
     let mut big = hub.shim("/work/big", 3).await;
-    let huge = format!("{{\"type\":\"event\",\"event\":{{\"type\":\"x\",\"pad\":\"{}\"}}}}\n", "a".repeat(2 << 20));
+    let huge = format!(
+        "{{\"type\":\"event\",\"event\":{{\"type\":\"x\",\"pad\":\"{}\"}}}}\n",
+        "a".repeat(2 << 20)
+    );
     big.send_raw_lossy(&huge).await;
     let e = big.recv_type("error").await;
     assert!(e["message"].as_str().unwrap().contains("longer than"));
     // Unknown message types are ignored, not fatal.
-    good.send(&json!({ "type": "future_message", "x": 1 })).await;
+    good.send(&json!({ "type": "future_message", "x": 1 }))
+        .await;
     hub.say("still working?");
     let p = good.recv_type("prompt").await;
     good.answer(&p, "yes").await;
-    hub.wait_for_bot("the answer", |m| m.iter().any(|(_, t, _)| t.ends_with("yes"))).await;
+    hub.wait_for_bot("the answer", |m| {
+        m.iter().any(|(_, t, _)| t.ends_with("yes"))
+    })
+    .await;
     hub.stop().await;
 }
 
@@ -80,15 +103,25 @@ async fn a_peer_that_stops_reading_is_dropped_without_blocking_the_others() {
     // Meanwhile the other instance keeps working (selected by reply routing is not needed:
     // switch with /start is tested elsewhere; here we wait for the stuck one to be dropped).
     let msgs = hub
-        .wait_for_bot("the stuck instance dropped", |m| m.iter().any(|(_, t, _)| t.contains("pi stuck is gone")))
+        .wait_for_bot("the stuck instance dropped", |m| {
+            m.iter().any(|(_, t, _)| t.contains("pi stuck is gone"))
+        })
         .await;
-    let gone = msgs.iter().find(|(_, t, _)| t.contains("pi stuck is gone")).unwrap();
-    assert!(gone.1.contains("not reading") || gone.1.contains("stopped reading"), "{}", gone.1);
+    let gone = msgs
+        .iter()
+        .find(|(_, t, _)| t.contains("pi stuck is gone"))
+        .unwrap();
+    assert!(
+        gone.1.contains("not reading") || gone.1.contains("stopped reading"),
+        "{}",
+        gone.1
+    );
     hub.say("small one");
     let p = fine.recv_type("prompt").await;
     assert_eq!(p["text"], json!("small one"));
     fine.answer(&p, "ok").await;
-    hub.wait_for_bot("fine's answer", |m| m.iter().any(|(_, t, _)| t == "ok")).await;
+    hub.wait_for_bot("fine's answer", |m| m.iter().any(|(_, t, _)| t == "ok"))
+        .await;
     drop(stuck.lines);
     hub.stop().await;
 }

@@ -17,6 +17,10 @@ pub struct Env {
     pub fake: FakeServer,
     pub rt: tokio::runtime::Runtime,
     pub dir: tempfile::TempDir,
+    /// The agent dir (the temp dir unless a pi environment provides one).
+    pub agent: PathBuf,
+    /// Extra environment for every command (pi's, in end-to-end tests).
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl Env {
@@ -31,29 +35,36 @@ impl Env {
             .build()
             .unwrap();
         let fake = rt.block_on(FakeServer::start(config)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         Self {
             fake,
             rt,
-            dir: tempfile::tempdir().unwrap(),
+            agent: dir.path().to_owned(),
+            dir,
+            extra_env: Vec::new(),
         }
     }
 
     pub fn agent_dir(&self) -> &Path {
-        self.dir.path()
+        &self.agent
     }
 
     pub fn config_path(&self) -> PathBuf {
-        self.dir.path().join("telegram.json")
+        self.agent.join("telegram.json")
     }
 
     pub fn state_db(&self) -> PathBuf {
-        self.dir.path().join("telegram/default/state.db")
+        self.agent.join("telegram/default/state.db")
+    }
+
+    pub fn profile_dir(&self) -> PathBuf {
+        self.agent.join("telegram/default")
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_pi-telegram"));
         c.args(args)
-            .env("PI_CODING_AGENT_DIR", self.dir.path())
+            .env("PI_CODING_AGENT_DIR", &self.agent)
             .env("PI_TELEGRAM_POLL_TIMEOUT_SECS", "2")
             .env("PI_TELEGRAM_LOG", "info")
             .env_remove("TELEGRAM_API_BASE")
@@ -67,6 +78,7 @@ impl Env {
         ] {
             c.env_remove(var);
         }
+        c.envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         c
     }
 

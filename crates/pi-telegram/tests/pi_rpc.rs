@@ -1,0 +1,210 @@
+//! End to end with real pi: the hub spawns `pi --mode rpc` instances (against the fake LLM) and
+//! the owner talks to them through tg-fake.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, OWNER, wait_for};
+use fake_llm::{FakeLlm, FakeLlmConfig};
+use pi_testkit::PiEnv;
+use serde_json::json;
+
+struct PiSetup {
+    env: Env,
+    llm: FakeLlm,
+    pi: PiEnv,
+}
+
+/// tg-fake, the fake LLM and a pi environment whose agent dir is also the hub's.
+fn setup() -> Option<PiSetup> {
+    let pi_bin = pi_testkit::require_pi()?;
+    let llm = FakeLlm::start_background(FakeLlmConfig {
+        slow_delay: Duration::from_millis(150),
+        ..Default::default()
+    })
+    .unwrap();
+    let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
+    let mut env = Env::new();
+    env.agent = pi.agent_dir().to_owned();
+    env.extra_env = pi
+        .envs()
+        .into_iter()
+        .filter(|(k, _)| k != "PI_CODING_AGENT_DIR")
+        .collect();
+    env.extra_env
+        .push(("PI_TELEGRAM_PI_BIN".into(), pi_bin.display().to_string()));
+    env.preset_owner();
+    Some(PiSetup { env, llm, pi })
+}
+
+fn project(pi: &PiEnv, name: &str) -> String {
+    let dir = pi.root().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap().display().to_string()
+}
+
+fn spawn(env: &Env, cwd: &str) {
+    let out = env.run(&["spawn", "--cwd", cwd]);
+    assert!(
+        out.status.success(),
+        "spawn failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_headless_pi_answers_and_a_second_message_waits_for_the_first() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let web = project(&s.pi, "web");
+    spawn(env, &web);
+    wait_for("the connected notice", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected: web"))
+    });
+    env.say("hello pi");
+    wait_for("pi's answer", 30, || {
+        env.bot_texts(OWNER).iter().any(|t| t == "echo: hello pi")
+    });
+    // A slow answer, and a second message sent while pi is still streaming it.
+    env.say("[[slow]] one two three four");
+    wait_for("pi to start the slow one", 30, || {
+        s.llm.requests().len() >= 2
+    });
+    env.say("second");
+    wait_for("both answers", 60, || {
+        env.bot_texts(OWNER).iter().any(|t| t == "echo: second")
+    });
+    let texts = env.bot_texts(OWNER);
+    let slow = texts
+        .iter()
+        .position(|t| t == "echo: [[slow]] one two three four")
+        .unwrap();
+    let second = texts.iter().position(|t| t == "echo: second").unwrap();
+    assert!(slow < second, "answered in order: {texts:?}");
+    // pi saw the second prompt only after the first had settled: its request came last and
+    // carried the first exchange as history.
+    let last = s.llm.requests().last().unwrap().clone();
+    let history = last["messages"].to_string();
+    assert!(
+        history.contains("one two three four") && history.contains("second"),
+        "{history}"
+    );
+    assert_eq!(hub.stop(), Some(0));
+    let st = env.status();
+    assert_eq!(st["turns"]["done"], json!(3));
+    assert_eq!(st["instances"][0]["transport"], json!("rpc"));
+}
+
+#[test]
+fn two_headless_instances_each_answer_their_own_messages_and_an_exit_is_noticed() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let (a, b) = (project(&s.pi, "alpha"), project(&s.pi, "beta"));
+    spawn(env, &a);
+    wait_for("alpha", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected: alpha"))
+    });
+    spawn(env, &b);
+    wait_for("beta", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected: beta"))
+    });
+    env.say("for alpha");
+    wait_for("alpha's answer", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "[alpha]\necho: for alpha")
+    });
+    // Switch to beta with the /start chooser.
+    env.say("/start");
+    wait_for("the chooser", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.contains("Connected pi instances"))
+    });
+    let transcript = env
+        .fake
+        .control()
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .unwrap();
+    let chooser = transcript
+        .iter()
+        .rev()
+        .find(|m| m.reply_markup.is_some())
+        .unwrap();
+    let rows = chooser.reply_markup.as_ref().unwrap()["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let beta = rows
+        .iter()
+        .map(|r| &r[0])
+        .find(|b| b["text"].as_str().unwrap().contains("beta"))
+        .unwrap();
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: chooser.message_id,
+            data: beta["callback_data"].as_str().unwrap().into(),
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_for("the switch", 30, || {
+        env.status()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["label"] == "beta" && i["selected"] == true)
+    });
+    env.say("for beta");
+    wait_for("beta's answer", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "[beta]\necho: for beta")
+    });
+    // Beta's pi exits: the owner is told, new messages go to alpha.
+    let st = env.status();
+    let pid = st["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["label"] == "beta")
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_for("the exit notice", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi beta is gone: pi exited"))
+    });
+    env.say("who is left?");
+    wait_for("alpha answers", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: who is left?")
+    });
+    assert_eq!(hub.stop(), Some(0));
+}
