@@ -153,7 +153,7 @@ impl Conductor {
                 let tx = self.tx.clone();
                 // Spawning registers through this very loop: never wait for it here.
                 tokio::spawn(async move {
-                    let _ = reply.send(links::rpc::spawn(tx, cwd).await);
+                    let _ = reply.send(links::rpc::spawn(tx, cwd, Vec::new()).await);
                 });
                 Ok(())
             }

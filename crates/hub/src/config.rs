@@ -293,6 +293,12 @@ impl ConfigFile {
         self.set_profile_key(name, "apiBase", Value::String(base.to_owned()));
     }
 
+    /// Sets the top-level `hubBinary` (the binary the extension starts when no hub runs).
+    pub fn set_hub_binary(&mut self, path: &str) {
+        self.doc
+            .insert("hubBinary".into(), Value::String(path.to_owned()));
+    }
+
     /// Writes the file atomically (temporary file, fsync, rename, fsync of the folder) with
     /// mode 0600.
     pub fn save(&self) -> Result<(), ConfigError> {

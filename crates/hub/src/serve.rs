@@ -56,8 +56,8 @@ impl Tuning {
 pub enum StartInstance {
     /// The built-in echo agent "working" in a folder (the demo without pi).
     Echo(String),
-    /// `pi --mode rpc` in a folder.
-    Rpc(String),
+    /// `pi --mode rpc` in a folder, with extra environment.
+    Rpc(String, Vec<(String, String)>),
 }
 
 /// What `serve` runs for.
@@ -223,9 +223,9 @@ pub async fn serve(
             StartInstance::Echo(cwd) => {
                 tokio::spawn(async move { links::echo::start(tx, cwd).await });
             }
-            StartInstance::Rpc(cwd) => {
+            StartInstance::Rpc(cwd, env) => {
                 tokio::spawn(async move {
-                    if let Err(e) = links::rpc::spawn(tx, cwd).await {
+                    if let Err(e) = links::rpc::spawn(tx, cwd, env).await {
                         tracing::warn!(error = %e, "could not start a headless pi");
                     }
                 });

@@ -37,6 +37,11 @@ pub enum Command {
         #[arg(long)]
         cwd: std::path::PathBuf,
     },
+    /// Try it without a bot token: a fake Telegram, the hub and one pi instance, in this
+    /// terminal.
+    Demo,
+    /// Install the pi extension that matches this binary (`/telegram-connect` in pi).
+    InstallExtension,
     /// Show the profile's state (never the token).
     Status {
         /// Machine-readable output (a stable interface; see README).

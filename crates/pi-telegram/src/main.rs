@@ -2,6 +2,8 @@
 //! each subcommand to the `hub` crate; errors become a message and an exit code.
 
 mod cli;
+mod demo;
+mod install;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -12,12 +14,16 @@ use hub::{HubError, serve, setup, status};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let verbose = matches!(cli.command, cli::Command::Serve);
+    // serve logs its life at info; the demo keeps the terminal for the conversation.
+    let level = match cli.command {
+        cli::Command::Serve => "info",
+        cli::Command::Demo => "error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PI_TELEGRAM_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new(if verbose { "info" } else { "warn" })
-            }),
+            tracing_subscriber::EnvFilter::try_from_env("PI_TELEGRAM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -93,6 +99,16 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("?");
             println!("started pi in {cwd} (instance {id})");
+            Ok(())
+        }
+        cli::Command::Demo => runtime.block_on(demo::run()),
+        cli::Command::InstallExtension => {
+            let dir = install::install(&agent_dir)?;
+            println!(
+                "Installed the pi extension in {} and registered it in {}.\nIn pi, type /telegram-connect to connect (it starts the hub when needed).",
+                dir.display(),
+                agent_dir.path().join("settings.json").display()
+            );
             Ok(())
         }
         cli::Command::Status { json } => {

@@ -972,6 +972,12 @@ impl Control {
         self.shared.lock().faults.clear();
     }
 
+    /// A receiver that changes after every Bot API call that changed something (to wait for
+    /// the bot's replies without polling).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
     /// Moves the fake clock forward; returns the new time (ms).
     pub fn advance_clock(&self, by: Duration) -> u64 {
         self.shared.clock.advance(by)

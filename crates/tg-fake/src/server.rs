@@ -146,6 +146,7 @@ pub async fn bot_api(
 
     let result = run_method(&shared, bot, spec, &params).await;
     if fault == Some(FaultKind::CommitThenDrop) {
+        shared.changes.send_modify(|n| *n += 1);
         log(&shared, bot, spec.name, &params, None, fault, true);
         return kill.drop_connection().await;
     }
@@ -158,6 +159,9 @@ pub async fn bot_api(
         fault,
         result.is_ok(),
     );
+    if result.is_ok() && spec.name != "getUpdates" {
+        shared.changes.send_modify(|n| *n += 1);
+    }
     into_response(&result)
 }
 

@@ -12,15 +12,19 @@ pub struct Shared {
     world: Mutex<World>,
     /// The fake's clock.
     pub clock: Arc<Clock>,
+    /// Bumped after every Bot API call that changed something, for watchers (the demo).
+    pub changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
     /// A fresh fake from `config`.
     pub fn new(config: FakeConfig) -> Arc<Self> {
         let clock = Arc::new(Clock::default());
+        let (changes, _) = tokio::sync::watch::channel(0);
         Arc::new(Self {
             world: Mutex::new(World::new(config, clock.clone())),
             clock,
+            changes,
         })
     }
 

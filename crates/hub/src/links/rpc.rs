@@ -31,6 +31,7 @@ pub fn pi_binary() -> PathBuf {
 pub async fn spawn(
     conductor: mpsc::Sender<ConductorMsg>,
     cwd: String,
+    env: Vec<(String, String)>,
 ) -> Result<InstanceId, String> {
     let dir = PathBuf::from(&cwd);
     if !dir.is_dir() {
@@ -41,6 +42,7 @@ pub async fn spawn(
         .arg("--mode")
         .arg("rpc")
         .current_dir(&dir)
+        .envs(env)
         .env(CHILD_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,0 +1,50 @@
+//! Embeds the pi extension (`extension/`) so `pi-telegram install-extension` can install the
+//! version that matches this binary.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name == "node_modules" || name == "dev" {
+            continue;
+        }
+        if path.is_dir() {
+            walk(root, &path, out);
+        } else if let Ok(rel) = path.strip_prefix(root) {
+            out.push(rel.to_owned());
+        }
+    }
+}
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let root = manifest.join("../../extension");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let mut files = Vec::new();
+    walk(&root, &root, &mut files);
+    let mut code = String::from(
+        "/// The extension's files: (relative path, contents).\npub const EXTENSION_FILES: &[(&str, &[u8])] = &[\n",
+    );
+    for rel in files {
+        let abs = root.join(&rel);
+        let _ = writeln!(
+            code,
+            "    ({:?}, include_bytes!({:?})),",
+            rel.display().to_string(),
+            abs.display().to_string()
+        );
+    }
+    code.push_str("];\n");
+    let out =
+        PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("extension_files.rs");
+    if let Err(e) = std::fs::write(&out, code) {
+        println!("cargo:warning=could not write {}: {e}", out.display());
+    }
+}

@@ -1,0 +1,217 @@
+//! `pi-telegram demo`: everything on this machine, no bot token needed. A fake Telegram, the hub,
+//! and one instance: real pi against a local fake model when pi is available, else the built-in
+//! echo agent (and it says so). You type as the Telegram user; the bot's replies are printed.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hub::HubError;
+use hub::paths::{AgentDir, ProfileName};
+use hub::serve::{ServeOptions, StartInstance, Tuning, serve};
+use serde_json::json;
+use tg_fake::control::{Press, SendText, ThreadFilter};
+use tg_fake::{FakeConfig, FakeServer};
+use tokio::sync::{mpsc, oneshot};
+
+/// The pi binary, if one runs here: `$PI_TELEGRAM_PI_BIN`, else `pi` on PATH.
+fn find_pi() -> Option<PathBuf> {
+    let bin = hub::links::rpc::pi_binary();
+    let out = std::process::Command::new(&bin)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then_some(bin)
+}
+
+fn io(context: &str) -> impl FnOnce(std::io::Error) -> HubError + '_ {
+    move |e| HubError::io(context)(e)
+}
+
+/// Runs the demo until the person types `/quit` or closes the input.
+pub async fn run() -> Result<(), HubError> {
+    let dir = tempfile::Builder::new()
+        .prefix("pi-telegram-demo-")
+        .tempdir()
+        .map_err(io("creating the demo folder"))?;
+    let agent = dir.path().join("agent");
+    let project = dir.path().join("demo-project");
+    for d in [&agent, &project] {
+        std::fs::create_dir_all(d).map_err(io("creating the demo folder"))?;
+    }
+    let fake = FakeServer::start(FakeConfig::default())
+        .await
+        .map_err(io("starting the fake Telegram"))?;
+    let config = json!({ "profiles": { "default": {
+        "botToken": tg_fake::DEFAULT_TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url() } } });
+    std::fs::write(agent.join("telegram.json"), config.to_string())
+        .map_err(io("writing the demo config"))?;
+
+    let mut _llm = None;
+    let instance = match find_pi() {
+        Some(pi) => {
+            let llm = fake_llm::FakeLlm::start(fake_llm::FakeLlmConfig::default())
+                .map_err(|e| HubError::Usage(format!("starting the fake model: {e}")))?;
+            fake_llm::write_pi_agent_config(&agent, llm.base_url())
+                .map_err(io("writing pi's model config"))?;
+            let env = vec![
+                (
+                    "PI_CODING_AGENT_DIR".to_owned(),
+                    agent.display().to_string(),
+                ),
+                (
+                    "PI_CODING_AGENT_SESSION_DIR".to_owned(),
+                    dir.path().join("sessions").display().to_string(),
+                ),
+                ("PI_OFFLINE".to_owned(), "1".to_owned()),
+                ("PI_SKIP_VERSION_CHECK".to_owned(), "1".to_owned()),
+                ("PI_TELEMETRY".to_owned(), "0".to_owned()),
+            ];
+            println!(
+                "pi: {} (real pi, talking to a local fake model that echoes; no API key needed)",
+                pi.display()
+            );
+            _llm = Some(llm);
+            StartInstance::Rpc(project.display().to_string(), env)
+        }
+        None => {
+            println!(
+                "pi was not found, so a built-in echo agent stands in for it (it is NOT pi).\n\
+                 To use real pi: bash scripts/install-test-deps.sh, then run with\n\
+                 PI_TELEGRAM_PI_BIN=.cache/test-deps/bin/pi"
+            );
+            StartInstance::Echo(project.display().to_string())
+        }
+    };
+
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let opts = ServeOptions {
+        agent_dir: AgentDir::at(&agent),
+        profile: ProfileName::default_profile(),
+        tuning: Tuning::from_env(),
+        instances_at_start: vec![instance],
+    };
+    let hub = tokio::spawn(serve(opts, async move {
+        let _ = stop_rx.await;
+    }));
+
+    // Let the instance connect first, so the first message does not wait for it.
+    let control = fake.control().clone();
+    let mut changes = control.changes();
+    let mut shown = 0i64;
+    let mut buttons: Vec<(i64, String)> = Vec::new();
+    let connected = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let up = control
+                .transcript(None, ThreadFilter::All, None)
+                .is_ok_and(|t| {
+                    t.iter().any(|m| {
+                        m.from_bot && m.text.as_deref().unwrap_or("").starts_with("pi connected")
+                    })
+                });
+            if up || changes.changed().await.is_err() {
+                return up;
+            }
+        }
+    })
+    .await;
+    if !matches!(connected, Ok(true)) {
+        println!("(the instance has not connected yet; your messages will wait for it)");
+    }
+    show_new(&control, &mut shown, &mut buttons);
+
+    println!(
+        "\nYou are Ada, chatting with the bot @fake_1000_bot in a fake Telegram ({}).\n\
+         Type a message and press Enter. /start and /help work; !N presses button N.\n\
+         Try: hello   or   [[bash:ls -la]]   (pi runs the tool)   or   [[slow]] a slow answer\n\
+         Type /quit (or Ctrl-D) to leave. Everything lives in {} and is removed at the end.\n",
+        fake.base_url(),
+        dir.path().display()
+    );
+
+    let (lines_tx, mut lines) = mpsc::channel::<String>(16);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    loop {
+        tokio::select! {
+            line = lines.recv() => {
+                let Some(line) = line else { break };
+                let line = line.trim().to_owned();
+                if line == "/quit" {
+                    break;
+                }
+                if line.is_empty() {
+                    continue;
+                }
+                if let Some(n) = line.strip_prefix('!').and_then(|n| n.parse::<usize>().ok()) {
+                    match n.checked_sub(1).and_then(|i| buttons.get(i)).cloned() {
+                        Some((message_id, data)) => {
+                            if let Err(e) = control.press(Press { message_id, data, user_id: None, token: None }) {
+                                println!("(could not press: {e})");
+                            }
+                        }
+                        None => println!("(no button {n})"),
+                    }
+                    continue;
+                }
+                if let Err(e) = control.send_text(SendText { text: line, ..Default::default() }) {
+                    println!("(could not send: {e})");
+                }
+            }
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                show_new(&control, &mut shown, &mut buttons);
+            }
+        }
+    }
+    println!("stopping…");
+    let _ = stop_tx.send(());
+    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(15), hub).await {
+        println!("the hub stopped with an error: {e}");
+    }
+    fake.shutdown().await;
+    Ok(())
+}
+
+/// Prints the bot's messages that were not shown yet, with their buttons numbered.
+fn show_new(control: &tg_fake::Control, shown: &mut i64, buttons: &mut Vec<(i64, String)>) {
+    let Ok(messages) = control.transcript(None, ThreadFilter::All, None) else {
+        return;
+    };
+    let start = *shown;
+    for m in messages.into_iter().filter(|m| m.message_id > start) {
+        *shown = m.message_id;
+        if !m.from_bot || m.deleted {
+            continue;
+        }
+        let text = m.text.unwrap_or_default();
+        println!("bot: {}", text.replace('\n', "\n     "));
+        if let Some(rows) = m
+            .reply_markup
+            .as_ref()
+            .and_then(|r| r["inline_keyboard"].as_array())
+        {
+            buttons.clear();
+            for b in rows.iter().filter_map(|r| r.as_array()).flatten() {
+                if let (Some(label), Some(data)) = (b["text"].as_str(), b["callback_data"].as_str())
+                {
+                    buttons.push((m.message_id, data.to_owned()));
+                    println!("     [!{}] {label}", buttons.len());
+                }
+            }
+        }
+    }
+    let _ = std::io::stdout().flush();
+}

@@ -1,0 +1,138 @@
+//! `pi-telegram demo`: type as the person, read the bot's replies (echo agent and real pi), and
+//! `install-extension`.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Runs the demo, typing each line once the previous line's expected output has appeared.
+fn run_demo(pi_bin: &str, script: &[(&str, &str)]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
+        .arg("demo")
+        .env("PI_TELEGRAM_PI_BIN", pi_bin)
+        .env("PI_TELEGRAM_POLL_TIMEOUT_SECS", "2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let wait_for = |needle: &str, seen: &mut String| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !seen.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push_str(&line);
+                    seen.push('\n');
+                }
+                Err(_) => panic!("the demo never printed {needle:?}; it printed:\n{seen}"),
+            }
+        }
+    };
+    wait_for("You are Ada", &mut seen);
+    for (line, expect) in script {
+        writeln!(stdin, "{line}").unwrap();
+        wait_for(expect, &mut seen);
+    }
+    writeln!(stdin, "/quit").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(status.success());
+    seen
+}
+
+#[test]
+fn the_demo_without_pi_uses_the_labelled_echo_agent() {
+    let out = run_demo(
+        "/nonexistent/pi",
+        &[
+            ("hello demo", "bot: echo: hello demo"),
+            ("/start", "[!1] ▶ demo-project"),
+        ],
+    );
+    assert!(
+        out.contains("built-in echo agent stands in for it (it is NOT pi)"),
+        "{out}"
+    );
+    assert!(out.contains("bot: echo: hello demo"), "{out}");
+    assert!(out.contains("[!1] ▶ demo-project"), "{out}");
+}
+
+#[test]
+fn the_demo_with_pi_runs_real_pi_and_its_tools() {
+    let Some(pi) = pi_testkit::require_pi() else {
+        return;
+    };
+    let out = run_demo(
+        &pi.display().to_string(),
+        &[
+            ("hello pi", "bot: echo: hello pi"),
+            ("[[bash:echo from-a-tool]]", "bot: tool said: from-a-tool"),
+        ],
+    );
+    assert!(
+        out.contains("real pi, talking to a local fake model"),
+        "{out}"
+    );
+    assert!(out.contains("bot: echo: hello pi"), "{out}");
+    assert!(out.contains("bot: tool said: from-a-tool"), "{out}");
+}
+
+#[test]
+fn install_extension_writes_the_extension_and_registers_it_with_pi() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("settings.json"),
+        r#"{"defaultProvider":"fake","packages":["/other/pkg"]}"#,
+    )
+    .unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
+            .arg("install-extension")
+            .env("PI_CODING_AGENT_DIR", dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ext = dir.path().join("telegram/extension");
+    assert!(ext.join("index.ts").exists() && ext.join("package.json").exists());
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["defaultProvider"], "fake");
+    assert_eq!(
+        settings["packages"],
+        serde_json::json!(["/other/pkg", ext.display().to_string()])
+    );
+    // Twice is the same as once.
+    assert!(run().status.success());
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(again["packages"].as_array().unwrap().len(), 2);
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("telegram.json")).unwrap())
+            .unwrap();
+    assert!(
+        config["hubBinary"]
+            .as_str()
+            .unwrap()
+            .ends_with("pi-telegram")
+    );
+}
