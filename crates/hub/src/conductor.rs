@@ -334,6 +334,8 @@ impl Conductor {
         let now = now_ms();
         match event {
             LinkEvent::Acked { turn } => {
+                // pi has the prompt; the hub has not recorded it yet.
+                crashpoint::hit("ack.before_commit");
                 if let Some(n) = turn.number() {
                     self.db
                         .write(move |tx| turns::mark_acked(tx, n, now))

@@ -5,7 +5,9 @@
 //!
 //! Points (see ARCHITECTURE.md): `journal.before_commit`, `journal.after_commit`,
 //! `handle.before_commit`, `handle.after_commit`, `send.after_mark_sending`,
-//! `send.after_call`, `send.after_record`.
+//! `send.after_call`, `send.after_record`, `attach.before_commit`, `dispatch.before_commit`,
+//! `dispatch.after_commit`, `dispatch.after_send`, `ack.before_commit`,
+//! `turn_done.before_commit`, `turn_done.after_commit`.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

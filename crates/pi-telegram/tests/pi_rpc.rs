@@ -4,40 +4,10 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::pi::setup;
 use common::{Env, OWNER, wait_for};
-use fake_llm::{FakeLlm, FakeLlmConfig};
 use pi_testkit::PiEnv;
 use serde_json::json;
-
-struct PiSetup {
-    env: Env,
-    llm: FakeLlm,
-    pi: PiEnv,
-}
-
-/// tg-fake, the fake LLM and a pi environment whose agent dir is also the hub's.
-fn setup() -> Option<PiSetup> {
-    let pi_bin = pi_testkit::require_pi()?;
-    let llm = FakeLlm::start_background(FakeLlmConfig {
-        slow_delay: Duration::from_millis(150),
-        ..Default::default()
-    })
-    .unwrap();
-    let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
-    let mut env = Env::new();
-    env.agent = pi.agent_dir().to_owned();
-    env.extra_env = pi
-        .envs()
-        .into_iter()
-        .filter(|(k, _)| k != "PI_CODING_AGENT_DIR")
-        .collect();
-    env.extra_env
-        .push(("PI_TELEGRAM_PI_BIN".into(), pi_bin.display().to_string()));
-    env.preset_owner();
-    Some(PiSetup { env, llm, pi })
-}
 
 fn project(pi: &PiEnv, name: &str) -> String {
     let dir = pi.root().join(name);

@@ -251,3 +251,55 @@ pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Real pi against the fake LLM, sharing the hub's agent dir.
+pub mod pi {
+    use std::time::Duration;
+
+    use fake_llm::{FakeLlm, FakeLlmConfig};
+    use pi_testkit::PiEnv;
+
+    use super::Env;
+
+    pub struct PiSetup {
+        pub env: Env,
+        pub llm: FakeLlm,
+        pub pi: PiEnv,
+    }
+
+    /// tg-fake, the fake LLM and a pi environment whose agent dir is also the hub's, with the
+    /// owner preset. `None` only when pi tests are explicitly skipped.
+    pub fn setup() -> Option<PiSetup> {
+        let pi_bin = pi_testkit::require_pi()?;
+        let llm = FakeLlm::start_background(FakeLlmConfig {
+            slow_delay: Duration::from_millis(150),
+            ..Default::default()
+        })
+        .unwrap();
+        let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
+        let mut env = Env::new();
+        env.agent = pi.agent_dir().to_owned();
+        env.extra_env = pi
+            .envs()
+            .into_iter()
+            .filter(|(k, _)| k != "PI_CODING_AGENT_DIR")
+            .collect();
+        env.extra_env
+            .push(("PI_TELEGRAM_PI_BIN".into(), pi_bin.display().to_string()));
+        env.preset_owner();
+        Some(PiSetup { env, llm, pi })
+    }
+
+    /// How many model requests had `needle` in their last user message.
+    pub fn prompts_containing(llm: &FakeLlm, needle: &str) -> usize {
+        llm.requests()
+            .iter()
+            .filter(|r| {
+                r["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                    .is_some_and(|m| m["content"].to_string().contains(needle))
+            })
+            .count()
+    }
+}

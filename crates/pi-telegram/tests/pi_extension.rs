@@ -1,0 +1,195 @@
+//! End to end with real pi and the extension: pi (hosted in RPC mode, with the extension
+//! installed by `pi-telegram install-extension`) connects with `/telegram-connect`, starting the
+//! hub itself; the owner talks to it; and a prompt is delivered into pi exactly once across a
+//! hub crash between dispatch and acknowledgement.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::pi::{PiSetup, prompts_containing, setup};
+use common::{OWNER, wait_for};
+use pi_testkit::PiRpc;
+use serde_json::{Value, json};
+
+fn install(s: &PiSetup) {
+    let out = s.env.run(&["install-extension"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts pi (RPC host, so the test can type commands) in the work dir.
+fn start_pi(s: &PiSetup) -> PiRpc {
+    s.pi.spawn_rpc(["--no-session"]).unwrap()
+}
+
+/// Runs `/telegram-connect`, answering the extension's dialogs if any, until pi answers.
+fn connect(pi: &mut PiRpc) {
+    pi.send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
+        .unwrap();
+    pi.read_until(
+        Duration::from_secs(60),
+        "the connect command",
+        |v: &Value| v["type"] == "response" && v["id"] == "connect",
+    )
+    .unwrap();
+}
+
+fn live_shims(s: &PiSetup) -> usize {
+    s.env.status()["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["transport"] == "shim" && i["state"] != "gone")
+        .count()
+}
+
+fn stop_hub_started_by_pi(s: &PiSetup) {
+    if let Some(pid) = s.env.status()["hub"]["pid"].as_i64() {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+        wait_for("the hub to stop", 20, || {
+            s.env.status()["hub"]["running"] == json!(false)
+        });
+    }
+}
+
+#[test]
+fn telegram_connect_starts_the_hub_and_the_conversation_works() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let mut pi = start_pi(&s);
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || live_shims(&s) == 1);
+    assert_eq!(
+        s.env.status()["hub"]["running"],
+        json!(true),
+        "the extension started the hub"
+    );
+    wait_for("the connected notice", 30, || {
+        s.env
+            .bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected: work"))
+    });
+    s.env.say("hello from telegram");
+    wait_for("pi's answer", 30, || {
+        s.env
+            .bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: hello from telegram")
+    });
+    // The turn reached the model with the note that it came from Telegram.
+    let req = s
+        .llm
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.to_string().contains("hello from telegram"))
+        .unwrap();
+    assert!(
+        req["messages"][0].to_string().contains("Telegram"),
+        "no Telegram note in the system prompt"
+    );
+    // A second message while pi is busy waits and is answered after.
+    s.env.say("[[slow]] take your time");
+    wait_for("pi to start the slow one", 30, || {
+        prompts_containing(&s.llm, "take your time") == 1
+    });
+    s.env.say("and then this");
+    wait_for("both answers", 60, || {
+        s.env
+            .bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: and then this")
+    });
+    let texts = s.env.bot_texts(OWNER);
+    let slow = texts
+        .iter()
+        .position(|t| t == "echo: [[slow]] take your time")
+        .unwrap();
+    assert!(
+        slow < texts
+            .iter()
+            .position(|t| t == "echo: and then this")
+            .unwrap()
+    );
+    assert_eq!(prompts_containing(&s.llm, "and then this"), 1);
+    // pi exits: the hub notices and tells the owner.
+    let _ = pi.close(Duration::from_secs(20));
+    wait_for("the exit notice", 30, || {
+        s.env
+            .bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi work is gone"))
+    });
+    stop_hub_started_by_pi(&s);
+}
+
+fn crash_between_dispatch_and_ack(point: &str) {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let env = &s.env;
+    // The hub aborts at `point` while handing the first prompt to pi.
+    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let mut pi = start_pi(&s);
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || live_shims(&s) == 1);
+    env.say("[[slow]] deliver me exactly once");
+    assert_eq!(
+        hub.wait(Duration::from_secs(30)),
+        None,
+        "{point}: the hub should abort:\n{}",
+        hub.log_text()
+    );
+    // Restart: the extension reconnects on its own and reports what it received.
+    let mut hub = env.serve();
+    wait_for("the answer", 90, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: [[slow]] deliver me exactly once")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        prompts_containing(&s.llm, "deliver me exactly once"),
+        1,
+        "{point}: pi received the prompt once"
+    );
+    let answers = env
+        .bot_texts(OWNER)
+        .iter()
+        .filter(|t| t.contains("deliver me exactly once"))
+        .count();
+    assert_eq!(answers, 1, "{point}: answered once");
+    assert_eq!(env.status()["turns"]["done"], json!(1));
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn exactly_once_into_pi_when_the_hub_dies_after_sending_the_prompt() {
+    crash_between_dispatch_and_ack("dispatch.after_send");
+}
+
+#[test]
+fn exactly_once_into_pi_when_the_hub_dies_before_sending_the_prompt() {
+    crash_between_dispatch_and_ack("dispatch.after_commit");
+}
+
+#[test]
+fn exactly_once_into_pi_when_the_hub_dies_after_pi_acknowledged() {
+    crash_between_dispatch_and_ack("ack.before_commit");
+}
+
+#[test]
+fn exactly_once_when_the_hub_dies_before_storing_the_answer() {
+    crash_between_dispatch_and_ack("turn_done.before_commit");
+}
