@@ -526,8 +526,8 @@ impl Conductor {
                     .await?;
                 continue;
             }
+            // Busy-ness comes from pi's own events; `outstanding` alone keeps a second turn out.
             l.outstanding = Some(turn.id);
-            l.idle = false;
             tracing::debug!(instance = %id, turn = turn.id, "dispatched");
             crashpoint::hit("dispatch.after_send");
         }

@@ -178,3 +178,51 @@ fn two_headless_instances_each_answer_their_own_messages_and_an_exit_is_noticed(
     });
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn extension_dialogs_are_declined_and_pi_commands_finish_their_turn() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    // An extension in pi's agent dir whose command asks for a confirmation.
+    let ext = s.pi.agent_dir().join("extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    std::fs::write(
+        ext.join("probe.ts"),
+        r#"export default function (pi: any) {
+  pi.registerCommand("probe", {
+    description: "asks for confirmation",
+    handler: async (_args: string, ctx: any) => {
+      const ok = await ctx.ui.confirm("Really?", "probe dialog");
+      pi.appendEntry?.("probe-result", { ok });
+      if (ctx.hasUI) ctx.ui.notify(`probe answered ${ok}`, "info");
+    },
+  });
+}
+"#,
+    )
+    .unwrap();
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    spawn(env, &project(&s.pi, "probe-project"));
+    wait_for("connected", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected"))
+    });
+    env.say("/probe");
+    wait_for("the command's turn to finish", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.contains("pi ran it as a command"))
+    });
+    // The instance is free again: the next message is answered.
+    env.say("after the dialog");
+    wait_for("the next answer", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: after the dialog")
+    });
+    assert_eq!(hub.stop(), Some(0));
+}

@@ -248,6 +248,19 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
             return Vec::new();
         };
         if v.get("success").and_then(Value::as_bool) == Some(true) {
+            // A pi command (an extension's `/name`) runs without an agent run: no
+            // `agent_settled` will come, so the turn is done now.
+            let handled = v.pointer("/data/disposition").and_then(Value::as_str) == Some("handled");
+            if handled {
+                current.turn = None;
+                let done = TurnResult {
+                    turn_id: turn.clone(),
+                    text: "(pi ran it as a command; there is no text answer)".into(),
+                    aborted: false,
+                    error: None,
+                };
+                return vec![LinkEvent::Acked { turn }, LinkEvent::TurnDone(done)];
+            }
             return vec![LinkEvent::Acked { turn }];
         }
         current.turn = None;
