@@ -61,6 +61,8 @@ const FORWARDED = [
 
 /** How long a hub turn handed to pi may take to start its run before it is reported as failed. */
 const START_WATCHDOG_MS = 5000;
+/** While hub turns wait in the local queue, how often pi is checked for idleness. */
+const QUEUE_POLL_MS = 2000;
 /** Budget of the hello's `completed_turns` (the rest follow as `turn_done` after the welcome). */
 const HELLO_COMPLETED_BUDGET = 700 * 1024;
 /** A `turn_done` line stays below the 1 MiB line limit with room to spare. */
@@ -270,14 +272,20 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		return true;
 	};
 
-	const scheduleDispatch = () => {
+	/** Tries to start the next queued turn soon; while turns wait, checks again every 2 s. */
+	const scheduleDispatch = (delayMs = 0) => {
 		if (dispatchTimer) clearTimeout(dispatchTimer);
 		dispatchTimer = setTimeout(
 			safe(() => {
 				dispatchTimer = undefined;
-				if (!dispatch()) sendState();
+				if (!live) return;
+				if (!dispatch()) {
+					if (delayMs === 0) sendState();
+					// pi can become idle without agent_settled (a manual /compact ends): poll while turns wait
+					if (G.queue.length > 0) scheduleDispatch(QUEUE_POLL_MS);
+				}
 			}),
-			0,
+			delayMs,
 		);
 		dispatchTimer.unref?.();
 	};
@@ -303,6 +311,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		hub?.send({ type: "ack", turn_id: turnId, disposition: startNow ? "started" : "queued" });
 		G.queue.push({ turn_id: turnId, text: typeof m.text === "string" ? m.text : String(m.text ?? "") });
 		if (startNow) dispatch();
+		else scheduleDispatch(QUEUE_POLL_MS);
 	};
 
 	const respond = (m: Json, ok: boolean, data?: unknown, error?: string) => {
@@ -425,7 +434,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 				return;
 			case "session_compact":
 			case "session_compact_failed":
-				sendState();
+				scheduleDispatch(); // sends the state too
 				return;
 			default:
 				return;
