@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""End-to-end smoke test of the pi-telegram extension against the real pi, with no Telegram and no
+real hub: a mock hub (the instance role of docs/wire-protocol.md) and a fake OpenAI-compatible LLM,
+both in this file, standard library only.
+
+    python3 extension/dev/smoke.py                 # pi from $PI_BIN, else .cache/test-deps/bin/pi
+    PI_BIN=/path/to/pi python3 extension/dev/smoke.py -k restart   # only scenarios matching "restart"
+
+Get pi with `scripts/install-test-deps.sh` (Node 22 + pi 1.6.0 into .cache/test-deps/).
+Each scenario uses a fresh temporary agent dir. Prints one line per scenario; exit code 1 on failure.
+
+The same file is the mock hub when run as `smoke.py serve --profile P` (that is how the hub
+auto-start is tested: PI_TELEGRAM_BIN points at a wrapper that runs it).
+"""
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXT = os.path.join(os.path.dirname(HERE), "index.ts")
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+# --------------------------------------------------------------------------- mock hub (subprocess)
+
+def mock_hub_main(argv):
+    ap = argparse.ArgumentParser(prog="smoke.py serve")
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--no-ack", action="store_true")
+    ap.add_argument("--protocol", type=int, default=1)
+    ap.add_argument("--refuse")
+    ap.add_argument("--fail")
+    a = ap.parse_args(argv)
+    agent = os.environ.get("PI_CODING_AGENT_DIR") or os.path.expanduser("~/.pi/agent")
+    d = os.path.join(agent, "telegram", a.profile)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    if a.fail:
+        print(f"pi-telegram: {a.fail}", file=sys.stderr)
+        sys.exit(1)
+    sec_path = os.path.join(d, "hub.secret")
+    if not os.path.exists(sec_path):
+        with open(sec_path, "w") as f:
+            f.write(secrets.token_hex(32))
+        os.chmod(sec_path, 0o600)
+    secret = open(sec_path).read().strip()
+    logf = open(os.path.join(d, "mock.log"), "a", buffering=1)
+    lock = threading.Lock()
+    conns = {}
+
+    def log(n, direction, msg):
+        with lock:
+            logf.write(json.dumps({"pid": os.getpid(), "conn": n, "dir": direction, "msg": msg}) + "\n")
+
+    def send(n, s, msg):
+        log(n, "out", msg)
+        try:
+            s.sendall((json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+
+    def handle(s, n):
+        buf, welcomed = b"", False
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if len(line) + 1 > 1 << 20:
+                        log(n, "info", "LINE TOO LONG")
+                    msg = json.loads(line)
+                    log(n, "in", msg)
+                    if not welcomed:
+                        if msg.get("type") != "hello":
+                            send(n, s, {"type": "refused", "code": "hello", "message": "the first line must be a hello"})
+                            return
+                        if a.refuse or msg.get("secret") != secret:
+                            code = a.refuse or "secret"
+                            send(n, s, {"type": "refused", "code": code, "message": f"refused ({code})"})
+                            return
+                        welcomed = True
+                        send(n, s, {"type": "welcome", "protocol": a.protocol, "hub_pid": os.getpid(), "instance_id": f"i{n}"})
+                        conns[n] = s
+                        if not a.no_ack:
+                            for c in msg.get("completed_turns", []):
+                                send(n, s, {"type": "done_ack", "turn_id": c["turn_id"]})
+                    elif msg.get("type") == "turn_done" and not a.no_ack:
+                        send(n, s, {"type": "done_ack", "turn_id": msg["turn_id"]})
+        except Exception as e:  # noqa: BLE001 - a test double logs everything
+            log(n, "info", f"error {e!r}")
+        finally:
+            conns.pop(n, None)
+            log(n, "info", "closed")
+            s.close()
+
+    def ctl(s):
+        f = s.makefile("rwb")
+        for line in f:
+            req = json.loads(line)
+            if req["op"] == "send" and conns:
+                n = max(conns)
+                send(n, conns[n], req["msg"])
+            elif req["op"] == "exit":
+                f.write(b"{}\n")
+                f.flush()
+                os._exit(0)
+            f.write(b"{}\n")
+            f.flush()
+
+    def listen(path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        srv = socket.socket(socket.AF_UNIX)
+        srv.bind(path)
+        os.chmod(path, 0o600)
+        srv.listen(16)
+        return srv
+
+    hub = listen(os.path.join(d, "hub.sock"))
+    ctls = listen(os.path.join(d, "mock-ctl.sock"))
+
+    def accept_ctl():
+        while True:
+            c, _ = ctls.accept()
+            threading.Thread(target=ctl, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept_ctl, daemon=True).start()
+    log(0, "info", "listening")
+    print(f"mock hub listening (pid {os.getpid()})", file=sys.stderr, flush=True)
+    n = 0
+    while True:
+        c, _ = hub.accept()
+        n += 1
+        threading.Thread(target=handle, args=(c, n), daemon=True).start()
+
+
+# --------------------------------------------------------------------------- fake LLM (in process)
+
+class FakeLLM(BaseHTTPRequestHandler):
+    """OpenAI chat completions, streamed: answers "echo: <last user text>"; [[slow]] streams word by word."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        last = ""
+        for m in reversed(req.get("messages", [])):
+            if m.get("role") == "user":
+                c = m.get("content")
+                last = c if isinstance(c, str) else "".join(p.get("text", "") for p in c if p.get("type") == "text")
+                break
+        if "summariz" in json.dumps(req.get("messages", [])[:1])[:400]:
+            last = "summary"
+        words = re.findall(r"\S+\s*", "echo: " + last.strip())
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+
+        def chunk(delta, finish=None):
+            c = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+            self.wfile.flush()
+
+        try:
+            chunk({"role": "assistant", "content": ""})
+            for w in words:
+                if "[[slow]]" in last:
+                    time.sleep(0.15)
+                chunk({"content": w})
+            chunk({}, "stop")
+            usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
+            self.wfile.write(b"data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 0,
+                                                     "model": "fake-model", "choices": [], "usage": usage}).encode() + b"\n\n")
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+# --------------------------------------------------------------------------- harness
+
+def wait_for(pred, timeout=15, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        r = pred()
+        if r:
+            return r
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Env:
+    """A temporary agent dir with the fake LLM configured, a project dir, and a wrapper 'hub binary'."""
+
+    def __init__(self, pi_bin, llm_port):
+        self.root = tempfile.mkdtemp(prefix="pi-telegram-smoke-")
+        self.agent = os.path.join(self.root, "agent")
+        self.work = os.path.join(self.root, "work")
+        os.makedirs(self.agent)
+        os.makedirs(self.work)
+        self.pi_bin = pi_bin
+        with open(os.path.join(self.agent, "models.json"), "w") as f:
+            json.dump({"providers": {"fake": {
+                "baseUrl": f"http://127.0.0.1:{llm_port}/v1", "api": "openai-completions", "apiKey": "fake-key",
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False, "supportsStore": False},
+                "models": [{"id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text"],
+                            "contextWindow": 32000, "maxTokens": 4096,
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}, f)
+        with open(os.path.join(self.agent, "settings.json"), "w") as f:
+            json.dump({"defaultProvider": "fake", "defaultModel": "fake-model", "defaultThinkingLevel": "off",
+                       "defaultProjectTrust": "never", "quietStartup": True}, f)
+        self.hub_bin = os.path.join(self.root, "fake-hub-bin")
+        with open(self.hub_bin, "w") as f:
+            f.write(f"#!/bin/sh\necho \"$*\" >> {self.root}/hub-bin.calls\nexec {sys.executable} {os.path.abspath(__file__)} \"$@\"\n")
+        os.chmod(self.hub_bin, 0o755)
+        self.env = dict(os.environ, PI_CODING_AGENT_DIR=self.agent, PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1",
+                        PI_TELEMETRY="0", PI_CODING_AGENT_SESSION_DIR=os.path.join(self.root, "sessions"),
+                        PI_TELEGRAM_BIN="/nonexistent/pi-telegram")
+        self.env.pop("PI_TELEGRAM_CHILD", None)
+        self.procs = []
+
+    def pdir(self, profile="default"):
+        return os.path.join(self.agent, "telegram", profile)
+
+    def hub_calls(self):
+        try:
+            return open(os.path.join(self.root, "hub-bin.calls")).read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        # hubs started by the extension run detached: stop them by the pids they logged
+        for profile in os.listdir(os.path.join(self.agent, "telegram")) if os.path.isdir(os.path.join(self.agent, "telegram")) else []:
+            for pid in {e["pid"] for e in MockHub.read_log(os.path.join(self.pdir(profile), "mock.log"))}:
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if os.path.abspath(__file__).encode() not in f.read():
+                            continue  # gone, and the pid is someone else's now
+                    os.kill(pid, 9)
+                except (OSError, ProcessLookupError):
+                    pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class MockHub:
+    def __init__(self, env, *flags, profile="default", spawn=True):
+        self.env, self.profile = env, profile
+        self.log = os.path.join(env.pdir(profile), "mock.log")
+        self.start_at = os.path.getsize(self.log) if os.path.exists(self.log) else 0
+        if spawn:
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--profile", profile, *flags],
+                                 env=env.env, stderr=subprocess.DEVNULL)
+            env.procs.append(p)
+            wait_for(lambda: os.path.exists(os.path.join(env.pdir(profile), "mock-ctl.sock"))
+                     and self.entries(lambda e: e["msg"] == "listening" and e["pid"] == p.pid), what="mock hub")
+
+    @staticmethod
+    def read_log(path, start=0):
+        try:
+            with open(path) as f:
+                f.seek(start)
+                return [json.loads(line) for line in f if line.strip()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def entries(self, pred=lambda e: True):
+        return [e for e in self.read_log(self.log, self.start_at) if pred(e)]
+
+    def ins(self, typ):
+        return [e["msg"] for e in self.entries(lambda e: e["dir"] == "in" and e["msg"].get("type") == typ)]
+
+    def events(self):
+        return [(m["event"]["type"], m["turn_id"]) for m in self.ins("event")]
+
+    def ctl(self, req):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(os.path.join(self.env.pdir(self.profile), "mock-ctl.sock"))
+        s.sendall((json.dumps(req) + "\n").encode())
+        s.makefile().readline()
+        s.close()
+
+    def send(self, msg):
+        self.ctl({"op": "send", "msg": msg})
+
+    def stop(self):
+        try:
+            self.ctl({"op": "exit"})
+        except OSError:
+            pass
+        time.sleep(0.2)
+
+
+class Pi:
+    """pi --mode rpc with the extension; answers extension UI dialogs; collects notifications."""
+
+    def __init__(self, env, cwd=None, extra_env=None, answers=None):
+        e = dict(env.env)
+        e.update(extra_env or {})
+        self.p = subprocess.Popen([env.pi_bin, "--mode", "rpc", "--no-session", "-e", EXT], cwd=cwd or env.work, env=e,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        env.procs.append(self.p)
+        self.lines, self.notes, self.status, self.answers, self.n = [], [], [], answers or {}, 0
+        threading.Thread(target=self._read, daemon=True).start()
+        time.sleep(1.0)  # let pi start
+
+    def _read(self):
+        for line in self.p.stdout:
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            self.lines.append(m)
+            if m.get("type") == "extension_ui_request":
+                meth = m.get("method")
+                if meth == "notify":
+                    self.notes.append(m.get("message"))
+                elif meth == "setStatus":
+                    self.status.append(m.get("statusText"))
+                elif meth == "confirm":
+                    self.send({"type": "extension_ui_response", "id": m["id"], "confirmed": self.answers.get("confirm", True)})
+                elif meth == "input":
+                    self.send({"type": "extension_ui_response", "id": m["id"], "value": self.answers.get("input", "")})
+
+    def send(self, o):
+        self.p.stdin.write(json.dumps(o) + "\n")
+        self.p.stdin.flush()
+
+    def cmd(self, o, timeout=30):
+        self.n += 1
+        cid = f"c{self.n}"
+        self.send(dict(o, id=cid))
+        return wait_for(lambda: next((m for m in self.lines if m.get("type") == "response" and m.get("id") == cid), None),
+                        timeout, what=f"response to {o.get('type')}")
+
+    def prompt(self, text, timeout=30):
+        return self.cmd({"type": "prompt", "message": text}, timeout)
+
+    def settled(self):
+        return len([m for m in self.lines if m.get("type") == "agent_settled"])
+
+    def close(self):
+        try:
+            self.p.stdin.close()
+            self.p.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.p.kill()
+
+
+# --------------------------------------------------------------------------- scenarios
+
+def s_handshake_and_turn(env):
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    hello = wait_for(lambda: hub.ins("hello"), what="hello")[0]
+    assert hello["protocol"] == 1 and hello["role"] == "instance" and len(hello["secret"]) == 64, hello
+    assert hello["cwd"] == env.work and hello["received_turns"] == [] and hello["idle"] is True, hello
+    hub.send({"type": "prompt", "turn_id": "t1", "text": "hi from telegram"})
+    done = wait_for(lambda: hub.ins("turn_done"), what="turn_done")[0]
+    assert done == {"type": "turn_done", "turn_id": "t1", "text": "echo: hi from telegram", "aborted": False, "error": None}, done
+    assert hub.ins("ack") == [{"type": "ack", "turn_id": "t1", "disposition": "started"}]
+    evs = hub.events()
+    assert ("agent_start", "t1") in evs and ("agent_settled", "t1") in evs and ("message_update", "t1") in evs, evs
+    assert all("partial" not in m["event"].get("assistantMessageEvent", {}) for m in hub.ins("event"))
+    assert [m["event"] for m in hub.ins("event") if m["event"]["type"] == "agent_end"] == [{"type": "agent_end", "willRetry": False}]
+    pi.prompt("typed locally")
+    wait_for(lambda: pi.settled() >= 2, what="local run")
+    time.sleep(0.3)
+    assert ("agent_start", None) in hub.events(), "a local run carries turn_id null"
+    hub.send({"type": "get_state", "id": "g1"})
+    r = wait_for(lambda: hub.ins("response"), what="get_state response")[0]
+    assert r["id"] == "g1" and r["ok"] and r["data"]["model"] == {"provider": "fake", "id": "fake-model"}, r
+    pi.close()
+    wait_for(lambda: hub.ins("bye"), what="bye")
+    assert hub.ins("bye")[0]["reason"] == "shutdown"
+    hub.stop()
+
+
+def s_restart_duplicate_and_completed(env):
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    hub.send({"type": "prompt", "turn_id": "t1", "text": "first"})
+    wait_for(lambda: hub.ins("turn_done"), what="t1")
+    hub.send({"type": "prompt", "turn_id": "t2", "text": "[[slow]] a b c d e f g h i j"})
+    wait_for(lambda: ("message_update", "t2") in hub.events(), what="t2 streaming")
+    hub.stop()  # the hub dies mid-run; t2 finishes while it is away
+    wait_for(lambda: pi.settled() >= 2, timeout=20, what="t2 settled while the hub is away")
+    hub2 = MockHub(env)
+    hello = wait_for(lambda: hub2.ins("hello"), timeout=15, what="reconnect")[0]
+    assert hello["received_turns"] == ["t1", "t2"], hello
+    assert [c["turn_id"] for c in hello["completed_turns"]] == ["t2"], hello
+    assert hello["completed_turns"][0]["text"] == "echo: [[slow]] a b c d e f g h i j"
+    hub2.send({"type": "prompt", "turn_id": "t2", "text": "[[slow]] a b c d e f g h i j"})
+    wait_for(lambda: hub2.ins("ack"), what="re-ack")
+    assert hub2.ins("ack") == [{"type": "ack", "turn_id": "t2", "disposition": "duplicate"}]
+    time.sleep(1)
+    assert pi.settled() == 2, "a duplicate prompt must not run again"
+    hub2.stop()
+    hub3 = MockHub(env)
+    hello = wait_for(lambda: hub3.ins("hello"), timeout=15, what="reconnect")[0]
+    assert hello["completed_turns"] == [], "done_ack forgets the result"
+    pi.close()
+    hub3.stop()
+
+
+def s_queue_new_reload_and_remembered(env):
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    saved = json.load(open(os.path.join(env.agent, "telegram", "connections.json")))
+    assert saved == {"version": 1, "projects": {env.work: {"profile": "default"}}}, saved
+    assert os.stat(os.path.join(env.agent, "telegram", "connections.json")).st_mode & 0o777 == 0o600
+    pi.prompt("[[slow]] busy local run one two three four")
+    time.sleep(0.4)
+    hub.send({"type": "prompt", "turn_id": "t7", "text": "queued"})
+    wait_for(lambda: hub.ins("turn_done"), timeout=20, what="queued turn done")
+    assert hub.ins("ack")[0]["disposition"] == "queued"
+    assert hub.ins("turn_done")[0]["text"] == "echo: queued"
+    pi.cmd({"type": "new_session"})
+    hello = wait_for(lambda: hub.ins("hello")[1:], what="hello after /new")[0]
+    assert hello["reason"] == "new" and hello["received_turns"] == ["t7"], hello
+    pi.close()
+    pi2 = Pi(env)  # a fresh pi in the remembered project reconnects by itself
+    hello = wait_for(lambda: hub.ins("hello")[2:], what="hello from a fresh pi")[0]
+    assert hello["reason"] == "startup" and hello["received_turns"] == [], hello
+    elsewhere = Pi(env, cwd=env.root)
+    time.sleep(1.5)
+    assert len(hub.ins("hello")) == 3, "a project that is not remembered does not connect"
+    elsewhere.close()
+    pi2.close()
+    hub.stop()
+
+
+def s_autostart_and_disconnect(env):
+    pi = Pi(env, extra_env={"PI_TELEGRAM_BIN": env.hub_bin})
+    pi.prompt("/telegram-connect")
+    assert env.hub_calls() == ["serve --profile default"], env.hub_calls()
+    hub = MockHub(env, spawn=False)
+    hub.start_at = 0
+    wait_for(lambda: hub.ins("hello"), what="hello to the auto-started hub")
+    assert "mock hub listening" in open(os.path.join(env.pdir(), "hub.log")).read()
+    pi.prompt("/telegram-disconnect")
+    wait_for(lambda: hub.ins("bye"), what="bye")
+    assert hub.ins("bye")[-1] == {"type": "bye", "reason": "disconnect"}
+    assert json.load(open(os.path.join(env.agent, "telegram", "connections.json")))["projects"] == {}
+    pi.close()
+    hub.stop()
+
+
+def s_hub_fails_to_start(env):
+    wrapper = os.path.join(env.root, "failing-hub-bin")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nexec {sys.executable} {os.path.abspath(__file__)} \"$@\" --fail 'no bot token for profile default: run `pi-telegram setup`'\n")
+    os.chmod(wrapper, 0o755)
+    pi = Pi(env, extra_env={"PI_TELEGRAM_BIN": wrapper})
+    pi.prompt("/telegram-connect")
+    assert "no bot token for profile default" in pi.notes[-1], pi.notes
+    pi.close()
+    pi = Pi(env, extra_env={"PI_TELEGRAM_BIN": "/nonexistent/pi-telegram"})
+    pi.prompt("/telegram-connect")
+    assert "PI_TELEGRAM_BIN" in pi.notes[-1] and "not found" in pi.notes[-1], pi.notes
+    pi.close()
+
+
+def s_refusals(env):
+    hub = MockHub(env, "--refuse", "secret")
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    time.sleep(3)
+    assert len(hub.ins("hello")) == 1, "no retry after a secret refusal"
+    assert "refused" in pi.notes[-1]
+    pi.close()
+    hub.stop()
+    hub = MockHub(env, "--protocol", "2")
+    pi = Pi(env)
+    time.sleep(3)
+    assert len(hub.ins("hello")) == 1 and "protocol 2" in pi.notes[-1], pi.notes
+    pi.close()
+    hub.stop()
+
+
+def s_child_is_inert(env):
+    hub = MockHub(env)
+    os.makedirs(os.path.join(env.agent, "telegram"), exist_ok=True)
+    with open(os.path.join(env.agent, "telegram", "connections.json"), "w") as f:
+        json.dump({"version": 1, "projects": {env.work: {"profile": "default"}}}, f)
+    pi = Pi(env, extra_env={"PI_TELEGRAM_CHILD": "1", "PI_TELEGRAM_BIN": env.hub_bin})
+    pi.prompt("/telegram-connect")
+    time.sleep(1.5)
+    assert hub.ins("hello") == [] and env.hub_calls() == [] and pi.status == [], "PI_TELEGRAM_CHILD=1 must stay inert"
+    pi.close()
+    hub.stop()
+
+
+def s_abort_and_hub_requests(env):
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    hub.send({"type": "prompt", "turn_id": "t1", "text": "[[slow]] one two three four five six seven eight"})
+    wait_for(lambda: ("message_update", "t1") in hub.events(), what="streaming")
+    hub.send({"type": "abort", "id": "a1"})
+    done = wait_for(lambda: hub.ins("turn_done"), what="aborted turn")[0]
+    assert done["aborted"] is True and done["text"].startswith("echo:"), done
+    assert {"type": "response", "id": "a1", "ok": True} in hub.ins("response")
+    hub.send({"type": "set_status", "text": "telegram: @me"})
+    hub.send({"type": "notify", "text": "hello from the hub", "level": "warning"})
+    hub.send({"type": "something_new", "x": 1})
+    wait_for(lambda: "hello from the hub" in pi.notes, what="notify")
+    wait_for(lambda: "telegram: @me" in pi.status, what="set_status")
+    pi.close()
+    hub.stop()
+
+
+SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_queue_new_reload_and_remembered,
+             s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests]
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        return mock_hub_main(sys.argv[2:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", default="", help="run only scenarios whose name contains this")
+    a = ap.parse_args()
+    pi_bin = os.environ.get("PI_BIN") or os.path.join(REPO, ".cache", "test-deps", "bin", "pi")
+    if not os.path.exists(pi_bin):
+        sys.exit(f"pi not found at {pi_bin}: run scripts/install-test-deps.sh or set PI_BIN")
+    llm = ThreadingHTTPServer(("127.0.0.1", 0), FakeLLM)
+    threading.Thread(target=llm.serve_forever, daemon=True).start()
+    failed = 0
+    for s in SCENARIOS:
+        if a.k not in s.__name__:
+            continue
+        env = Env(pi_bin, llm.server_address[1])
+        t0 = time.time()
+        try:
+            s(env)
+            print(f"PASS {s.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception:  # noqa: BLE001
+            failed += 1
+            print(f"FAIL {s.__name__} ({time.time() - t0:.1f}s)\n{traceback.format_exc()}", flush=True)
+        finally:
+            env.cleanup()
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
