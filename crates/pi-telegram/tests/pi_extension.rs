@@ -193,3 +193,84 @@ fn exactly_once_into_pi_when_the_hub_dies_after_pi_acknowledged() {
 fn exactly_once_when_the_hub_dies_before_storing_the_answer() {
     crash_between_dispatch_and_ack("turn_done.before_commit");
 }
+
+#[test]
+fn two_pi_sessions_with_the_extension_each_answer_their_own_messages() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let mut first = start_pi(&s);
+    connect(&mut first);
+    wait_for("the first pi", 30, || live_shims(&s) == 1);
+    // A second pi session in another project.
+    let other = s.pi.root().join("other-project");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut cmd = s.pi.command(["--mode", "rpc", "--no-session"]);
+    cmd.current_dir(&other);
+    let mut second = PiRpc::spawn(cmd).unwrap();
+    connect(&mut second);
+    wait_for("the second pi", 30, || live_shims(&s) == 2);
+    env.say("for the selected one");
+    wait_for("the first answer", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "[work]\necho: for the selected one")
+    });
+    // Switch to the other project with the /start chooser.
+    env.say("/start");
+    wait_for("the chooser", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.contains("Connected pi instances"))
+    });
+    let transcript = env
+        .fake
+        .control()
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .unwrap();
+    let chooser = transcript
+        .iter()
+        .rev()
+        .find(|m| m.reply_markup.is_some())
+        .unwrap();
+    let rows = chooser.reply_markup.as_ref().unwrap()["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let button = rows
+        .iter()
+        .map(|r| &r[0])
+        .find(|b| b["text"].as_str().unwrap().contains("other-project"))
+        .unwrap();
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: chooser.message_id,
+            data: button["callback_data"].as_str().unwrap().into(),
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_for("the switch", 30, || {
+        env.status()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["label"] == "other-project" && i["selected"] == true)
+    });
+    env.say("for the other one");
+    wait_for("the other answer", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "[other-project]\necho: for the other one")
+    });
+    assert_eq!(prompts_containing(&s.llm, "for the other one"), 1);
+    let _ = first.close(Duration::from_secs(20));
+    let _ = second.close(Duration::from_secs(20));
+    wait_for("both gone", 30, || live_shims(&s) == 0);
+    assert_eq!(hub.stop(), Some(0));
+}
