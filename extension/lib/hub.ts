@@ -65,6 +65,12 @@ export class HubClient {
 	private fastUntil = 0;
 	private lastShown = new Set<string>();
 	private waiter: { resolve: (o: ConnectOutcome) => void; timer: NodeJS.Timeout } | undefined;
+	/**
+	 * A hub we started exited with an error. It is reported only if the next attempt fails too:
+	 * when two pis start a hub at once, the loser exits ("another hub is already serving this
+	 * profile") while the winner answers.
+	 */
+	private hubExitError: string | undefined;
 
 	constructor(
 		profile: string,
@@ -287,6 +293,7 @@ export class HubClient {
 				return;
 			}
 			if (!this.halted) this.setDetail(errCode ? `cannot connect (${errCode})` : "reconnecting…");
+			this.reportHubExit();
 			this.scheduleRetry();
 		});
 	}
@@ -305,6 +312,7 @@ export class HubClient {
 				this.phase = "connected";
 				this.backoff = BACKOFF_MIN_MS;
 				this.fastUntil = 0;
+				this.hubExitError = undefined;
 				this.lastShown.clear();
 				this.welcome = {
 					hub_pid: typeof msg.hub_pid === "number" ? msg.hub_pid : null,
@@ -349,6 +357,12 @@ export class HubClient {
 	}
 
 	private hubNotRunning(explicit: boolean): void {
+		if (this.hubExitError) {
+			this.setDetail("hub not running");
+			this.reportHubExit();
+			this.scheduleRetry();
+			return;
+		}
 		const g = globalState();
 		const now = Date.now();
 		const mayStart = this.autoStart && (explicit || now - g.lastAutoStart >= AUTO_START_INTERVAL_MS);
@@ -395,10 +409,13 @@ export class HubClient {
 			});
 			child.on("exit", (code, signal) => {
 				if (code === 0 || Date.now() - spawnedAt > 60_000) return;
+				if (this.phase === "stopped" || this.phase === "connected") return;
+				// Another hub holds the profile (two pis started one at once): it is coming up.
+				if (this.otherHubAlive(child.pid)) return;
 				const line = lastLine(this.paths.log);
-				this.hubFailed(
-					`the hub exited (${code !== null ? `code ${code}` : signal}): ${line ?? "no output"} (log: ${this.paths.log})`,
-				);
+				this.fastUntil = 0;
+				this.hubExitError = `the hub exited (${code !== null ? `code ${code}` : signal}): ${line ?? "no output"} (log: ${this.paths.log})`;
+				if (this.phase === "waiting") this.attemptSoon(0);
 			});
 			child.unref();
 		} catch (e) {
@@ -410,6 +427,29 @@ export class HubClient {
 				} catch {}
 			}
 		}
+	}
+
+	/** Whether `hub.lock` names a live process other than `ours` (the hub records its pid there). */
+	private otherHubAlive(ours: number | undefined): boolean {
+		try {
+			const pid = Number.parseInt(fs.readFileSync(`${this.paths.dir}/hub.lock`, "utf8").trim(), 10);
+			if (!Number.isInteger(pid) || pid <= 0 || pid === ours) return false;
+			try {
+				process.kill(pid, 0);
+				return true;
+			} catch (e) {
+				return (e as NodeJS.ErrnoException).code === "EPERM";
+			}
+		} catch {
+			return false;
+		}
+	}
+
+	private reportHubExit(): void {
+		const text = this.hubExitError;
+		if (!text) return;
+		this.hubExitError = undefined;
+		this.hubFailed(text);
 	}
 
 	private hubFailed(text: string): void {
