@@ -529,7 +529,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 				updateFooter();
 				if (!h.connected) notify(`telegram: connecting to the hub of profile ${profile}…`, "info", c);
 				const outcome = await h.connectNow();
-				if (hub !== h || !live) return;
+				if (hub !== h || !live || outcome.silent) return;
 				updateFooter();
 				notify(`telegram: ${outcome.message}`, outcome.ok ? "info" : "error", c);
 			} catch (e) {

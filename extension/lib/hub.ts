@@ -22,6 +22,8 @@ export interface Welcome {
 export interface ConnectOutcome {
 	ok: boolean;
 	message: string;
+	/** Nothing to show (a newer connect took over, or the session ended). */
+	silent?: boolean;
 }
 
 export interface HubCallbacks {
@@ -97,7 +99,7 @@ export class HubClient {
 		this.backoff = BACKOFF_MIN_MS;
 		this.lastShown.clear();
 		if (this.phase === "connected") return Promise.resolve({ ok: true, message: this.connectedText() });
-		this.settleWaiter({ ok: false, message: "superseded by a newer connect" });
+		this.settleWaiter({ ok: false, message: "superseded by a newer connect", silent: true });
 		return new Promise<ConnectOutcome>((resolve) => {
 			const timer = setTimeout(() => {
 				this.settleWaiter({
@@ -128,7 +130,7 @@ export class HubClient {
 				s.destroy();
 			}
 		}
-		this.settleWaiter({ ok: false, message: "stopped" });
+		this.settleWaiter({ ok: false, message: "stopped", silent: true });
 	}
 
 	get connected(): boolean {
