@@ -59,8 +59,13 @@ const FORWARDED = [
 	"input",
 ] as const;
 
-/** How long a hub turn handed to pi may take to start its run before it is reported as failed. */
-const START_WATCHDOG_MS = 5000;
+/**
+ * How long a hub turn handed to pi may take to start its run before it is reported as failed.
+ * pi awaits every extension's `input` handler, then checks the model and its auth, before
+ * `agent_start`; a prompt that fails there (no API key, say) or is swallowed by another
+ * extension's input handler is invisible to extensions, so only time tells.
+ */
+const START_WATCHDOG_MS = 30_000;
 /** While hub turns wait in the local queue, how often pi is checked for idleness. */
 const QUEUE_POLL_MS = 2000;
 /** Budget of the hello's `completed_turns` (the rest follow as `turn_done` after the welcome). */
