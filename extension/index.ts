@@ -627,7 +627,8 @@ export default function piTelegram(pi: ExtensionAPI): void {
 					return;
 				}
 				const { bin, source } = hubBinary();
-				const res = await run(bin, ["setup", "--profile", profile, "--token", token, "--json"]);
+				// The token goes through the environment, never the command line (visible in `ps`).
+				const res = await run(bin, ["setup", "--profile", profile, "--json"], { TELEGRAM_BOT_TOKEN: token });
 				if (res.notFound) {
 					notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`, "error", c);
 					return;
@@ -688,13 +689,14 @@ function lastNonEmpty(text: string): string | undefined {
 function run(
 	bin: string,
 	args: string[],
+	extraEnv: Record<string, string> = {},
 ): Promise<{ code: number; stdout: string; stderr: string; notFound: boolean }> {
 	return new Promise((resolve) => {
 		try {
 			execFile(
 				bin,
 				args,
-				{ timeout: 60_000, maxBuffer: 1024 * 1024, env: { ...process.env, NO_COLOR: "1" } },
+				{ timeout: 60_000, maxBuffer: 1024 * 1024, env: { ...process.env, ...extraEnv, NO_COLOR: "1" } },
 				(err, stdout, stderr) => {
 					const e = err as (NodeJS.ErrnoException & { code?: number | string }) | null;
 					if (e && e.code === "ENOENT") {
