@@ -21,6 +21,7 @@ pub mod outbox;
 pub mod pairing;
 pub mod routes;
 pub mod schema;
+pub mod threads;
 pub mod turns;
 
 use std::path::{Path, PathBuf};

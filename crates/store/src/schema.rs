@@ -153,6 +153,64 @@ const MIGRATIONS: &[&str] = &[
         FROM held h JOIN journal j ON j.update_id = h.update_id ORDER BY h.update_id;
     DROP TABLE held;
     ",
+    // 3: Threaded Mode: bindings (identity -> topic), durable intents written before
+    // createForumTopic, recovery evidence (not epoch-fenced), topic cleanups with their proof.
+    r"
+    CREATE TABLE bindings (
+        identity          TEXT PRIMARY KEY,
+        chat_id           INTEGER NOT NULL,
+        thread_id         INTEGER NOT NULL,
+        slot              TEXT NOT NULL,
+        title             TEXT NOT NULL,
+        state             TEXT NOT NULL CHECK (state IN ('active', 'offline', 'lost')),
+        instance_id       TEXT,
+        cwd               TEXT NOT NULL,
+        epoch             INTEGER NOT NULL,
+        created_ms        INTEGER NOT NULL,
+        updated_ms        INTEGER NOT NULL,
+        offline_since_ms  INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX bindings_thread ON bindings(chat_id, thread_id);
+    CREATE UNIQUE INDEX bindings_slot ON bindings(slot);
+
+    CREATE TABLE intents (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        identity    TEXT NOT NULL UNIQUE,
+        instance_id TEXT,
+        chat_id     INTEGER NOT NULL,
+        cwd         TEXT NOT NULL,
+        slot        TEXT NOT NULL UNIQUE,
+        title       TEXT NOT NULL,
+        epoch       INTEGER NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('in-flight', 'ambiguous')),
+        thread_id   INTEGER,
+        created_ms  INTEGER NOT NULL,
+        detail      TEXT
+    ) STRICT;
+
+    CREATE TABLE evidence (
+        intent_id   INTEGER PRIMARY KEY,
+        identity    TEXT NOT NULL,
+        epoch       INTEGER NOT NULL,
+        chat_id     INTEGER NOT NULL,
+        thread_id   INTEGER NOT NULL,
+        recorded_ms INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE cleanups (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id     INTEGER NOT NULL,
+        thread_id   INTEGER NOT NULL,
+        proof       TEXT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        next_ms     INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        created_ms  INTEGER NOT NULL,
+        done_ms     INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX cleanups_open ON cleanups(chat_id, thread_id) WHERE state = 'pending';
+    ",
 ];
 
 /// The schema version this build writes.

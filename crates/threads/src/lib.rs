@@ -1,0 +1,154 @@
+//! Threaded Mode, the heart of the product: each live pi instance gets its own topic in the
+//! bot's private chat, created and cleaned up safely even when processes crash mid-call.
+//!
+//! - [`slots`]: letters `A`..`Z` handed out by a persisted cursor; [`title`]: topic names.
+//! - [`provision`]: the provisioning steps (reuse, adopt, block on ambiguity, intent before
+//!   effect, `createForumTopic` exactly once, commit-unknown -> ambiguous, lost lease ->
+//!   recovery evidence), each commit fenced by the lease epoch.
+//! - [`reconcile`]: the only code that deletes topics, only with a proof, never protected ones.
+//! - [`invariants`]: the properties tests check after every step.
+//!
+//! The Telegram side is behind [`TopicApi`], so tests drive it with a fake or a simulation.
+
+pub mod events;
+pub mod invariants;
+pub mod provision;
+pub mod reconcile;
+pub mod slots;
+
+use std::time::Duration;
+
+/// A crash point: the hub aborts there in crash tests; simulations stop the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Point {
+    /// The intent is committed; `createForumTopic` not called yet.
+    IntentCommitted,
+    /// `createForumTopic` answered with a thread id; nothing recorded yet.
+    TopicCreated,
+    /// The binding is committed.
+    Bound,
+    /// The intent was marked ambiguous.
+    AmbiguousCommitted,
+    /// A cleanup is about to call `deleteForumTopic`.
+    BeforeDelete,
+    /// `deleteForumTopic` succeeded; the cleanup is not marked done yet.
+    Deleted,
+}
+
+impl Point {
+    /// Name for `PI_TELEGRAM_CRASH_AT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::IntentCommitted => "provision.intent_committed",
+            Self::TopicCreated => "provision.topic_created",
+            Self::Bound => "provision.bound",
+            Self::AmbiguousCommitted => "provision.ambiguous_committed",
+            Self::BeforeDelete => "reconcile.before_delete",
+            Self::Deleted => "reconcile.deleted",
+        }
+    }
+
+    /// Every point, in the order an operation reaches them.
+    pub const ALL: [Point; 6] = [
+        Self::IntentCommitted,
+        Self::TopicCreated,
+        Self::Bound,
+        Self::AmbiguousCommitted,
+        Self::BeforeDelete,
+        Self::Deleted,
+    ];
+}
+
+/// The operation stopped at a crash point (simulated process death).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("crashed at {}", .0.name())]
+pub struct Crash(pub Point);
+
+/// Called at every crash point; `Err` stops the operation as a crash would.
+pub type Hook<'a> = &'a mut dyn FnMut(Point) -> Result<(), Crash>;
+
+/// Why a topic call failed, in the classes provisioning acts on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicError {
+    /// Telegram refused it for good (a 4xx that is not a flood wait). Nothing happened.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The topic is gone (`message thread not found`).
+    #[error("the topic is gone")]
+    Gone,
+    /// `429`: nothing happened; wait.
+    #[error("flood wait {0:?}")]
+    Flood(Duration),
+    /// Nothing happened (the request never left).
+    #[error("temporary: {0}")]
+    Transient(String),
+    /// The effect may or may not have happened.
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
+}
+
+/// The topic calls Threaded Mode makes.
+pub trait TopicApi {
+    /// `createForumTopic`; the new `message_thread_id`.
+    fn create(
+        &self,
+        chat_id: i64,
+        name: &str,
+    ) -> impl std::future::Future<Output = Result<i64, TopicError>> + Send;
+    /// `deleteForumTopic`.
+    fn delete(
+        &self,
+        chat_id: i64,
+        thread_id: i64,
+    ) -> impl std::future::Future<Output = Result<(), TopicError>> + Send;
+}
+
+/// What went wrong besides the outcomes provisioning reports.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadsError {
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// A simulated crash.
+    #[error(transparent)]
+    Crash(#[from] Crash),
+}
+
+/// Default topic title template.
+pub const DEFAULT_TITLE: &str = "{slot} · {project}";
+
+/// A topic title from a template (`{slot}`, `{project}`), trimmed to Telegram's 1-128
+/// characters.
+pub fn title(template: &str, slot: char, project: &str) -> String {
+    let project = if project.trim().is_empty() {
+        "pi"
+    } else {
+        project.trim()
+    };
+    let t = template
+        .replace("{slot}", &slot.to_string())
+        .replace("{project}", project);
+    let t = t.trim();
+    let t: String = if t.is_empty() {
+        format!("{slot} · {project}")
+    } else {
+        t.to_owned()
+    };
+    t.chars().take(128).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles() {
+        assert_eq!(title(DEFAULT_TITLE, 'A', "web"), "A · web");
+        assert_eq!(title("{project} ({slot})", 'C', "api"), "api (C)");
+        assert_eq!(title("   ", 'B', ""), "B · pi");
+        assert_eq!(
+            title(DEFAULT_TITLE, 'D', &"x".repeat(300)).chars().count(),
+            128
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! The reconciler: the only code that deletes topics. Each cleanup carries its proof (the
+//! instance disconnected, the binding was replaced or moved, a duplicate); a topic that is
+//! bound, held by an intent, or was written in during the last 30 s is never touched. Local
+//! state is marked done only after Telegram confirms the delete or says the topic is gone; a
+//! failure is retried later with backoff, never in a hot loop.
+
+use std::time::Duration;
+
+use store::lease::{self, Epoch};
+use store::threads::{self, Cleanup};
+use store::{Store, StoreError};
+
+use crate::{Hook, Point, ThreadsError, TopicApi, TopicError};
+
+/// A topic written in more recently than this is left alone for now.
+pub const RECENTLY_OPEN_MS: i64 = 30_000;
+
+/// What a pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Topics deleted (or found gone).
+    pub deleted: Vec<(i64, i64)>,
+    /// Cleanups cancelled because the topic is protected.
+    pub protected: Vec<(i64, i64)>,
+    /// Cleanups postponed (recent activity, failures, flood waits).
+    pub postponed: usize,
+    /// The next time a cleanup is due, if any.
+    pub next_due_ms: Option<i64>,
+    /// The pass stopped because the lease moved on.
+    pub lost_lease: bool,
+}
+
+fn backoff_ms(attempts: i64) -> i64 {
+    (60_000i64 << attempts.clamp(0, 8)).min(6 * 3_600_000)
+}
+
+enum Check {
+    Protected(&'static str),
+    Recent,
+    Go,
+}
+
+/// Runs every due cleanup once.
+pub async fn reconcile<A: TopicApi>(
+    store: &Store,
+    api: &A,
+    epoch: Epoch,
+    now_ms: i64,
+    hook: Hook<'_>,
+) -> Result<Report, ThreadsError> {
+    let mut report = Report::default();
+    let pending = store.read(threads::pending_cleanups)?;
+    for c in pending {
+        if c.next_ms > now_ms {
+            report.next_due_ms = Some(report.next_due_ms.map_or(c.next_ms, |n| n.min(c.next_ms)));
+            continue;
+        }
+        let check = store.read(|tx| {
+            if !lease::is_current(tx, epoch)? {
+                return Ok(None);
+            }
+            Ok::<_, StoreError>(Some(protection(tx, &c, now_ms)?))
+        })?;
+        let Some(check) = check else {
+            report.lost_lease = true;
+            return Ok(report);
+        };
+        match check {
+            Check::Protected(why) => {
+                store.write(|tx| threads::finish_cleanup(tx, c.id, Some(why), now_ms))?;
+                report.protected.push((c.chat_id, c.thread_id));
+                continue;
+            }
+            Check::Recent => {
+                let next = now_ms + RECENTLY_OPEN_MS;
+                store.write(|tx| threads::retry_cleanup(tx, c.id, next, "written in recently"))?;
+                report.postponed += 1;
+                report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
+                continue;
+            }
+            Check::Go => {}
+        }
+        hook(Point::BeforeDelete)?;
+        match api.delete(c.chat_id, c.thread_id).await {
+            Ok(()) | Err(TopicError::Gone) => {
+                hook(Point::Deleted)?;
+                let done = store.write(|tx| {
+                    if !lease::is_current(tx, epoch)? {
+                        return Ok(false);
+                    }
+                    threads::finish_cleanup(tx, c.id, None, now_ms)?;
+                    Ok::<_, StoreError>(true)
+                })?;
+                if !done {
+                    // The next lease holder repeats it and hears "gone".
+                    report.lost_lease = true;
+                    return Ok(report);
+                }
+                report.deleted.push((c.chat_id, c.thread_id));
+            }
+            Err(e) => {
+                let wait = match &e {
+                    TopicError::Flood(d) => d.as_millis() as i64,
+                    _ => backoff_ms(c.attempts),
+                };
+                let next = now_ms + wait.max(1000);
+                store.write(|tx| threads::retry_cleanup(tx, c.id, next, &e.to_string()))?;
+                report.postponed += 1;
+                report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn protection(tx: &store::Connection, c: &Cleanup, now_ms: i64) -> Result<Check, StoreError> {
+    if threads::binding_by_thread(tx, c.chat_id, c.thread_id)?.is_some() {
+        return Ok(Check::Protected("protected: a binding uses it"));
+    }
+    if threads::intents(tx)?
+        .iter()
+        .any(|i| i.thread_id == Some(c.thread_id) && i.chat_id == c.chat_id)
+    {
+        return Ok(Check::Protected("protected: an intent holds it"));
+    }
+    if threads::active_since(tx, c.chat_id, c.thread_id, now_ms - RECENTLY_OPEN_MS)? {
+        return Ok(Check::Recent);
+    }
+    Ok(Check::Go)
+}
+
+/// The wait before the next due cleanup, for a caller that sleeps until then.
+pub fn wait_until(next_due_ms: Option<i64>, now_ms: i64) -> Option<Duration> {
+    next_due_ms.map(|n| Duration::from_millis(n.saturating_sub(now_ms).max(0) as u64))
+}
