@@ -30,6 +30,7 @@ pub mod serve;
 pub mod setup;
 pub mod status;
 pub mod texts;
+pub mod topics;
 pub mod worker;
 
 pub use error::HubError;

@@ -146,3 +146,76 @@ pub fn instances_intro(labels: &[(String, String, bool)]) -> String {
 pub fn text_only() -> String {
     "Only text reaches pi for now (files and photos come in a later version).".to_owned()
 }
+
+/// Threaded Mode was switched on or off in BotFather.
+pub fn mode_changed(on: bool) -> String {
+    if on {
+        "Threaded Mode is on: each pi instance gets its own thread here.".to_owned()
+    } else {
+        format!(
+            "Threaded Mode is off, so all pi instances share this chat again (their threads are kept). {}",
+            enable_tip()
+        )
+    }
+}
+
+/// Where the switch is.
+pub fn enable_tip() -> String {
+    "To give each pi instance its own thread: open @BotFather, tap Open (its Mini App), choose this \
+     bot and turn on Threaded Mode."
+        .to_owned()
+}
+
+/// The first message in an instance's topic.
+pub fn thread_greeting(label: &str, cwd: &str, fresh: bool, delivered: usize) -> String {
+    let mut t = if fresh {
+        format!("pi connected: {label} ({cwd}). Write here to talk to it.")
+    } else {
+        format!("pi is back: {label} ({cwd}).")
+    };
+    if delivered > 0 {
+        t.push_str(&format!(
+            "\nThe previous thread was deleted; {delivered} message(s) that were on their way are delivered here."
+        ));
+    }
+    t
+}
+
+/// Telegram refused to create a topic.
+pub fn thread_refused(label: &str, why: &str) -> String {
+    format!(
+        "Telegram refused a thread for {label} ({why}); its answers come here in the main chat."
+    )
+}
+
+/// All 26 letters are in use.
+pub fn no_slot(label: &str) -> String {
+    format!(
+        "{label} connected, but all 26 thread letters are in use; its answers come here in the main chat."
+    )
+}
+
+/// A topic creation whose outcome is unknown.
+pub fn ambiguous_intent(title: &str, detail: &str) -> String {
+    format!(
+        "I asked Telegram for a thread \"{title}\" but do not know whether it was made ({detail}). \
+         If that thread appeared, write anything in it and choose \"Move here\". Otherwise pick one:"
+    )
+}
+
+/// A message in the topic of an instance that is offline.
+pub fn offline_topic(label: &str, cwd: &str) -> String {
+    format!(
+        "pi {label} is offline. Your message waits for it; to reconnect, run pi in {cwd} and type /telegram-connect."
+    )
+}
+
+/// A message in a topic no instance owns.
+pub fn unbound_topic() -> String {
+    "No pi instance uses this thread. Send the message to one, or move an instance here:".to_owned()
+}
+
+/// A prompt in the main chat while threads exist.
+pub fn main_chat_chooser() -> String {
+    "Which pi should get this message?".to_owned()
+}

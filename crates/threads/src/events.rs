@@ -1,145 +1,139 @@
 //! What happens to bindings when instances come and go, and when Telegram says a topic is gone.
+//! Each runs inside the caller's transaction, so it commits together with the caller's own
+//! changes.
 
 use store::lease::{self, Epoch};
 use store::threads::{self, Binding, BindingState};
-use store::{Store, StoreError};
+use store::{Connection, StoreError};
 
 /// The instance's connection was lost: the binding goes `offline` and nothing is deleted (a
 /// missed heartbeat is not a proof).
-pub fn went_offline(store: &Store, identity: &str, now_ms: i64) -> Result<bool, StoreError> {
-    store.write(|tx| match threads::binding(tx, identity)? {
+pub fn went_offline(tx: &Connection, identity: &str, now_ms: i64) -> Result<bool, StoreError> {
+    match threads::binding(tx, identity)? {
         Some(b) if b.state == BindingState::Active => {
             threads::set_binding_state(tx, identity, BindingState::Offline, None, now_ms)
         }
         _ => Ok(false),
-    })
+    }
 }
 
 /// The person ran `/telegram-disconnect`: the binding goes and its topic is deleted with that
 /// proof. Fenced by the epoch. Returns the binding removed.
 pub fn disconnected(
-    store: &Store,
+    tx: &Connection,
     identity: &str,
     epoch: Epoch,
     now_ms: i64,
 ) -> Result<Option<Binding>, StoreError> {
-    store.write(|tx| {
-        if !lease::is_current(tx, epoch)? {
-            return Ok(None);
-        }
-        let Some(b) = threads::binding(tx, identity)? else {
-            return Ok(None);
-        };
-        threads::delete_binding(tx, identity)?;
-        if b.state != BindingState::Lost {
-            threads::add_cleanup(
-                tx,
-                b.chat_id,
-                b.thread_id,
-                &format!("disconnected:{identity}"),
-                now_ms,
-            )?;
-        }
-        Ok(Some(b))
-    })
+    if !lease::is_current(tx, epoch)? {
+        return Ok(None);
+    }
+    let Some(b) = threads::binding(tx, identity)? else {
+        return Ok(None);
+    };
+    threads::delete_binding(tx, identity)?;
+    if b.state != BindingState::Lost {
+        threads::add_cleanup(
+            tx,
+            b.chat_id,
+            b.thread_id,
+            &format!("disconnected:{identity}"),
+            now_ms,
+        )?;
+    }
+    Ok(Some(b))
 }
 
 /// Telegram answered `message thread not found` for a topic: terminal for its binding, which
 /// goes `lost` (the next provisioning makes a new topic, preferably with the same letter).
 /// Returns the identity whose topic it was.
 pub fn topic_gone(
-    store: &Store,
+    tx: &Connection,
     chat_id: i64,
     thread_id: i64,
     now_ms: i64,
 ) -> Result<Option<String>, StoreError> {
-    store.write(|tx| {
-        let Some(b) = threads::binding_by_thread(tx, chat_id, thread_id)? else {
-            return Ok(None);
-        };
-        if b.state != BindingState::Lost {
-            threads::set_binding_state(
-                tx,
-                &b.identity,
-                BindingState::Lost,
-                b.instance_id.as_deref(),
-                now_ms,
-            )?;
-        }
-        Ok(Some(b.identity))
-    })
+    let Some(b) = threads::binding_by_thread(tx, chat_id, thread_id)? else {
+        return Ok(None);
+    };
+    if b.state != BindingState::Lost {
+        threads::set_binding_state(
+            tx,
+            &b.identity,
+            BindingState::Lost,
+            b.instance_id.as_deref(),
+            now_ms,
+        )?;
+    }
+    Ok(Some(b.identity))
 }
 
 /// "Move here": the identity's binding moves to `thread_id` (a topic the person made); its old
 /// topic is deleted with that proof. Fenced by the epoch.
 pub fn move_here(
-    store: &Store,
+    tx: &Connection,
     identity: &str,
     chat_id: i64,
     thread_id: i64,
     epoch: Epoch,
     now_ms: i64,
 ) -> Result<Option<Binding>, StoreError> {
-    store.write(|tx| {
-        if !lease::is_current(tx, epoch)?
-            || threads::binding_by_thread(tx, chat_id, thread_id)?.is_some()
-        {
-            return Ok(None);
-        }
-        let Some(old) = threads::binding(tx, identity)? else {
-            return Ok(None);
-        };
-        threads::delete_binding(tx, identity)?;
-        if old.state != BindingState::Lost && old.thread_id != thread_id {
-            threads::add_cleanup(
-                tx,
-                old.chat_id,
-                old.thread_id,
-                &format!("moved:{identity}"),
-                now_ms,
-            )?;
-        }
-        // A lost binding found its new topic: it is usable again.
-        let state = match old.state {
-            BindingState::Lost if old.instance_id.is_some() => BindingState::Active,
-            BindingState::Lost => BindingState::Offline,
-            other => other,
-        };
-        let b = Binding {
-            chat_id,
-            thread_id,
-            state,
-            epoch: epoch.0,
-            updated_ms: now_ms,
-            ..old
-        };
-        threads::insert_binding(tx, &b)?;
-        Ok(Some(b))
-    })
+    if !lease::is_current(tx, epoch)?
+        || threads::binding_by_thread(tx, chat_id, thread_id)?.is_some()
+    {
+        return Ok(None);
+    }
+    let Some(old) = threads::binding(tx, identity)? else {
+        return Ok(None);
+    };
+    threads::delete_binding(tx, identity)?;
+    if old.state != BindingState::Lost && old.thread_id != thread_id {
+        threads::add_cleanup(
+            tx,
+            old.chat_id,
+            old.thread_id,
+            &format!("moved:{identity}"),
+            now_ms,
+        )?;
+    }
+    // A lost binding found its new topic: it is usable again.
+    let state = match old.state {
+        BindingState::Lost if old.instance_id.is_some() => BindingState::Active,
+        BindingState::Lost => BindingState::Offline,
+        other => other,
+    };
+    let b = Binding {
+        chat_id,
+        thread_id,
+        state,
+        epoch: epoch.0,
+        updated_ms: now_ms,
+        ..old
+    };
+    threads::insert_binding(tx, &b)?;
+    Ok(Some(b))
 }
 
 /// Offline bindings older than `retention_ms` release their slot. Their topics are left alone
 /// (deleting them needs the person's consent). Returns the identities released.
 pub fn release_stale(
-    store: &Store,
+    tx: &Connection,
     retention_ms: i64,
     epoch: Epoch,
     now_ms: i64,
 ) -> Result<Vec<String>, StoreError> {
-    store.write(|tx| {
-        if !lease::is_current(tx, epoch)? {
-            return Ok(Vec::new());
+    if !lease::is_current(tx, epoch)? {
+        return Ok(Vec::new());
+    }
+    let mut released = Vec::new();
+    for b in threads::bindings(tx)? {
+        let stale = b.state == BindingState::Offline
+            && b.offline_since_ms
+                .is_some_and(|t| now_ms - t > retention_ms);
+        if stale {
+            threads::delete_binding(tx, &b.identity)?;
+            released.push(b.identity);
         }
-        let mut released = Vec::new();
-        for b in threads::bindings(tx)? {
-            let stale = b.state == BindingState::Offline
-                && b.offline_since_ms
-                    .is_some_and(|t| now_ms - t > retention_ms);
-            if stale {
-                threads::delete_binding(tx, &b.identity)?;
-                released.push(b.identity);
-            }
-        }
-        Ok(released)
-    })
+    }
+    Ok(released)
 }

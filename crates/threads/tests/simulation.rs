@@ -128,7 +128,9 @@ impl Sim {
         provision::mark_interrupted_intents(&self.store, self.epoch).unwrap();
         // Every connection died with the hub.
         for id in std::mem::take(&mut self.live) {
-            events::went_offline(&self.store, &id, self.now).unwrap();
+            self.store
+                .write(|tx| events::went_offline(tx, &id, self.now))
+                .unwrap();
         }
         self.crashes += 1;
     }
@@ -205,11 +207,15 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
         match op {
             0..=34 => sim.connect(id, &mut rng).await,
             35..=44 => {
-                events::disconnected(&sim.store, id, sim.epoch, sim.now).unwrap();
+                sim.store
+                    .write(|tx| events::disconnected(tx, id, sim.epoch, sim.now))
+                    .unwrap();
                 sim.live.remove(id);
             }
             45..=54 => {
-                events::went_offline(&sim.store, id, sim.now).unwrap();
+                sim.store
+                    .write(|tx| events::went_offline(tx, id, sim.now))
+                    .unwrap();
                 sim.live.remove(id);
             }
             55..=64 => {
@@ -226,7 +232,9 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                 if !alive.is_empty() {
                     let t = alive[rng.below(alive.len() as u64) as usize];
                     sim.api.topics.lock().unwrap().insert(t, false);
-                    events::topic_gone(&sim.store, CHAT, t, sim.now).unwrap();
+                    sim.store
+                        .write(|tx| events::topic_gone(tx, CHAT, t, sim.now))
+                        .unwrap();
                 }
             }
             65..=79 => {
@@ -318,7 +326,10 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                 let t = *next;
                 drop(next);
                 sim.api.topics.lock().unwrap().insert(t, true);
-                let moved = events::move_here(&sim.store, id, CHAT, t, sim.epoch, sim.now).unwrap();
+                let moved = sim
+                    .store
+                    .write(|tx| events::move_here(tx, id, CHAT, t, sim.epoch, sim.now))
+                    .unwrap();
                 if moved.is_none() {
                     // Nothing to move: the person's topic stays theirs.
                     sim.orphans_by_decision.insert(t);

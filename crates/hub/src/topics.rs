@@ -1,0 +1,485 @@
+//! The hub's Threaded Mode task: provisions a topic for every live instance (one at a time, so
+//! slots and intents never race), runs the reconciler, re-provisions after a topic is deleted,
+//! probes the capability, and releases stale offline bindings. Everything it decides is in the
+//! store, so after a restart it picks up where the last hub stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use store::lease::Epoch;
+use store::threads::{self as tables, BindingState, Intent};
+use store::{Connection, StoreError, callbacks, instances, kv, outbox};
+use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use threads::provision::{self, Outcome, Request};
+use threads::{Point, TopicApi, TopicError, events, reconcile};
+use tokio::sync::{Mutex, Notify, watch};
+
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+use crate::texts;
+
+/// Rows waiting for a topic that does not exist yet (the old one was deleted) carry this
+/// `not_before_ms`; provisioning retargets and releases them.
+pub const WAITING_FOR_THREAD: i64 = i64::MAX;
+
+/// How often the capability is probed when nothing else happens.
+const PROBE_EVERY: Duration = Duration::from_secs(600);
+
+/// Threaded Mode settings.
+#[derive(Debug, Clone)]
+pub struct TopicSettings {
+    /// Topic title template.
+    pub title_template: String,
+    /// Offline bindings older than this release their slot.
+    pub offline_retention: Duration,
+}
+
+/// The topic calls, made with the hub's client and pacing.
+pub struct ClientTopics {
+    client: Client,
+    pacer: Arc<Mutex<Pacer>>,
+}
+
+impl ClientTopics {
+    /// Topic calls through `client`, obeying `pacer`.
+    pub fn new(client: Client, pacer: Arc<Mutex<Pacer>>) -> Self {
+        Self { client, pacer }
+    }
+
+    async fn paced(&self, chat: i64) {
+        loop {
+            let wait = self
+                .pacer
+                .lock()
+                .await
+                .ready_in(Some(chat), now_ms() as u64);
+            if wait.is_zero() {
+                self.pacer.lock().await.consume(Some(chat), now_ms() as u64);
+                return;
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn note_flood(&self, e: &CallError) {
+        if let CallError::Flood {
+            retry_after,
+            chat_id,
+        } = e
+        {
+            let scope = chat_id.map_or(FloodScope::Global, FloodScope::Chat);
+            self.pacer
+                .lock()
+                .await
+                .impose(scope, now_ms() as u64 + retry_after.as_millis() as u64);
+        }
+    }
+}
+
+fn topic_error(e: CallError) -> TopicError {
+    match e {
+        CallError::Flood { retry_after, .. } => TopicError::Flood(retry_after),
+        CallError::Retryable(m) => TopicError::Transient(m),
+        CallError::CommitUnknown(m) => TopicError::Unknown(m),
+        CallError::Api(a) if a.kind == ApiErrorKind::ThreadNotFound => TopicError::Gone,
+        CallError::Api(a) => TopicError::Refused(a.description),
+    }
+}
+
+impl TopicApi for ClientTopics {
+    async fn create(&self, chat_id: i64, name: &str) -> Result<i64, TopicError> {
+        self.paced(chat_id).await;
+        match self
+            .client
+            .call(
+                "createForumTopic",
+                &json!({ "chat_id": chat_id, "name": name }),
+            )
+            .await
+        {
+            Ok(v) => v
+                .get("message_thread_id")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| {
+                    TopicError::Unknown(
+                        "createForumTopic answered without a message_thread_id".into(),
+                    )
+                }),
+            Err(e) => {
+                self.note_flood(&e).await;
+                Err(topic_error(e))
+            }
+        }
+    }
+
+    async fn delete(&self, chat_id: i64, thread_id: i64) -> Result<(), TopicError> {
+        self.paced(chat_id).await;
+        let params = json!({ "chat_id": chat_id, "message_thread_id": thread_id });
+        match self.client.call("deleteForumTopic", &params).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.note_flood(&e).await;
+                Err(topic_error(e))
+            }
+        }
+    }
+}
+
+/// Whether the hub runs in Threaded Mode (the last probe said so).
+pub fn threaded(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(kv::get(tx, tables::MODE)?.as_deref() == Some("threaded"))
+}
+
+/// Runs the Threaded Mode task until `stop`. `wake` is notified whenever something may need a
+/// topic (an instance connected, a topic was reported gone, an intent was settled, a cleanup
+/// was queued).
+pub async fn run(
+    db: Db,
+    client: Client,
+    pacer: Arc<Mutex<Pacer>>,
+    epoch: Epoch,
+    settings: TopicSettings,
+    wake: Arc<Notify>,
+    sender: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    let api = ClientTopics::new(client.clone(), pacer);
+    // Intents an earlier hub left in flight have an unknown outcome: ask the person.
+    let interrupted = provision::mark_interrupted_intents(&db.0, epoch)?;
+    for i in interrupted {
+        ask_about(&db, &i).await?;
+    }
+    sender.notify_one();
+    let mut next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+    loop {
+        let mut next_due = None;
+        if db.read(threaded).await? {
+            provision_all(&db, &api, epoch, &settings, &sender).await?;
+            let report = {
+                let mut hook = |p: Point| {
+                    crashpoint::hit(p.name());
+                    Ok(())
+                };
+                reconcile::reconcile(&db.0, &api, epoch, now_ms(), &mut hook)
+                    .await
+                    .map_err(threads_error)?
+            };
+            if report.lost_lease {
+                tracing::warn!("another hub holds the lease now: stopping topic work");
+                return Ok(());
+            }
+            next_due = report.next_due_ms;
+        }
+        let retention = settings.offline_retention.as_millis() as i64;
+        let released = db
+            .write(move |tx| events::release_stale(tx, retention, epoch, now_ms()))
+            .await?;
+        if !released.is_empty() {
+            tracing::info!(
+                count = released.len(),
+                "released slots of long-offline bindings"
+            );
+        }
+        let sleep = reconcile::wait_until(next_due, now_ms())
+            .unwrap_or(PROBE_EVERY)
+            .min(PROBE_EVERY);
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = wake.notified() => {}
+            () = tokio::time::sleep(sleep) => {}
+            () = tokio::time::sleep_until(next_probe) => {
+                next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+                probe(&db, &client, &sender).await?;
+            }
+        }
+    }
+}
+
+fn threads_error(e: threads::ThreadsError) -> HubError {
+    match e {
+        threads::ThreadsError::Store(s) => HubError::Store(s),
+        threads::ThreadsError::Crash(c) => HubError::Usage(c.to_string()),
+    }
+}
+
+/// `getMe`: is Threaded Mode on? Records a change and tells the owner.
+pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<bool>, HubError> {
+    let me = match client.call("getMe", &json!({})).await {
+        Ok(me) => me,
+        Err(e) => {
+            tracing::debug!(error = %e, "capability probe failed");
+            return Ok(None);
+        }
+    };
+    let on = me
+        .get("has_topics_enabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let changed = db
+        .write(move |tx| {
+            let was = threaded(tx)?;
+            kv::set(tx, tables::MODE, if on { "threaded" } else { "classic" })?;
+            kv::set(tx, kv::BOT_TOPICS, if on { "true" } else { "false" })?;
+            if was != on {
+                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
+                    notice(
+                        tx,
+                        owner,
+                        None,
+                        &texts::mode_changed(on),
+                        &format!("notice:mode:{}", now_ms()),
+                    )?;
+                }
+            }
+            Ok(was != on)
+        })
+        .await?;
+    if changed {
+        tracing::info!(threaded = on, "Threaded Mode changed");
+        sender.notify_one();
+    }
+    Ok(Some(on))
+}
+
+/// Gives every live instance without an active binding its topic.
+async fn provision_all(
+    db: &Db,
+    api: &ClientTopics,
+    epoch: Epoch,
+    settings: &TopicSettings,
+    sender: &Notify,
+) -> Result<(), HubError> {
+    let (owner, live, bindings) = db
+        .read(|c| {
+            Ok((
+                kv::get_i64(c, kv::OWNER)?,
+                instances::live(c)?,
+                tables::bindings(c)?,
+            ))
+        })
+        .await?;
+    let Some(chat) = owner else { return Ok(()) };
+    for inst in live {
+        let has = bindings.iter().any(|b| {
+            b.identity == inst.identity
+                && b.state == BindingState::Active
+                && b.instance_id.as_deref() == Some(inst.id.as_str())
+        });
+        if has {
+            continue;
+        }
+        let req = Request {
+            identity: &inst.identity,
+            instance_id: Some(&inst.id),
+            chat_id: chat,
+            cwd: &inst.cwd,
+            project: &inst.label,
+            title_template: &settings.title_template,
+        };
+        let outcome = {
+            let mut hook = |p: Point| {
+                crashpoint::hit(p.name());
+                Ok(())
+            };
+            provision::provision(&db.0, api, epoch, &req, now_ms(), &mut hook)
+                .await
+                .map_err(threads_error)?
+        };
+        tracing::info!(identity = %inst.identity, outcome = ?outcome_name(&outcome), "provisioned");
+        after_provision(db, &inst, chat, &outcome).await?;
+        sender.notify_one();
+        if matches!(outcome, Outcome::LostLease) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn outcome_name(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Reused(_) => "reused",
+        Outcome::Adopted(_) => "adopted",
+        Outcome::Created(_) => "created",
+        Outcome::Blocked(_) => "blocked",
+        Outcome::Ambiguous(_) => "ambiguous",
+        Outcome::Refused(_) => "refused",
+        Outcome::Retry(_) => "retry",
+        Outcome::LostLease => "lost lease",
+        Outcome::NoSlot => "no slot",
+    }
+}
+
+/// Greets in the topic, releases output that waited for it, or asks the person.
+async fn after_provision(
+    db: &Db,
+    inst: &instances::InstanceRow,
+    chat: i64,
+    outcome: &Outcome,
+) -> Result<(), HubError> {
+    match outcome.clone() {
+        Outcome::Created(b) | Outcome::Adopted(b) | Outcome::Reused(b) => {
+            let fresh = !matches!(outcome, Outcome::Reused(_));
+            let label = inst.label.clone();
+            let cwd = inst.cwd.clone();
+            let identity = inst.identity.clone();
+            let id = inst.id.clone();
+            db.write(move |tx| {
+                let moved = retarget_waiting(tx, &identity, b.chat_id, b.thread_id)?;
+                let text = texts::thread_greeting(&label, &cwd, fresh, moved);
+                notice(
+                    tx,
+                    b.chat_id,
+                    Some(b.thread_id),
+                    &text,
+                    &format!("notice:thread:{id}:{}", b.thread_id),
+                )
+            })
+            .await?;
+        }
+        Outcome::Ambiguous(i) | Outcome::Blocked(i) => ask_about(db, &i).await?,
+        Outcome::Refused(why) => {
+            let label = inst.label.clone();
+            db.write(move |tx| {
+                notice(
+                    tx,
+                    chat,
+                    None,
+                    &texts::thread_refused(&label, &why),
+                    &format!("notice:refused:{}", now_ms()),
+                )
+            })
+            .await?;
+        }
+        Outcome::NoSlot => {
+            let label = inst.label.clone();
+            db.write(move |tx| {
+                notice(
+                    tx,
+                    chat,
+                    None,
+                    &texts::no_slot(&label),
+                    &format!("notice:noslot:{}", now_ms()),
+                )
+            })
+            .await?;
+        }
+        Outcome::Retry(_) | Outcome::LostLease => {}
+    }
+    Ok(())
+}
+
+/// Output that waited for a new topic goes there now.
+fn retarget_waiting(
+    tx: &Connection,
+    identity: &str,
+    chat: i64,
+    thread: i64,
+) -> Result<usize, StoreError> {
+    tx.execute(
+        "UPDATE outbox SET thread_id = ?3, params = json_set(params, '$.message_thread_id', ?3),
+                not_before_ms = 0, handling = 'delivered to the new thread'
+         WHERE state = 'pending' AND identity = ?1 AND chat_id = ?2 AND not_before_ms = ?4",
+        (identity, chat, thread, WAITING_FOR_THREAD),
+    )
+    .map_err(StoreError::sqlite("retargeting waiting messages"))
+}
+
+/// The owner decides about an intent whose outcome is unknown: one message with two buttons.
+async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
+    let i = intent.clone();
+    db.write(move |tx| {
+        let key = format!("threads.asked.{}", i.id);
+        if kv::get(tx, &key)?.is_some() {
+            return Ok(());
+        }
+        kv::set(tx, &key, "1")?;
+        let Some(owner) = kv::get_i64(tx, kv::OWNER)? else { return Ok(()) };
+        let now = now_ms();
+        let mut tokens = Vec::new();
+        for action in ["create", "forget"] {
+            let token = crate::pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
+            callbacks::create(tx, &token, owner, &format!("intent:{action}:{}", i.id), now, 7 * 24 * 3_600_000)?;
+            tokens.push(token);
+        }
+        let markup = json!({ "inline_keyboard": [[
+            { "text": "Create a new thread", "callback_data": tokens[0] },
+            { "text": "Forget it", "callback_data": tokens[1] },
+        ]] });
+        let params = json!({ "chat_id": owner, "text": texts::ambiguous_intent(&i.title, i.detail.as_deref().unwrap_or("")), "reply_markup": markup });
+        outbox::enqueue(
+            tx,
+            &outbox::NewRow {
+                chat_id: owner,
+                thread_id: None,
+                method: "sendMessage",
+                params: &params,
+                purpose: &format!("notice:intent:{}", i.id),
+                source_update_id: None,
+                resend_if_unknown: false,
+                identity: None,
+                turn_id: None,
+            },
+            now,
+        )
+        .map(drop)
+    })
+    .await?;
+    Ok(())
+}
+
+/// A plain notice, in a topic or the main chat.
+pub fn notice(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    text: &str,
+    purpose: &str,
+) -> Result<(), StoreError> {
+    let mut params = json!({ "chat_id": chat, "text": text });
+    if let Some(t) = thread {
+        params["message_thread_id"] = json!(t);
+    }
+    outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: chat,
+            thread_id: thread,
+            method: "sendMessage",
+            params: &params,
+            purpose,
+            source_update_id: None,
+            resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
+        },
+        now_ms(),
+    )
+    .map(drop)
+}
+
+/// Keeps the crash point names of this module in one place for the docs and tests.
+pub const CRASH_POINTS: [&str; 6] = [
+    "provision.intent_committed",
+    "provision.topic_created",
+    "provision.bound",
+    "provision.ambiguous_committed",
+    "reconcile.before_delete",
+    "reconcile.deleted",
+];
+
+/// Marks the binding of a deleted topic lost and holds its pending output (called by the
+/// sender on `message thread not found`). Returns whether the topic was bound.
+pub fn topic_gone(tx: &Connection, chat: i64, thread: i64, now: i64) -> Result<bool, StoreError> {
+    if events::topic_gone(tx, chat, thread, now)?.is_none() {
+        return Ok(false);
+    }
+    tx.execute(
+        "UPDATE outbox SET not_before_ms = ?3, handling = 'waiting for a new thread: the topic was deleted'
+         WHERE state = 'pending' AND chat_id = ?1 AND thread_id = ?2",
+        (chat, thread, WAITING_FOR_THREAD),
+    )
+    .map_err(StoreError::sqlite("holding output for a deleted topic"))?;
+    Ok(true)
+}
