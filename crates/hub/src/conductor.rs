@@ -9,12 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
+use store::lease::Epoch;
+use store::threads::{self as tables, BindingState};
 use store::turns::{self, Turn};
 use store::{Connection, StoreError, instances, kv, outbox};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use threads::events;
+use tokio::sync::{mpsc, oneshot, watch};
 use wire::{TurnId, TurnResult};
 
 use crate::crashpoint;
@@ -26,6 +28,8 @@ use crate::instance::{
 };
 use crate::links;
 use crate::texts;
+use crate::topics;
+use crate::wakes::Wakes;
 
 /// Key of the identity new owner messages go to (classic mode).
 pub const SELECTED: &str = "classic.selected";
@@ -56,8 +60,8 @@ pub struct Conductor {
     db: Db,
     rx: mpsc::Receiver<ConductorMsg>,
     tx: mpsc::Sender<ConductorMsg>,
-    wake: Arc<Notify>,
-    sender: Arc<Notify>,
+    wakes: Wakes,
+    epoch: Epoch,
     live: BTreeMap<InstanceId, Live>,
 }
 
@@ -74,15 +78,15 @@ impl Conductor {
         db: Db,
         rx: mpsc::Receiver<ConductorMsg>,
         tx: mpsc::Sender<ConductorMsg>,
-        wake: Arc<Notify>,
-        sender: Arc<Notify>,
+        wakes: Wakes,
+        epoch: Epoch,
     ) -> Self {
         Self {
             db,
             rx,
             tx,
-            wake,
-            sender,
+            wakes,
+            epoch,
             live: BTreeMap::new(),
         }
     }
@@ -102,7 +106,7 @@ impl Conductor {
                     Some(m) => self.handle(m).await?,
                     None => return Ok(()),
                 },
-                () = self.wake.notified() => {}
+                () = self.wakes.conductor.notified() => {}
             }
             self.dispatch().await?;
             self.update_statuses().await?;
@@ -140,7 +144,7 @@ impl Conductor {
             })
             .await?;
         if notices > 0 {
-            self.sender.notify_one();
+            self.wakes.sender.notify_one();
         }
         Ok(())
     }
@@ -154,6 +158,20 @@ impl Conductor {
                 // Spawning registers through this very loop: never wait for it here.
                 tokio::spawn(async move {
                     let _ = reply.send(links::rpc::spawn(tx, cwd, Vec::new()).await);
+                });
+                Ok(())
+            }
+            ConductorMsg::ResolveIntent(intent, create, reply) => {
+                let result = self
+                    .db
+                    .write(move |tx| topics::resolve_intent(tx, intent, create))
+                    .await?;
+                self.wakes.topics.notify_one();
+                let _ = reply.send(match result {
+                    Some(i) => {
+                        Ok(json!({ "intent_id": i.id, "identity": i.identity, "slot": i.slot }))
+                    }
+                    None => Err(format!("there is no intent #{intent} (settled already?)")),
                 });
                 Ok(())
             }
@@ -294,9 +312,17 @@ impl Conductor {
                     kv::set(tx, SELECTED, &identity)?;
                     identity.clone()
                 };
-                let handed = turns::assign_unassigned(tx, &selected)? as i64;
+                // Messages that wait for "any instance" go to the first one. In Threaded Mode,
+                // while others are live, such a message waits for the person's tap instead.
+                let threaded = topics::threaded(tx)?;
+                let handed = if !threaded || live_identities.is_empty() {
+                    turns::assign_unassigned(tx, &selected)? as i64
+                } else {
+                    0
+                };
                 kv::delete(tx, HELD_NOTICE)?;
-                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
+                // In Threaded Mode the instance's own topic greets it (the topics task).
+                if let (Some(owner), false) = (kv::get_i64(tx, kv::OWNER)?, threaded) {
                     let text =
                         texts::instance_connected(&label, &cwd2, selected == identity, handed);
                     notice(tx, owner, &text, &format!("notice:connected:{id}"))?;
@@ -311,6 +337,8 @@ impl Conductor {
         for turn in done_acks {
             let _ = commands.try_send(Command::DoneAck(turn));
         }
+        // In Threaded Mode the new instance needs its topic.
+        self.wakes.topics.notify_one();
         self.live.insert(
             id,
             Live {
@@ -326,7 +354,7 @@ impl Conductor {
                 last_status: None,
             },
         );
-        self.sender.notify_one();
+        self.wakes.sender.notify_one();
         Ok(())
     }
 
@@ -415,7 +443,7 @@ impl Conductor {
             }
             let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
         }
-        self.sender.notify_one();
+        self.wakes.sender.notify_one();
         Ok(())
     }
 
@@ -432,6 +460,8 @@ impl Conductor {
         let now = now_ms();
         let key = id.0.clone();
         let final_turns = reason.process_gone() || l.transport != Transport::Shim;
+        let reason_kind = (reason == GoneReason::Disconnected).then_some(());
+        let epoch = self.epoch;
         let why = reason.describe();
         self.db
             .write(move |tx| {
@@ -471,15 +501,31 @@ impl Conductor {
                     .into_iter()
                     .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
                     .map_or(0, |(_, n)| n);
+                // The binding: kept (offline) for a lost connection, released with proof for a
+                // disconnect. The notice goes to the instance's topic while it has one.
+                let topic = match (&reason_kind, topics::threaded(tx)?) {
+                    (Some(_), _) => {
+                        events::disconnected(tx, &l.identity, epoch, now)?;
+                        None
+                    }
+                    (None, threaded) => {
+                        events::went_offline(tx, &l.identity, now)?;
+                        tables::binding(tx, &l.identity)?
+                            .filter(|_| threaded)
+                            .map(|b| (b.chat_id, b.thread_id))
+                    }
+                };
                 if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
                     let text =
                         texts::instance_gone(&l.label, &why, queued, now_selected.as_deref());
-                    notice(tx, owner, &text, &format!("notice:gone:{key}"))?;
+                    let (chat, thread) = topic.map_or((owner, None), |(c, t)| (c, Some(t)));
+                    topics::notice(tx, chat, thread, &text, &format!("notice:gone:{key}"))?;
                 }
                 Ok(())
             })
             .await?;
-        self.sender.notify_one();
+        self.wakes.sender.notify_one();
+        self.wakes.topics.notify_one();
         Ok(())
     }
 
@@ -642,24 +688,35 @@ fn finish(
     if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
         return Ok(());
     }
-    let text = texts::answer(ctx.label, &r.text, r.aborted, r.error.as_deref());
+    // Threaded Mode: the answer goes to the instance's topic (waiting while that topic is being
+    // replaced); otherwise where the question was asked, labelled when several instances talk.
+    let binding = if topics::threaded(tx)? {
+        tables::binding(tx, ctx.identity)?
+    } else {
+        None
+    };
+    let (thread, label, waiting) = match &binding {
+        Some(b) => (Some(b.thread_id), None, b.state == BindingState::Lost),
+        None => (t.thread_id, ctx.label, false),
+    };
+    let text = texts::answer(label, &r.text, r.aborted, r.error.as_deref());
     for (i, piece) in tg_format::split::plain(&text, texts::ANSWER_PIECE)
         .into_iter()
         .enumerate()
     {
         let mut params = json!({ "chat_id": t.chat_id, "text": piece });
-        if let Some(th) = t.thread_id {
+        if let Some(th) = thread {
             params["message_thread_id"] = json!(th);
         }
-        if let (0, Some(m)) = (i, t.message_id) {
+        if let (0, Some(m), true) = (i, t.message_id, thread == t.thread_id) {
             params["reply_parameters"] =
                 json!({ "message_id": m, "allow_sending_without_reply": true });
         }
-        outbox::enqueue(
+        let id = outbox::enqueue(
             tx,
             &outbox::NewRow {
                 chat_id: t.chat_id,
-                thread_id: t.thread_id,
+                thread_id: thread,
                 method: "sendMessage",
                 params: &params,
                 purpose: &format!("answer:{}:{i}", t.id),
@@ -671,6 +728,14 @@ fn finish(
             },
             now,
         )?;
+        if let (Some(id), true) = (id, waiting) {
+            outbox::hold(
+                tx,
+                id,
+                topics::WAITING_FOR_THREAD,
+                "waiting for a new thread: the topic was deleted",
+            )?;
+        }
     }
     Ok(())
 }

@@ -85,6 +85,10 @@ pub struct ProfileSettings {
     pub pairing: PairingMode,
     /// `pacing`.
     pub pacing: PacingConfig,
+    /// `threadTitle`: topic title template (`{slot}`, `{project}`).
+    pub thread_title: String,
+    /// `threadRetentionDays`: offline bindings release their slot after this many days.
+    pub thread_retention_days: u64,
 }
 
 /// The parsed file, keeping every key.
@@ -253,7 +257,19 @@ impl ConfigFile {
             .lookup(name, "pacing")
             .and_then(|p| serde_json::from_value(p.clone()).ok())
             .unwrap_or_default();
+        let thread_title = self
+            .lookup(name, "threadTitle")
+            .and_then(Value::as_str)
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or(threads::DEFAULT_TITLE)
+            .to_owned();
+        let thread_retention_days = self
+            .lookup(name, "threadRetentionDays")
+            .and_then(Value::as_u64)
+            .unwrap_or(7);
         ProfileSettings {
+            thread_title,
+            thread_retention_days,
             bot_token,
             allowed_user_id,
             api_base,

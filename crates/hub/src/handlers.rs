@@ -3,6 +3,7 @@
 //! together or not at all.
 
 use serde_json::{Value, json};
+use store::threads::{self as tables, BindingState};
 use store::{
     Connection, StoreError, callbacks, instances, journal, kv, outbox, pairing as codes, routes,
     turns,
@@ -12,6 +13,8 @@ use telegram::view::{MessageView, UpdateKind, UpdateView};
 use crate::config::PairingMode;
 use crate::pairing;
 use crate::texts;
+use crate::topics;
+use threads::events;
 
 /// Inputs a handler needs besides the store.
 #[derive(Debug, Clone)]
@@ -22,6 +25,10 @@ pub struct HandlerCtx {
     pub pairing: PairingMode,
     /// Now.
     pub now_ms: i64,
+    /// The hub's lease epoch: binding changes made here are fenced by it.
+    pub epoch: store::lease::Epoch,
+    /// Topic title template.
+    pub title_template: String,
 }
 
 /// Effects the worker acts on after the commit.
@@ -33,6 +40,8 @@ pub struct AfterCommit {
     pub new_owner: Option<i64>,
     /// Turns were created or the selection changed: wake the conductor.
     pub turns: bool,
+    /// Bindings, intents or cleanups changed: wake the topics task.
+    pub topics: bool,
 }
 
 /// Key of the outbox id of the current "no instance connected" notice; present while an episode
@@ -114,6 +123,9 @@ fn from_owner(
                 if cmd == "start" {
                     let (intro, keyboard) = instance_chooser(tx, ctx, sender_of(update))?;
                     text = format!("{text}\n\n{intro}");
+                    if !topics::threaded(tx)? {
+                        text = format!("{text}\n\n{}", texts::enable_tip());
+                    }
                     markup = keyboard;
                 }
                 reply_with(
@@ -142,22 +154,9 @@ fn from_owner(
                 (Some(token), Some(owner)) => callbacks::lookup(tx, token, owner, ctx.now_ms)?,
                 _ => None,
             };
-            let (text, outcome) = match action.as_deref().and_then(|a| a.strip_prefix("select:")) {
-                Some(identity) => {
-                    let live = instances::live(tx)?;
-                    match live.iter().find(|i| i.identity == identity) {
-                        Some(i) => {
-                            kv::set(tx, crate::conductor::SELECTED, identity)?;
-                            after.turns = true;
-                            (format!("New messages go to {}", i.label), "selected")
-                        }
-                        None => (
-                            "That pi instance is not connected any more.".to_owned(),
-                            "select:gone",
-                        ),
-                    }
-                }
-                None => (texts::unknown_button(), "answered:callback"),
+            let (text, outcome) = match action.as_deref() {
+                Some(action) => button(tx, ctx, action, chat, after)?,
+                None => (texts::unknown_button(), "answered:callback".to_owned()),
             };
             let params = json!({ "callback_query_id": id, "text": text });
             enqueue(
@@ -171,13 +170,127 @@ fn from_owner(
                 entry,
                 after,
             )?;
-            Ok(outcome.into())
+            Ok(outcome)
         }
         UpdateKind::MyChatMember => Ok("noted:membership".into()),
         UpdateKind::EditedMessage => Ok("ignored:edit".into()),
         UpdateKind::MessageReaction => Ok("ignored:reaction".into()),
         UpdateKind::Other(kind) => Ok(format!("ignored:{kind}")),
     }
+}
+
+/// What a button does. Returns the text the tap is answered with and the outcome recorded.
+fn button(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    action: &str,
+    chat: i64,
+    after: &mut AfterCommit,
+) -> Result<(String, String), StoreError> {
+    let parts: Vec<&str> = action.split(':').collect();
+    let gone = || {
+        Ok((
+            "That pi instance is not connected any more.".to_owned(),
+            "button:gone".to_owned(),
+        ))
+    };
+    match parts.as_slice() {
+        ["select", identity] => {
+            let live = instances::live(tx)?;
+            let Some(i) = live.iter().find(|i| i.identity == *identity) else {
+                return gone();
+            };
+            kv::set(tx, crate::conductor::SELECTED, identity)?;
+            after.turns = true;
+            Ok((format!("New messages go to {}", i.label), "selected".into()))
+        }
+        ["send", turn, identity] => {
+            let Ok(turn) = turn.parse::<i64>() else {
+                return Ok((texts::unknown_button(), "button:malformed".into()));
+            };
+            if !turns::assign(tx, turn, identity)? {
+                return Ok((texts::already_sent(), "send:taken".into()));
+            }
+            after.turns = true;
+            Ok((
+                format!("Sent to {}", crate::conductor::label_of(identity)),
+                "sent".into(),
+            ))
+        }
+        ["move", turn, identity, thread] => {
+            let (Ok(turn), Ok(thread)) = (turn.parse::<i64>(), thread.parse::<i64>()) else {
+                return Ok((texts::unknown_button(), "button:malformed".into()));
+            };
+            let live = instances::live(tx)?;
+            let inst = live.iter().find(|i| i.identity == *identity);
+            let bound = match events::move_here(tx, identity, chat, thread, ctx.epoch, ctx.now_ms)?
+            {
+                Some(b) => Some(b),
+                None => match events::adopt_intent_at(
+                    tx, identity, chat, thread, ctx.epoch, ctx.now_ms,
+                )? {
+                    Some(b) => Some(b),
+                    None => match inst {
+                        Some(i) => events::bind_here(
+                            tx,
+                            &events::Newcomer {
+                                identity,
+                                instance_id: Some(&i.id),
+                                cwd: &i.cwd,
+                                project: &i.label,
+                                title_template: &ctx.title_template,
+                            },
+                            chat,
+                            thread,
+                            ctx.epoch,
+                            ctx.now_ms,
+                        )?,
+                        None => None,
+                    },
+                },
+            };
+            let Some(b) = bound else {
+                return Ok((texts::move_refused(), "move:refused".into()));
+            };
+            // The person chose this topic for it: a forgotten intent no longer matters.
+            kv::delete(tx, &skip_key(identity))?;
+            turns::assign(tx, turn, identity)?;
+            after.turns = true;
+            after.topics = true;
+            let label = crate::conductor::label_of(identity);
+            topics::notice(
+                tx,
+                b.chat_id,
+                Some(b.thread_id),
+                &texts::moved_here(&label, &b.cwd),
+                &format!("notice:moved:{identity}:{thread}"),
+            )?;
+            after.outbox = true;
+            Ok((format!("{label} lives in this topic now"), "moved".into()))
+        }
+        ["intent", choice, id] => {
+            let Ok(id) = id.parse::<i64>() else {
+                return Ok((texts::unknown_button(), "button:malformed".into()));
+            };
+            let create = *choice == "create";
+            if topics::resolve_intent(tx, id, create)?.is_none() {
+                return Ok((texts::intent_settled(), "intent:settled".into()));
+            }
+            after.topics = true;
+            Ok(if create {
+                ("Creating a new thread".into(), "intent:create".into())
+            } else {
+                ("Forgotten".into(), "intent:forget".into())
+            })
+        }
+        _ => Ok((texts::unknown_button(), "answered:callback".into())),
+    }
+}
+
+/// Key marking that provisioning skips `identity` while this instance id stays connected (the
+/// person chose "forget" for its intent of unknown outcome).
+pub fn skip_key(identity: &str) -> String {
+    format!("threads.skip.{identity}")
 }
 
 /// Turns an owner message into a turn for the instance it belongs to: the one whose message it
@@ -213,11 +326,34 @@ fn to_turn(
         Some(r) => routes::lookup(tx, chat, r)?,
         None => None,
     };
-    let identity = match routed {
-        Some(i) => Some(i),
-        None => kv::get(tx, crate::conductor::SELECTED)?,
+    // Where the message goes: the instance whose message it answers; in Threaded Mode the
+    // topic's instance, or the person's choice; in classic mode the selected instance.
+    let threaded = topics::threaded(tx)?;
+    let live = instances::live(tx)?;
+    let (identity, chooser) = match (routed, threaded, msg.thread_id()) {
+        (Some(i), _, _) => (Some(i), false),
+        (None, true, Some(thread)) => match tables::binding_by_thread(tx, chat, thread)? {
+            Some(b) => {
+                if b.state == BindingState::Offline {
+                    let project = crate::conductor::label_of(&b.identity);
+                    reply(
+                        tx,
+                        ctx,
+                        entry,
+                        msg,
+                        &texts::offline_topic(&project, &b.cwd),
+                        "reply:offline",
+                        after,
+                    )?;
+                }
+                (Some(b.identity), false)
+            }
+            None => (None, !live.is_empty()),
+        },
+        (None, true, None) => (None, !live.is_empty()),
+        (None, false, _) => (kv::get(tx, crate::conductor::SELECTED)?, false),
     };
-    turns::create(
+    let turn = turns::create(
         tx,
         &turns::NewTurn {
             source_update_id: Some(entry.update_id),
@@ -230,6 +366,41 @@ fn to_turn(
         ctx.now_ms,
     )?;
     after.turns = true;
+    if chooser {
+        let owner = msg.from_id().unwrap_or(chat);
+        let mut rows = Vec::new();
+        for i in &live {
+            let send = button_token(
+                tx,
+                ctx,
+                owner,
+                &format!("send:{}:{}", turn.unwrap_or(0), i.identity),
+            )?;
+            let mut row =
+                vec![json!({ "text": format!("Send to {}", i.label), "callback_data": send })];
+            if let Some(thread) = msg.thread_id() {
+                let action = format!("move:{}:{}:{thread}", turn.unwrap_or(0), i.identity);
+                row.push(json!({ "text": format!("Move {} here", i.label), "callback_data": button_token(tx, ctx, owner, &action)? }));
+            }
+            rows.push(json!(row));
+        }
+        let text = if msg.thread_id().is_some() {
+            texts::unbound_topic()
+        } else {
+            texts::main_chat_chooser()
+        };
+        reply_with(
+            tx,
+            ctx,
+            entry,
+            msg,
+            &text,
+            Some(json!({ "inline_keyboard": rows })),
+            "reply:chooser",
+            after,
+        )?;
+        return Ok("chooser".into());
+    }
     if identity.is_none() && kv::get(tx, HELD_NOTICE)?.is_none() {
         let params = json!({ "chat_id": chat, "text": texts::no_instance() });
         if let Some(id) = enqueue(
@@ -251,6 +422,19 @@ fn to_turn(
     } else {
         "held".into()
     })
+}
+
+/// An opaque button token for `action`, bound to the owner, valid for a day.
+fn button_token(
+    tx: &Connection,
+    ctx: &HandlerCtx,
+    owner: i64,
+    action: &str,
+) -> Result<String, StoreError> {
+    let token =
+        pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
+    callbacks::create(tx, &token, owner, action, ctx.now_ms, 24 * 3600 * 1000)?;
+    Ok(token)
 }
 
 fn sender_of(update: &UpdateView<'_>) -> Option<i64> {

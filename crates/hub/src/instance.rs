@@ -171,4 +171,10 @@ pub enum ConductorMsg {
     Spawn(String, oneshot::Sender<Result<InstanceId, String>>),
     /// The CLI asks for the live instances.
     List(oneshot::Sender<serde_json::Value>),
+    /// The CLI settles a topic intent (`true`: create anyway). The reply says what it was.
+    ResolveIntent(
+        i64,
+        bool,
+        oneshot::Sender<Result<serde_json::Value, String>>,
+    ),
 }

@@ -30,7 +30,9 @@ pub mod serve;
 pub mod setup;
 pub mod status;
 pub mod texts;
+pub mod threads_cli;
 pub mod topics;
+pub mod wakes;
 pub mod worker;
 
 pub use error::HubError;

@@ -12,6 +12,8 @@ use tokio::sync::{Mutex, Notify, watch};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
+use crate::topics;
+use crate::wakes::Wakes;
 
 /// Retry delay after the `attempts`-th failure: 1 s doubling to at most a minute.
 fn backoff_ms(attempts: i64) -> i64 {
@@ -23,7 +25,7 @@ pub async fn run(
     db: Db,
     client: Client,
     pacer: Arc<Mutex<Pacer>>,
-    wake: Arc<Notify>,
+    wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     loop {
@@ -46,7 +48,7 @@ pub async fn run(
             }
         }
         if let Some(row) = chosen {
-            send_one(&db, &client, &pacer, row).await?;
+            send_one(&db, &client, &pacer, &wakes.topics, row).await?;
             continue;
         }
         if let Some(due) = db.read(outbox::next_due_ms).await? {
@@ -55,7 +57,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = stop.changed() => return Ok(()),
-            () = wake.notified() => {}
+            () = wakes.sender.notified() => {}
             () = sleep_opt(wait) => {}
         }
     }
@@ -72,6 +74,7 @@ async fn send_one(
     db: &Db,
     client: &Client,
     pacer: &Mutex<Pacer>,
+    wake_topics: &Notify,
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
@@ -164,6 +167,37 @@ async fn send_one(
             // The edit already shows: that is the outcome we wanted.
             db.write(move |tx| outbox::mark_sent(tx, id, None, now))
                 .await?;
+        }
+        Err(CallError::Api(e))
+            if e.kind == ApiErrorKind::ThreadNotFound && row.thread_id.is_some() =>
+        {
+            // Terminal for the topic, never retried against it: the row waits for the topic
+            // that replaces it, the binding is marked lost and the topics task provisions anew.
+            let (chat, thread) = (row.chat_id, row.thread_id.unwrap_or_default());
+            let text = e.to_string();
+            let bound = db
+                .write(move |tx| {
+                    let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
+                    if bound {
+                        // Pending again, so the hold below takes this row with the others.
+                        outbox::mark_retry(tx, id, topics::WAITING_FOR_THREAD, &text, now)?;
+                        topics::topic_gone(tx, chat, thread, now)?;
+                    } else {
+                        outbox::mark_failed(tx, id, &text, "dropped: its topic is gone", now)?;
+                    }
+                    incidents::record(
+                        tx,
+                        now,
+                        "send",
+                        &format!("topic {thread} is gone ({text})"),
+                    )?;
+                    Ok(bound)
+                })
+                .await?;
+            tracing::warn!(thread, bound, "a topic was deleted");
+            if bound {
+                wake_topics.notify_one();
+            }
         }
         Err(CallError::Api(e)) => {
             let purpose = row.purpose.clone();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use store::{Store, flood, incidents, kv, lease, outbox};
 use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FloodScope, Pacer};
-use tokio::sync::{Mutex, Notify, mpsc, watch};
+use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::conductor::Conductor;
 use crate::config::{self, ConfigFile};
@@ -18,6 +18,8 @@ use crate::lock::ProfileLock;
 use crate::paths::{AgentDir, ProfileName};
 use crate::poller::{self, PollSettings};
 use crate::sender;
+use crate::topics::{self, TopicSettings};
+use crate::wakes::Wakes;
 use crate::worker::{self, WorkerSettings};
 
 /// Timing knobs. Defaults suit Telegram; tests shorten them through the environment.
@@ -154,6 +156,11 @@ pub async fn serve(
             kv::set_i64(tx, kv::BOT_ID, bot_id)?;
             kv::set(tx, kv::BOT_USERNAME, &username)?;
             kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
+            kv::set(
+                tx,
+                store::threads::MODE,
+                if topics { "threaded" } else { "classic" },
+            )?;
             // A configured allowedUserId is authoritative; a paired owner is mirrored back.
             let stored_owner = kv::get_i64(tx, kv::OWNER)?;
             if let Some(o) = config_owner {
@@ -196,19 +203,32 @@ pub async fn serve(
     )))?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let wake_worker = Arc::new(Notify::new());
-    let wake_sender = Arc::new(Notify::new());
-    let wake_conductor = Arc::new(Notify::new());
+    let wakes = Wakes::default();
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
     let conduct = {
         let conductor = Conductor::new(
             db.clone(),
             conductor_rx,
             conductor_tx.clone(),
-            wake_conductor.clone(),
-            wake_sender.clone(),
+            wakes.clone(),
+            epoch,
         );
         tokio::spawn(conductor.run(stop_rx.clone()))
+    };
+    let topic_task = {
+        let topic_settings = TopicSettings {
+            title_template: settings.thread_title.clone(),
+            offline_retention: Duration::from_secs(settings.thread_retention_days * 24 * 3600),
+        };
+        tokio::spawn(topics::run(
+            db.clone(),
+            client.clone(),
+            pacer.clone(),
+            epoch,
+            topic_settings,
+            wakes.clone(),
+            stop_rx.clone(),
+        ))
     };
     let sock = tokio::spawn(links::socket::serve(
         listener,
@@ -236,7 +256,7 @@ pub async fn serve(
         let (db, client, wake, stop) = (
             db.clone(),
             client.clone(),
-            wake_worker.clone(),
+            wakes.worker.clone(),
             stop_rx.clone(),
         );
         let settings = PollSettings {
@@ -251,13 +271,13 @@ pub async fn serve(
             pairing: settings.pairing,
             config_path: config_path.clone(),
             profile: opts.profile.clone(),
+            epoch,
+            title_template: settings.thread_title.clone(),
         };
         tokio::spawn(worker::run(
             db.clone(),
             settings,
-            wake_worker.clone(),
-            wake_sender.clone(),
-            wake_conductor.clone(),
+            wakes.clone(),
             stop_rx.clone(),
         ))
     };
@@ -265,23 +285,25 @@ pub async fn serve(
         db.clone(),
         client.clone(),
         pacer,
-        wake_sender.clone(),
+        wakes.clone(),
         stop_rx.clone(),
     ));
     // Work left from before the restart.
-    wake_worker.notify_one();
-    wake_sender.notify_one();
+    wakes.worker.notify_one();
+    wakes.sender.notify_one();
 
     let mut poll = poll;
     let mut work = work;
     let mut send = send;
     let mut conduct = conduct;
+    let mut topic_task = topic_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = shutdown => None,
         r = &mut poll => Some(joined(r)),
         r = &mut work => Some(joined(r)),
         r = &mut send => Some(joined(r)),
         r = &mut conduct => Some(joined(r)),
+        r = &mut topic_task => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
@@ -291,6 +313,7 @@ pub async fn serve(
         ("worker", work),
         ("sender", send),
         ("conductor", conduct),
+        ("topics", topic_task),
     ] {
         if task.is_finished() {
             continue;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use store::outbox::State;
-use store::{Store, flood, incidents, instances, journal, kv, lease, pairing, turns};
+use store::{Store, flood, incidents, instances, journal, kv, lease, pairing, threads, turns};
 
 use crate::config::{self, ConfigFile};
 use crate::db::now_ms;
@@ -102,6 +102,40 @@ pub struct PairingStatus {
     pub attempts_left: i64,
 }
 
+/// A topic binding (Threaded Mode).
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadStatus {
+    /// Identity it belongs to.
+    pub identity: String,
+    /// Slot letter.
+    pub slot: String,
+    /// Topic title.
+    pub title: String,
+    /// Telegram's `message_thread_id`.
+    pub thread_id: i64,
+    /// `active`, `offline` or `lost` (Telegram said the topic is gone; a new one follows).
+    pub state: String,
+    /// The live instance using it.
+    pub instance: Option<String>,
+}
+
+/// A durable intent to create a topic.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntentStatus {
+    /// Id (for `pi-telegram threads resolve`).
+    pub id: i64,
+    /// Identity.
+    pub identity: String,
+    /// Slot held.
+    pub slot: String,
+    /// `in-flight` or `ambiguous`.
+    pub state: String,
+    /// Thread id, once known.
+    pub thread_id: Option<i64>,
+    /// Why it is ambiguous.
+    pub detail: Option<String>,
+}
+
 /// Everything `status` reports. Never contains the token.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -139,6 +173,12 @@ pub struct Status {
     pub flood_waits: Vec<FloodStatus>,
     /// Recent errors, newest first.
     pub last_errors: Vec<ErrorStatus>,
+    /// `threaded` or `classic` (from the last capability probe); `None` before the first.
+    pub mode: Option<String>,
+    /// Topic bindings.
+    pub threads: Vec<ThreadStatus>,
+    /// Topic creations whose outcome is pending or unknown.
+    pub intents: Vec<IntentStatus>,
 }
 
 /// Reads the status of a profile.
@@ -183,6 +223,9 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             .collect(),
         flood_waits: Vec::new(),
         last_errors: Vec::new(),
+        mode: None,
+        threads: Vec::new(),
+        intents: Vec::new(),
     };
     let Some(store) = Store::open_for_reading(&paths.state_db())? else {
         return Ok(st);
@@ -246,6 +289,29 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
                 retry_after_s: w.retry_after_s,
             })
             .collect();
+        st.mode = kv::get(c, threads::MODE)?;
+        st.threads = threads::bindings(c)?
+            .into_iter()
+            .map(|b| ThreadStatus {
+                identity: b.identity,
+                slot: b.slot,
+                title: b.title,
+                thread_id: b.thread_id,
+                state: b.state.as_str().to_owned(),
+                instance: b.instance_id,
+            })
+            .collect();
+        st.intents = threads::intents(c)?
+            .into_iter()
+            .map(|i| IntentStatus {
+                id: i.id,
+                identity: i.identity,
+                slot: i.slot,
+                state: i.state.as_str().to_owned(),
+                thread_id: i.thread_id,
+                detail: i.detail,
+            })
+            .collect();
         st.last_errors = incidents::recent(c, 10)?
             .into_iter()
             .map(|i| ErrorStatus {
@@ -274,7 +340,11 @@ pub fn render(st: &Status) -> String {
     if let Some(t) = st.bot.has_topics_enabled {
         out.push_str(&format!(
             "threads      Threaded Mode {}\n",
-            if t { "on" } else { "off" }
+            if t {
+                "on"
+            } else {
+                "off (turn it on for the bot in @BotFather's Mini App)"
+            }
         ));
     }
     let owner = match (st.owner_user_id, &st.pairing) {
@@ -309,6 +379,28 @@ pub fn render(st: &Status) -> String {
             i.state,
             i.pid.map_or_else(|| "-".into(), |p| p.to_string()),
             i.queued
+        ));
+    }
+    for t in &st.threads {
+        out.push_str(&format!(
+            "thread       {} (thread {}) {}{}\n",
+            t.title,
+            t.thread_id,
+            t.state,
+            t.instance
+                .as_deref()
+                .map_or_else(String::new, |i| format!(", instance {i}"))
+        ));
+    }
+    for i in &st.intents {
+        out.push_str(&format!(
+            "intent       #{} slot {} for {}: {}{} (settle: pi-telegram threads resolve {} --create|--forget)\n",
+            i.id,
+            i.slot,
+            i.identity,
+            i.state,
+            i.detail.as_deref().map_or_else(String::new, |d| format!(", {d}")),
+            i.id
         ));
     }
     let outbox: Vec<String> = st.outbox.iter().map(|(k, v)| format!("{v} {k}")).collect();

@@ -219,3 +219,24 @@ pub fn unbound_topic() -> String {
 pub fn main_chat_chooser() -> String {
     "Which pi should get this message?".to_owned()
 }
+
+/// A chooser button for a message that already went to an instance.
+pub fn already_sent() -> String {
+    "That message was sent already.".to_owned()
+}
+
+/// "Move here" could not bind the topic.
+pub fn move_refused() -> String {
+    "Could not move it here: the topic is taken, no letter is free, or the hub is restarting."
+        .to_owned()
+}
+
+/// Said in a topic the person bound with "move here".
+pub fn moved_here(label: &str, cwd: &str) -> String {
+    format!("pi {label} ({cwd}) lives in this thread now; its old thread is removed.")
+}
+
+/// A button for an intent that was settled already.
+pub fn intent_settled() -> String {
+    "That was settled already.".to_owned()
+}

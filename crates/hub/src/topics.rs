@@ -19,6 +19,7 @@ use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
 use crate::texts;
+use crate::wakes::Wakes;
 
 /// Rows waiting for a topic that does not exist yet (the old one was deleted) carry this
 /// `not_before_ms`; provisioning retargets and releases them.
@@ -141,10 +142,10 @@ pub async fn run(
     pacer: Arc<Mutex<Pacer>>,
     epoch: Epoch,
     settings: TopicSettings,
-    wake: Arc<Notify>,
-    sender: Arc<Notify>,
+    wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
+    let sender = wakes.sender.clone();
     let api = ClientTopics::new(client.clone(), pacer);
     // Intents an earlier hub left in flight have an unknown outcome: ask the person.
     let interrupted = provision::mark_interrupted_intents(&db.0, epoch)?;
@@ -155,8 +156,22 @@ pub async fn run(
     let mut next_probe = tokio::time::Instant::now() + PROBE_EVERY;
     loop {
         let mut next_due = None;
+        // A topic Telegram reported gone may mean Threaded Mode was switched off: ask first.
+        let lost = db
+            .read(|c| {
+                Ok(tables::bindings(c)?
+                    .iter()
+                    .any(|b| b.state == BindingState::Lost))
+            })
+            .await?;
+        if lost {
+            probe(&db, &client, &sender).await?;
+        }
         if db.read(threaded).await? {
-            provision_all(&db, &api, epoch, &settings, &sender).await?;
+            if provision_all(&db, &api, epoch, &settings, &sender).await? {
+                // Telegram refused a topic: maybe the capability changed.
+                probe(&db, &client, &sender).await?;
+            }
             let report = {
                 let mut hook = |p: Point| {
                     crashpoint::hit(p.name());
@@ -187,7 +202,7 @@ pub async fn run(
             .min(PROBE_EVERY);
         tokio::select! {
             _ = stop.changed() => return Ok(()),
-            () = wake.notified() => {}
+            () = wakes.topics.notified() => {}
             () = tokio::time::sleep(sleep) => {}
             () = tokio::time::sleep_until(next_probe) => {
                 next_probe = tokio::time::Instant::now() + PROBE_EVERY;
@@ -222,16 +237,16 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
             let was = threaded(tx)?;
             kv::set(tx, tables::MODE, if on { "threaded" } else { "classic" })?;
             kv::set(tx, kv::BOT_TOPICS, if on { "true" } else { "false" })?;
-            if was != on {
-                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
-                    notice(
-                        tx,
-                        owner,
-                        None,
-                        &texts::mode_changed(on),
-                        &format!("notice:mode:{}", now_ms()),
-                    )?;
-                }
+            if was != on
+                && let Some(owner) = kv::get_i64(tx, kv::OWNER)?
+            {
+                notice(
+                    tx,
+                    owner,
+                    None,
+                    &texts::mode_changed(on),
+                    &format!("notice:mode:{}", now_ms()),
+                )?;
             }
             Ok(was != on)
         })
@@ -250,24 +265,36 @@ async fn provision_all(
     epoch: Epoch,
     settings: &TopicSettings,
     sender: &Notify,
-) -> Result<(), HubError> {
-    let (owner, live, bindings) = db
+) -> Result<bool, HubError> {
+    let (owner, live, bindings, skipped) = db
         .read(|c| {
+            let live = instances::live(c)?;
+            let mut skipped = Vec::new();
+            for i in &live {
+                if kv::get(c, &crate::handlers::skip_key(&i.identity))?.as_deref()
+                    == Some(i.id.as_str())
+                {
+                    skipped.push(i.id.clone());
+                }
+            }
             Ok((
                 kv::get_i64(c, kv::OWNER)?,
-                instances::live(c)?,
+                live,
                 tables::bindings(c)?,
+                skipped,
             ))
         })
         .await?;
-    let Some(chat) = owner else { return Ok(()) };
+    let Some(chat) = owner else { return Ok(false) };
+    let mut refused = false;
     for inst in live {
         let has = bindings.iter().any(|b| {
             b.identity == inst.identity
                 && b.state == BindingState::Active
                 && b.instance_id.as_deref() == Some(inst.id.as_str())
         });
-        if has {
+        // The person said "forget" for this instance's thread: it stays in the main chat.
+        if has || skipped.contains(&inst.id) {
             continue;
         }
         let req = Request {
@@ -290,11 +317,13 @@ async fn provision_all(
         tracing::info!(identity = %inst.identity, outcome = ?outcome_name(&outcome), "provisioned");
         after_provision(db, &inst, chat, &outcome).await?;
         sender.notify_one();
-        if matches!(outcome, Outcome::LostLease) {
-            return Ok(());
+        match outcome {
+            Outcome::LostLease => return Ok(refused),
+            Outcome::Refused(_) => refused = true,
+            _ => {}
         }
     }
-    Ok(())
+    Ok(refused)
 }
 
 fn outcome_name(o: &Outcome) -> &'static str {
@@ -429,6 +458,31 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
     Ok(())
 }
 
+/// Settles an intent of unknown outcome: it is removed (freeing its slot). `create`: the
+/// identity provisions again right away (a duplicate topic is possible, the person accepted
+/// that). Otherwise its live instance is not provisioned again until it reconnects; the person
+/// can still bind a topic they found with "move here". `None` when there is no such intent.
+pub fn resolve_intent(
+    tx: &Connection,
+    intent_id: i64,
+    create: bool,
+) -> Result<Option<Intent>, StoreError> {
+    let Some(intent) = tables::intent(tx, intent_id)? else {
+        return Ok(None);
+    };
+    tables::delete_intent(tx, intent_id)?;
+    let skip = crate::handlers::skip_key(&intent.identity);
+    if create {
+        kv::delete(tx, &skip)?;
+    } else if let Some(i) = instances::live(tx)?
+        .into_iter()
+        .find(|i| i.identity == intent.identity)
+    {
+        kv::set(tx, &skip, &i.id)?;
+    }
+    Ok(Some(intent))
+}
+
 /// A plain notice, in a topic or the main chat.
 pub fn notice(
     tx: &Connection,
@@ -472,13 +526,15 @@ pub const CRASH_POINTS: [&str; 6] = [
 /// Marks the binding of a deleted topic lost and holds its pending output (called by the
 /// sender on `message thread not found`). Returns whether the topic was bound.
 pub fn topic_gone(tx: &Connection, chat: i64, thread: i64, now: i64) -> Result<bool, StoreError> {
-    if events::topic_gone(tx, chat, thread, now)?.is_none() {
+    let Some(identity) = events::topic_gone(tx, chat, thread, now)? else {
         return Ok(false);
-    }
+    };
+    // Everything pending for the dead topic waits for the identity's next one.
     tx.execute(
-        "UPDATE outbox SET not_before_ms = ?3, handling = 'waiting for a new thread: the topic was deleted'
+        "UPDATE outbox SET not_before_ms = ?3, identity = ?4,
+                handling = 'waiting for a new thread: the topic was deleted'
          WHERE state = 'pending' AND chat_id = ?1 AND thread_id = ?2",
-        (chat, thread, WAITING_FOR_THREAD),
+        (chat, thread, WAITING_FOR_THREAD, identity),
     )
     .map_err(StoreError::sqlite("holding output for a deleted topic"))?;
     Ok(true)

@@ -2,10 +2,8 @@
 //! (each update's effects with its "handled" mark); if the batch fails, updates are handled one
 //! by one so a single bad update cannot block the others.
 
-use std::sync::Arc;
-
 use store::{StoreError, incidents, journal};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::config::{ConfigFile, PairingMode};
 use crate::crashpoint;
@@ -13,6 +11,7 @@ use crate::db::{Db, now_ms};
 use crate::error::HubError;
 use crate::handlers::{self, AfterCommit, HandlerCtx};
 use crate::paths::ProfileName;
+use crate::wakes::Wakes;
 
 /// Updates handled per transaction.
 pub const BATCH: usize = 512;
@@ -28,15 +27,17 @@ pub struct WorkerSettings {
     pub config_path: std::path::PathBuf,
     /// The profile.
     pub profile: ProfileName,
+    /// The hub's lease epoch (binding changes are fenced by it).
+    pub epoch: store::lease::Epoch,
+    /// Topic title template (for a topic the person binds with "move here").
+    pub title_template: String,
 }
 
 /// Handles journaled updates until `stop`.
 pub async fn run(
     db: Db,
     settings: WorkerSettings,
-    wake: Arc<Notify>,
-    sender: Arc<Notify>,
-    conductor: Arc<Notify>,
+    wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     loop {
@@ -44,7 +45,7 @@ pub async fn run(
         if batch.is_empty() {
             tokio::select! {
                 _ = stop.changed() => return Ok(()),
-                () = wake.notified() => continue,
+                () = wakes.worker.notified() => continue,
             }
         }
         let after = match handle_batch(&db, &settings, batch.clone()).await {
@@ -56,10 +57,13 @@ pub async fn run(
         };
         crashpoint::hit("handle.after_commit");
         if after.outbox {
-            sender.notify_one();
+            wakes.sender.notify_one();
         }
         if after.turns {
-            conductor.notify_one();
+            wakes.conductor.notify_one();
+        }
+        if after.topics {
+            wakes.topics.notify_one();
         }
         if let Some(owner) = after.new_owner {
             mirror_owner(&db, &settings, owner).await?;
@@ -79,6 +83,8 @@ async fn handle_batch(
         bot_username: settings.bot_username.clone(),
         pairing: settings.pairing,
         now_ms: now_ms(),
+        epoch: settings.epoch,
+        title_template: settings.title_template.clone(),
     };
     db.write(move |tx| {
         let mut after = AfterCommit::default();
@@ -103,6 +109,7 @@ async fn handle_singly(
             Ok(after) => {
                 all.outbox |= after.outbox;
                 all.turns |= after.turns;
+                all.topics |= after.topics;
                 all.new_owner = after.new_owner.or(all.new_owner);
             }
             Err(e) => {

@@ -48,4 +48,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Threaded Mode: settle what the hub cannot decide alone.
+    Threads {
+        /// What to do.
+        #[command(subcommand)]
+        command: ThreadsCommand,
+    },
+}
+
+/// `threads` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ThreadsCommand {
+    /// Settle a topic creation of unknown outcome (`status` lists intents with their ids).
+    #[command(group(clap::ArgGroup::new("choice").required(true).args(["create", "forget"])))]
+    Resolve {
+        /// The intent id.
+        id: i64,
+        /// Create a new topic anyway (if the first one was made after all, you get two).
+        #[arg(long)]
+        create: bool,
+        /// Forget it: the instance stays in the main chat until it reconnects (a topic you
+        /// find can be bound with "Move here").
+        #[arg(long)]
+        forget: bool,
+    },
 }

@@ -111,6 +111,28 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
             );
             Ok(())
         }
+        cli::Command::Threads {
+            command: cli::ThreadsCommand::Resolve { id, create, .. },
+        } => {
+            let paths = agent_dir.profile(&profile);
+            let data = runtime.block_on(hub::threads_cli::resolve(&paths, id, create))?;
+            let slot = data
+                .get("slot")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?");
+            let identity = data
+                .get("identity")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?");
+            if create {
+                println!(
+                    "intent #{id} (slot {slot}, {identity}) settled: a new thread will be created"
+                );
+            } else {
+                println!("intent #{id} (slot {slot}, {identity}) forgotten");
+            }
+            Ok(())
+        }
         cli::Command::Status { json } => {
             let st = status::status(&agent_dir, &profile)?;
             if json {

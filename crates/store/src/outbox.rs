@@ -255,6 +255,16 @@ fn transition(
     Ok(())
 }
 
+/// Holds a pending row until `not_before_ms` (a far future value parks it until released).
+pub fn hold(conn: &Connection, id: i64, not_before_ms: i64, handling: &str) -> Result<()> {
+    conn.execute(
+        "UPDATE outbox SET not_before_ms = ?2, handling = ?3 WHERE id = ?1 AND state = 'pending'",
+        params![id, not_before_ms, handling],
+    )
+    .map(drop)
+    .map_err(StoreError::sqlite("holding an outbox row"))
+}
+
 /// `pending -> sending`, counting the attempt. Committed before the call is made.
 pub fn mark_sending(conn: &Connection, id: i64, now_ms: i64) -> Result<()> {
     transition(

@@ -170,6 +170,16 @@ pub fn assign_unassigned(conn: &Connection, identity: &str) -> Result<usize> {
     .map_err(StoreError::sqlite("assigning turns"))
 }
 
+/// Gives a queued turn that waits for a choice to `identity`. `false` when it was taken already.
+pub fn assign(conn: &Connection, id: i64, identity: &str) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET identity = ?2 WHERE id = ?1 AND identity IS NULL AND state = 'queued'",
+        params![id, identity],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("assigning a turn"))
+}
+
 /// The oldest queued turn for `identity`.
 pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     Ok(select(

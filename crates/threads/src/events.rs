@@ -114,6 +114,108 @@ pub fn move_here(
     Ok(Some(b))
 }
 
+/// "Move here" for an identity without a binding: its intent (usually one of unknown outcome,
+/// whose topic the person found) becomes a binding to `thread_id`. Fenced by the epoch.
+pub fn adopt_intent_at(
+    tx: &Connection,
+    identity: &str,
+    chat_id: i64,
+    thread_id: i64,
+    epoch: Epoch,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
+    if !lease::is_current(tx, epoch)?
+        || threads::binding(tx, identity)?.is_some()
+        || threads::binding_by_thread(tx, chat_id, thread_id)?.is_some()
+    {
+        return Ok(None);
+    }
+    let Some(i) = threads::intent_for(tx, identity)? else {
+        return Ok(None);
+    };
+    threads::delete_intent(tx, i.id)?;
+    let b = Binding {
+        identity: identity.to_owned(),
+        chat_id,
+        thread_id,
+        slot: i.slot,
+        title: i.title,
+        state: if i.instance_id.is_some() {
+            BindingState::Active
+        } else {
+            BindingState::Offline
+        },
+        offline_since_ms: i.instance_id.is_none().then_some(now_ms),
+        instance_id: i.instance_id,
+        cwd: i.cwd,
+        epoch: epoch.0,
+        created_ms: now_ms,
+        updated_ms: now_ms,
+    };
+    threads::insert_binding(tx, &b)?;
+    Ok(Some(b))
+}
+
+/// Who "move here" binds when the identity has neither binding nor intent.
+#[derive(Debug, Clone)]
+pub struct Newcomer<'a> {
+    /// Identity.
+    pub identity: &'a str,
+    /// Its live instance, if any.
+    pub instance_id: Option<&'a str>,
+    /// Working directory.
+    pub cwd: &'a str,
+    /// Project name for the title.
+    pub project: &'a str,
+    /// Title template.
+    pub title_template: &'a str,
+}
+
+/// "Move here" for an identity with neither binding nor intent (its intent was forgotten, or it
+/// never got a topic): `thread_id` becomes its binding, with a fresh slot. Fenced by the epoch;
+/// `None` when fenced, when the topic is bound already, or when no slot is free.
+pub fn bind_here(
+    tx: &Connection,
+    who: &Newcomer<'_>,
+    chat_id: i64,
+    thread_id: i64,
+    epoch: Epoch,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
+    if !lease::is_current(tx, epoch)?
+        || threads::binding(tx, who.identity)?.is_some()
+        || threads::intent_for(tx, who.identity)?.is_some()
+        || threads::binding_by_thread(tx, chat_id, thread_id)?.is_some()
+    {
+        return Ok(None);
+    }
+    let Some(slot) = crate::provision::allocate(tx, None)? else {
+        return Ok(None);
+    };
+    let slot_text = slot.to_string();
+    threads::set_cursor(tx, &slot_text)?;
+    let b = Binding {
+        identity: who.identity.to_owned(),
+        chat_id,
+        thread_id,
+        slot: slot_text,
+        title: crate::title(who.title_template, slot, who.project),
+        state: if who.instance_id.is_some() {
+            BindingState::Active
+        } else {
+            BindingState::Offline
+        },
+        instance_id: who.instance_id.map(str::to_owned),
+        cwd: who.cwd.to_owned(),
+        epoch: epoch.0,
+        created_ms: now_ms,
+        updated_ms: now_ms,
+        offline_since_ms: who.instance_id.is_none().then_some(now_ms),
+    };
+    threads::insert_binding(tx, &b)?;
+    Ok(Some(b))
+}
+
 /// Offline bindings older than `retention_ms` release their slot. Their topics are left alone
 /// (deleting them needs the person's consent). Returns the identities released.
 pub fn release_stale(

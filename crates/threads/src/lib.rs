@@ -65,7 +65,7 @@ impl Point {
 pub struct Crash(pub Point);
 
 /// Called at every crash point; `Err` stops the operation as a crash would.
-pub type Hook<'a> = &'a mut dyn FnMut(Point) -> Result<(), Crash>;
+pub type Hook<'a> = &'a mut (dyn FnMut(Point) -> Result<(), Crash> + Send);
 
 /// Why a topic call failed, in the classes provisioning acts on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

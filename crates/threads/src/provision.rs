@@ -305,7 +305,10 @@ fn prepare(
     })
 }
 
-fn allocate(tx: &Connection, preferred: Option<char>) -> Result<Option<char>, StoreError> {
+pub(crate) fn allocate(
+    tx: &Connection,
+    preferred: Option<char>,
+) -> Result<Option<char>, StoreError> {
     let held: Vec<char> = threads::held_slots(tx)?
         .iter()
         .filter_map(|s| slots::parse(s))

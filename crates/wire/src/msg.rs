@@ -178,6 +178,15 @@ pub enum ClientMsg {
         /// Request id.
         id: String,
     },
+    /// CLI: settle a topic intent whose outcome is unknown.
+    ResolveIntent {
+        /// Request id.
+        id: String,
+        /// The intent (`pi-telegram status` lists them).
+        intent_id: i64,
+        /// `true`: create a new topic anyway; `false`: forget it.
+        create: bool,
+    },
     /// A message type this build does not know.
     #[serde(other)]
     Unknown,

@@ -267,7 +267,7 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
                         conn.send(&HubMsg::Error { message: message.clone() });
                         break GoneReason::Closed(message);
                     }
-                    ClientMsg::Response { .. } | ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::Unknown => {
+                    ClientMsg::Response { .. } | ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
                         continue;
                     }
                 };
@@ -316,6 +316,36 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
                         id,
                         ok: true,
                         data: Some(json!({ "instance_id": instance.0 })),
+                        error: None,
+                    },
+                    Err(e) => HubMsg::Response {
+                        id,
+                        ok: false,
+                        data: None,
+                        error: Some(e),
+                    },
+                }
+            }
+            Ok(ClientMsg::ResolveIntent {
+                id,
+                intent_id,
+                create,
+            }) => {
+                let (reply, rx) = oneshot::channel();
+                let result = match conductor
+                    .send(ConductorMsg::ResolveIntent(intent_id, create, reply))
+                    .await
+                {
+                    Ok(()) => rx
+                        .await
+                        .unwrap_or_else(|_| Err("the hub is stopping".into())),
+                    Err(_) => Err("the hub is stopping".into()),
+                };
+                match result {
+                    Ok(data) => HubMsg::Response {
+                        id,
+                        ok: true,
+                        data: Some(data),
                         error: None,
                     },
                     Err(e) => HubMsg::Response {
