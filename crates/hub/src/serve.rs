@@ -34,6 +34,9 @@ pub struct Tuning {
     /// How long a write to an instance may block before it counts as not reading
     /// (`PI_TELEGRAM_WRITE_TIMEOUT_MS`, default 10 s).
     pub write_timeout: Duration,
+    /// How often Threaded Mode is probed with `getMe` when nothing else prompts it
+    /// (`PI_TELEGRAM_PROBE_SECS`, default 600).
+    pub probe_every: Duration,
 }
 
 impl Tuning {
@@ -49,6 +52,7 @@ impl Tuning {
             write_timeout: Duration::from_millis(
                 num("PI_TELEGRAM_WRITE_TIMEOUT_MS").unwrap_or(10_000),
             ),
+            probe_every: Duration::from_secs(num("PI_TELEGRAM_PROBE_SECS").unwrap_or(600).max(1)),
         }
     }
 }
@@ -219,6 +223,7 @@ pub async fn serve(
         let topic_settings = TopicSettings {
             title_template: settings.thread_title.clone(),
             offline_retention: Duration::from_secs(settings.thread_retention_days * 24 * 3600),
+            probe_every: opts.tuning.probe_every,
         };
         tokio::spawn(topics::run(
             db.clone(),

@@ -25,9 +25,6 @@ use crate::wakes::Wakes;
 /// `not_before_ms`; provisioning retargets and releases them.
 pub const WAITING_FOR_THREAD: i64 = i64::MAX;
 
-/// How often the capability is probed when nothing else happens.
-const PROBE_EVERY: Duration = Duration::from_secs(600);
-
 /// Threaded Mode settings.
 #[derive(Debug, Clone)]
 pub struct TopicSettings {
@@ -35,6 +32,8 @@ pub struct TopicSettings {
     pub title_template: String,
     /// Offline bindings older than this release their slot.
     pub offline_retention: Duration,
+    /// How often the capability is probed when nothing else prompts it.
+    pub probe_every: Duration,
 }
 
 /// The topic calls, made with the hub's client and pacing.
@@ -153,7 +152,7 @@ pub async fn run(
         ask_about(&db, &i).await?;
     }
     sender.notify_one();
-    let mut next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+    let mut next_probe = tokio::time::Instant::now() + settings.probe_every;
     loop {
         let mut next_due = None;
         // A topic Telegram reported gone may mean Threaded Mode was switched off: ask first.
@@ -198,14 +197,14 @@ pub async fn run(
             );
         }
         let sleep = reconcile::wait_until(next_due, now_ms())
-            .unwrap_or(PROBE_EVERY)
-            .min(PROBE_EVERY);
+            .unwrap_or(settings.probe_every)
+            .min(settings.probe_every);
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.topics.notified() => {}
             () = tokio::time::sleep(sleep) => {}
             () = tokio::time::sleep_until(next_probe) => {
-                next_probe = tokio::time::Instant::now() + PROBE_EVERY;
+                next_probe = tokio::time::Instant::now() + settings.probe_every;
                 probe(&db, &client, &sender).await?;
             }
         }

@@ -30,12 +30,26 @@ pub fn tuning() -> Tuning {
         conflict_grace: Duration::from_secs(60),
         shutdown_grace: Duration::from_secs(5),
         write_timeout: Duration::from_millis(800),
+        probe_every: Duration::from_millis(300),
     }
 }
 
 impl TestHub {
     pub async fn start() -> Self {
-        let fake = FakeServer::start(FakeConfig::default()).await.unwrap();
+        Self::start_with(FakeConfig::default()).await
+    }
+
+    /// With the bot's Threaded Mode on.
+    pub async fn threaded() -> Self {
+        Self::start_with(FakeConfig {
+            has_topics_enabled: true,
+            ..FakeConfig::default()
+        })
+        .await
+    }
+
+    pub async fn start_with(config: FakeConfig) -> Self {
+        let fake = FakeServer::start(config).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let cfg = json!({ "profiles": { "default": { "botToken": tg_fake::DEFAULT_TOKEN, "allowedUserId": OWNER,
             "apiBase": fake.base_url(),
