@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
-use store::threads::{self as tables, BindingState, Intent};
+use store::threads::{self as tables, BindingState, Intent, IntentState};
 use store::{Connection, StoreError, callbacks, instances, kv, outbox};
 use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
 use threads::provision::{self, Outcome, Request};
@@ -146,10 +146,13 @@ pub async fn run(
 ) -> Result<(), HubError> {
     let sender = wakes.sender.clone();
     let api = ClientTopics::new(client.clone(), pacer);
-    // Intents an earlier hub left in flight have an unknown outcome: ask the person.
-    let interrupted = provision::mark_interrupted_intents(&db.0, epoch)?;
-    for i in interrupted {
-        ask_about(&db, &i).await?;
+    // Intents an earlier hub left in flight have an unknown outcome; with those it marked
+    // ambiguous but could not ask about before it stopped, the person decides.
+    provision::mark_interrupted_intents(&db.0, epoch)?;
+    for i in db.read(tables::intents).await? {
+        if i.state == IntentState::Ambiguous {
+            ask_about(&db, &i).await?;
+        }
     }
     sender.notify_one();
     let mut next_probe = tokio::time::Instant::now() + settings.probe_every;

@@ -103,12 +103,21 @@ async fn the_newer_hub_adopts_the_topic_the_older_one_created_after_losing_the_l
         .unwrap();
     assert!(new_epoch > old_epoch);
     let outcome = older.await.unwrap().unwrap();
-    assert_eq!(outcome, Outcome::LostLease, "the older hub commits no binding");
+    assert_eq!(
+        outcome,
+        Outcome::LostLease,
+        "the older hub commits no binding"
+    );
     let evidence = newer_store
         .read(|c| store::threads::evidence(c, None))
         .unwrap();
     assert_eq!(evidence.len(), 1, "it left recovery evidence");
-    assert!(newer_store.read(store::threads::bindings).unwrap().is_empty());
+    assert!(
+        newer_store
+            .read(store::threads::bindings)
+            .unwrap()
+            .is_empty()
+    );
     let created = fake.control().topics(Some(OWNER), None).unwrap();
     assert_eq!(created.len(), 1);
     assert_eq!(evidence[0].thread_id, created[0].thread_id);
@@ -157,7 +166,10 @@ async fn the_newer_hub_adopts_the_topic_the_older_one_created_after_losing_the_l
     .await
     .unwrap();
     assert_eq!(late, Outcome::LostLease);
-    assert_eq!(fake.control().requests(0, Some("createForumTopic")).len(), 1);
+    assert_eq!(
+        fake.control().requests(0, Some("createForumTopic")).len(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,7 +201,11 @@ async fn a_hub_that_lost_the_lease_before_calling_creates_nothing_and_the_intent
         .await
         .unwrap();
     assert_eq!(outcome, Outcome::LostLease);
-    assert!(fake.control().requests(0, Some("createForumTopic")).is_empty());
+    assert!(
+        fake.control()
+            .requests(0, Some("createForumTopic"))
+            .is_empty()
+    );
     // The newer hub does not guess: the intent of an older epoch blocks automatic creation
     // (the person decides), and nothing exists at Telegram.
     let new_epoch = newer_store.read(lease::current).unwrap().unwrap().epoch;
@@ -198,7 +214,11 @@ async fn a_hub_that_lost_the_lease_before_calling_creates_nothing_and_the_intent
         .await
         .unwrap();
     assert!(matches!(outcome, Outcome::Blocked(_)), "{outcome:?}");
-    assert!(fake.control().requests(0, Some("createForumTopic")).is_empty());
+    assert!(
+        fake.control()
+            .requests(0, Some("createForumTopic"))
+            .is_empty()
+    );
     let problems = check(&newer_store, Some(&[])).unwrap();
     assert!(problems.is_empty(), "{problems:#?}");
 }

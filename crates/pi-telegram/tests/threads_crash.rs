@@ -1,0 +1,374 @@
+//! Threaded Mode crash tests with the real binary: the hub is aborted after each provisioning
+//! step and each reconciler step in turn (`PI_TELEGRAM_CRASH_AT`), restarted, and the person
+//! settles what only they can know (an intent of unknown outcome) the way the hub asks them to.
+//! Then tg-fake's topic list and the store must agree: exactly one topic per identity, the
+//! binding points to it, no slot held by nothing, no intent without cause.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use common::{Env, OWNER, wait_for};
+use serde_json::{Value, json};
+use tg_fake::control::{Press, SendText, ThreadFilter};
+use tg_fake::world::TopicState;
+use tg_fake::{FakeConfig, FaultKind, FaultSpec};
+use threads::invariants::{SeenTopic, check};
+
+const CWD: &str = "/work/web";
+
+/// The extension's side of `hub.sock`, just enough to be a connected instance.
+struct Instance {
+    stream: UnixStream,
+}
+
+impl Instance {
+    fn connect(env: &Env, pid: i64) -> Self {
+        let socket = env.profile_dir().join("hub.sock");
+        let secret = env.profile_dir().join("hub.secret");
+        let mut stream = None;
+        wait_for("the hub socket", 20, || {
+            stream = UnixStream::connect(&socket).ok();
+            stream.is_some()
+        });
+        let mut stream = stream.unwrap();
+        let secret = std::fs::read_to_string(secret).unwrap();
+        let hello = json!({ "type": "hello", "protocol": 1, "role": "instance", "secret": secret.trim(),
+            "pid": pid, "cwd": CWD, "mode": "tui", "session_id": format!("s{pid}"), "idle": true,
+            "pending": false, "received_turns": [], "completed_turns": [] });
+        stream.write_all(format!("{hello}\n").as_bytes()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the hub closed");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["type"] == "welcome" {
+                break;
+            }
+        }
+        Self { stream }
+    }
+
+    fn disconnect(mut self) {
+        self.stream
+            .write_all(b"{\"type\":\"bye\",\"reason\":\"disconnect\"}\n")
+            .unwrap();
+    }
+}
+
+fn threaded_env() -> Env {
+    let env = Env::with(FakeConfig {
+        has_topics_enabled: true,
+        ..FakeConfig::default()
+    });
+    env.preset_owner();
+    env
+}
+
+fn seen(env: &Env) -> Vec<SeenTopic> {
+    env.fake
+        .control()
+        .topics(Some(OWNER), None)
+        .unwrap()
+        .into_iter()
+        .map(|t| SeenTopic {
+            chat_id: OWNER,
+            thread_id: t.thread_id,
+            alive: t.state != TopicState::Deleted,
+            by_bot: t.created_by_bot,
+        })
+        .collect()
+}
+
+/// Live topics the bot made.
+fn live_bot_topics(env: &Env) -> Vec<i64> {
+    env.fake
+        .control()
+        .topics(Some(OWNER), None)
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.state != TopicState::Deleted && t.created_by_bot)
+        .map(|t| t.thread_id)
+        .collect()
+}
+
+fn crash_at(env: &Env, point: &str, act: impl FnOnce()) {
+    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
+    act();
+    assert_eq!(
+        hub.wait(Duration::from_secs(20)),
+        None,
+        "{point}: the hub should abort; log:\n{}",
+        hub.log_text()
+    );
+    assert!(
+        hub.log_text()
+            .contains(&format!("crash point {point} reached")),
+        "{point}"
+    );
+}
+
+/// The one intent the store holds, once it is ambiguous.
+fn ambiguous_intent(env: &Env) -> i64 {
+    wait_for("an ambiguous intent", 20, || {
+        env.status()["intents"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1 && a[0]["state"] == "ambiguous")
+    });
+    env.status()["intents"][0]["id"].as_i64().unwrap()
+}
+
+/// The person writes in `thread` and taps "Move web here".
+fn move_here(env: &Env, thread: i64) {
+    env.fake
+        .control()
+        .send_text(SendText {
+            text: "this one is yours".into(),
+            thread_id: Some(thread),
+            ..Default::default()
+        })
+        .unwrap();
+    let mut found = None;
+    wait_for("the chooser in the topic", 20, || {
+        found = env
+            .fake
+            .control()
+            .transcript(Some(OWNER), ThreadFilter::Thread(thread), None)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.from_bot)
+            .find_map(|m| {
+                let rows = m.reply_markup?.get("inline_keyboard")?.as_array()?.clone();
+                rows.iter()
+                    .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+                    .find(|b| b["text"] == json!("Move web here"))
+                    .and_then(|b| b["callback_data"].as_str().map(str::to_owned))
+                    .map(|d| (m.message_id, d))
+            });
+        found.is_some()
+    });
+    let (message_id, data) = found.unwrap();
+    env.fake
+        .control()
+        .press(Press {
+            message_id,
+            data,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+}
+
+/// Waits for the binding, then checks the store against tg-fake.
+fn assert_one_topic(env: &Env, point: &str) {
+    wait_for(&format!("{point}: an active binding"), 20, || {
+        let st = env.status();
+        st["threads"]
+            .as_array()
+            .is_some_and(|t| t.len() == 1 && t[0]["state"] == "active")
+            && st["intents"].as_array().is_some_and(Vec::is_empty)
+    });
+    let st = env.status();
+    let topics = live_bot_topics(env);
+    assert_eq!(topics.len(), 1, "{point}: exactly one topic: {topics:?}");
+    assert_eq!(st["threads"][0]["thread_id"], json!(topics[0]), "{point}");
+    assert_eq!(st["threads"][0]["identity"], json!(CWD), "{point}");
+    let problems = check(&env.open_store(), Some(&seen(env))).unwrap();
+    assert!(problems.is_empty(), "{point}: {problems:#?}");
+}
+
+#[test]
+fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
+    let env = threaded_env();
+    let point = "provision.intent_committed";
+    let mut first = None;
+    crash_at(&env, point, || first = Some(Instance::connect(&env, 5001)));
+    drop(first);
+    assert!(live_bot_topics(&env).is_empty(), "the call was never made");
+    let mut hub = env.serve();
+    let _pi = Instance::connect(&env, 5002);
+    // The hub cannot know the call was not made: it asks instead of creating blindly.
+    let id = ambiguous_intent(&env);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        env.fake
+            .control()
+            .requests(0, Some("createForumTopic"))
+            .is_empty()
+    );
+    let out = env.run(&["threads", "resolve", &id.to_string(), "--create"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("new thread will be created"));
+    assert_one_topic(&env, point);
+    // Settling twice is a clear error, not a second topic.
+    let again = env.run(&["threads", "resolve", &id.to_string(), "--create"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains(&format!("no intent #{id}")));
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+#[test]
+fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
+    let env = threaded_env();
+    let point = "provision.intent_committed";
+    let mut first = None;
+    crash_at(&env, point, || first = Some(Instance::connect(&env, 5101)));
+    drop(first);
+    let intents = env.status()["intents"].clone();
+    assert_eq!(intents.as_array().unwrap().len(), 1, "{intents}");
+    let id = intents[0]["id"].as_i64().unwrap();
+    // No hub runs: the CLI settles it in the store itself.
+    let out = env.run(&["threads", "resolve", &id.to_string(), "--forget"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(env.status()["intents"].as_array().unwrap().is_empty());
+    let mut hub = env.serve();
+    let _pi = Instance::connect(&env, 5102);
+    assert_one_topic(&env, point);
+    assert_eq!(
+        env.fake
+            .control()
+            .requests(0, Some("createForumTopic"))
+            .len(),
+        1
+    );
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+#[test]
+fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there() {
+    let env = threaded_env();
+    let point = "provision.topic_created";
+    let mut first = None;
+    crash_at(&env, point, || first = Some(Instance::connect(&env, 5201)));
+    drop(first);
+    let made = live_bot_topics(&env);
+    assert_eq!(made.len(), 1);
+    let mut hub = env.serve();
+    let _pi = Instance::connect(&env, 5202);
+    ambiguous_intent(&env);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        env.fake
+            .control()
+            .requests(0, Some("createForumTopic"))
+            .len(),
+        1,
+        "no second topic on its own"
+    );
+    move_here(&env, made[0]);
+    assert_one_topic(&env, point);
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+#[test]
+fn a_crash_after_the_binding_commits_reuses_it() {
+    let env = threaded_env();
+    let point = "provision.bound";
+    let mut first = None;
+    crash_at(&env, point, || first = Some(Instance::connect(&env, 5301)));
+    drop(first);
+    let mut hub = env.serve();
+    let _pi = Instance::connect(&env, 5302);
+    assert_one_topic(&env, point);
+    assert_eq!(
+        env.fake
+            .control()
+            .requests(0, Some("createForumTopic"))
+            .len(),
+        1
+    );
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+#[test]
+fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
+    let env = threaded_env();
+    env.fake
+        .control()
+        .add_fault(FaultSpec {
+            method: "createForumTopic".into(),
+            kind: FaultKind::CommitThenDrop,
+            count: Some(1),
+            probability: None,
+            retry_after: None,
+            delay_ms: None,
+        })
+        .unwrap();
+    let point = "provision.ambiguous_committed";
+    let mut first = None;
+    crash_at(&env, point, || first = Some(Instance::connect(&env, 5401)));
+    drop(first);
+    let made = live_bot_topics(&env);
+    assert_eq!(made.len(), 1, "the fault committed the topic");
+    let mut hub = env.serve();
+    let _pi = Instance::connect(&env, 5402);
+    ambiguous_intent(&env);
+    // The question the crashed hub never sent is asked now.
+    wait_for("the question to the owner", 20, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.contains("do not know whether it was made"))
+    });
+    move_here(&env, made[0]);
+    assert_one_topic(&env, point);
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+fn crash_while_deleting(point: &str) {
+    let env = threaded_env();
+    crash_at(&env, point, || {
+        let pi = Instance::connect(&env, 5501);
+        wait_for("the topic", 20, || live_bot_topics(&env).len() == 1);
+        wait_for("the binding", 20, || {
+            env.status()["threads"]
+                .as_array()
+                .is_some_and(|t| t.len() == 1)
+        });
+        // /telegram-disconnect: the proof that the topic may go.
+        pi.disconnect();
+    });
+    let mut hub = env.serve();
+    wait_for(&format!("{point}: the topic deleted"), 20, || {
+        live_bot_topics(&env).is_empty()
+    });
+    wait_for(&format!("{point}: the cleanup finished"), 20, || {
+        env.open_store()
+            .read(store::threads::pending_cleanups)
+            .unwrap()
+            .is_empty()
+    });
+    let st = env.status();
+    assert!(st["threads"].as_array().unwrap().is_empty(), "{st}");
+    assert!(st["intents"].as_array().unwrap().is_empty(), "{st}");
+    let problems = check(&env.open_store(), Some(&seen(&env))).unwrap();
+    assert!(problems.is_empty(), "{point}: {problems:#?}");
+    let deletes = env.fake.control().requests(0, Some("deleteForumTopic"));
+    let expected = if point == "reconcile.deleted" { 2 } else { 1 };
+    assert_eq!(deletes.len(), expected, "{point}: {deletes:#?}");
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+}
+
+#[test]
+fn a_crash_before_a_topic_delete_finishes_it_after_the_restart() {
+    crash_while_deleting("reconcile.before_delete");
+}
+
+#[test]
+fn a_crash_after_a_topic_delete_settles_it_after_the_restart() {
+    crash_while_deleting("reconcile.deleted");
+}
