@@ -270,6 +270,18 @@ pub mod pi {
     /// tg-fake, the fake LLM and a pi environment whose agent dir is also the hub's, with the
     /// owner preset. `None` only when pi tests are explicitly skipped.
     pub fn setup() -> Option<PiSetup> {
+        setup_with(tg_fake::FakeConfig::default())
+    }
+
+    /// [`setup`] with the bot's Threaded Mode on.
+    pub fn setup_threaded() -> Option<PiSetup> {
+        setup_with(tg_fake::FakeConfig {
+            has_topics_enabled: true,
+            ..tg_fake::FakeConfig::default()
+        })
+    }
+
+    pub fn setup_with(config: tg_fake::FakeConfig) -> Option<PiSetup> {
         let pi_bin = pi_testkit::require_pi()?;
         let llm = FakeLlm::start_background(FakeLlmConfig {
             slow_delay: Duration::from_millis(150),
@@ -277,7 +289,7 @@ pub mod pi {
         })
         .unwrap();
         let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
-        let mut env = Env::new();
+        let mut env = Env::with(config);
         env.agent = pi.agent_dir().to_owned();
         env.extra_env = pi
             .envs()
