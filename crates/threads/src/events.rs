@@ -134,6 +134,20 @@ pub fn adopt_intent_at(
         return Ok(None);
     };
     threads::delete_intent(tx, i.id)?;
+    // Topics the hub knows this identity made but the person chose against: replaced.
+    let known = i.thread_id.map(|t| (i.chat_id, t)).into_iter().chain(
+        threads::evidence(tx, Some(identity))?
+            .into_iter()
+            .map(|e| (e.chat_id, e.thread_id)),
+    );
+    for (chat, thread) in known.collect::<Vec<_>>() {
+        if (chat, thread) != (chat_id, thread_id) {
+            threads::add_cleanup(tx, chat, thread, &format!("replaced:{identity}"), now_ms)?;
+        }
+    }
+    for e in threads::evidence(tx, Some(identity))? {
+        threads::delete_evidence(tx, e.intent_id)?;
+    }
     let b = Binding {
         identity: identity.to_owned(),
         chat_id,

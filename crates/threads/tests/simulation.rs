@@ -120,6 +120,35 @@ impl Sim {
             .collect()
     }
 
+    /// After the person settled an intent of unknown outcome without naming its topic, a topic
+    /// it may have made is unknown to the hub by their decision (theirs to delete).
+    fn orphan_unknown_topics(&mut self) {
+        let known: BTreeSet<i64> = self
+            .store
+            .read(tables::bindings)
+            .unwrap()
+            .iter()
+            .map(|b| b.thread_id)
+            .collect();
+        let pending: BTreeSet<i64> = self
+            .store
+            .read(tables::pending_cleanups)
+            .unwrap()
+            .iter()
+            .map(|c| c.thread_id)
+            .collect();
+        let unknown: Vec<i64> = self
+            .api
+            .topics
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, a)| **a && !known.contains(t) && !pending.contains(t))
+            .map(|(t, _)| *t)
+            .collect();
+        self.orphans_by_decision.extend(unknown);
+    }
+
     fn restart(&mut self) {
         self.epoch = self
             .store
@@ -274,33 +303,7 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                         Resolution::Forget
                     };
                     provision::resolve(&sim.store, i.id).unwrap();
-                    // A topic that intent may have made is now unknown to the hub, by decision.
-                    let known: BTreeSet<i64> = sim
-                        .store
-                        .read(tables::bindings)
-                        .unwrap()
-                        .iter()
-                        .map(|b| b.thread_id)
-                        .collect();
-                    let unknown: Vec<i64> = sim
-                        .api
-                        .topics
-                        .lock()
-                        .unwrap()
-                        .iter()
-                        .filter(|(t, a)| **a && !known.contains(t))
-                        .map(|(t, _)| *t)
-                        .collect();
-                    let pending: BTreeSet<i64> = sim
-                        .store
-                        .read(tables::pending_cleanups)
-                        .unwrap()
-                        .iter()
-                        .map(|c| c.thread_id)
-                        .collect();
-                    for t in unknown.into_iter().filter(|t| !pending.contains(t)) {
-                        sim.orphans_by_decision.insert(t);
-                    }
+                    sim.orphan_unknown_topics();
                     if resolution == Resolution::CreateAnyway && sim.live.contains(&i.identity) {
                         let identity = i.identity.clone();
                         sim.connect(&identity, &mut rng).await;
@@ -326,13 +329,50 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                 let t = *next;
                 drop(next);
                 sim.api.topics.lock().unwrap().insert(t, true);
+                let live = sim.live.contains(id);
+                let had_intent = sim
+                    .store
+                    .read(|c| tables::intent_for(c, id))
+                    .unwrap()
+                    .is_some_and(|i| i.thread_id.is_none());
                 let moved = sim
                     .store
-                    .write(|tx| events::move_here(tx, id, CHAT, t, sim.epoch, sim.now))
+                    .write(|tx| {
+                        // The same order the hub tries: move a binding, adopt an intent, or
+                        // bind a live instance that has neither.
+                        if let Some(b) = events::move_here(tx, id, CHAT, t, sim.epoch, sim.now)? {
+                            return Ok::<_, store::StoreError>((Some(b), false));
+                        }
+                        if let Some(b) =
+                            events::adopt_intent_at(tx, id, CHAT, t, sim.epoch, sim.now)?
+                        {
+                            return Ok((Some(b), true));
+                        }
+                        if !live {
+                            return Ok((None, false));
+                        }
+                        let who = events::Newcomer {
+                            identity: id,
+                            instance_id: Some("sim"),
+                            cwd: id,
+                            project: id,
+                            title_template: ::threads::DEFAULT_TITLE,
+                        };
+                        Ok((
+                            events::bind_here(tx, &who, CHAT, t, sim.epoch, sim.now)?,
+                            false,
+                        ))
+                    })
                     .unwrap();
-                if moved.is_none() {
+                match moved {
                     // Nothing to move: the person's topic stays theirs.
-                    sim.orphans_by_decision.insert(t);
+                    (None, _) => {
+                        sim.orphans_by_decision.insert(t);
+                    }
+                    // The person put it in their own topic instead of the one an intent of
+                    // unknown outcome may have made: that one is theirs to delete, by decision.
+                    (Some(_), true) if had_intent => sim.orphan_unknown_topics(),
+                    _ => {}
                 }
             }
             _ => {
