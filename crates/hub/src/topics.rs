@@ -372,7 +372,11 @@ async fn after_provision(
         Outcome::Ambiguous(i) | Outcome::Blocked(i) => ask_about(db, &i).await?,
         Outcome::Refused(why) => {
             let label = inst.label.clone();
+            let (identity, id) = (inst.identity.clone(), inst.id.clone());
             db.write(move |tx| {
+                // Not asked again (nor said again) until this pi reconnects: it works in the
+                // main chat meanwhile.
+                kv::set(tx, &crate::handlers::skip_key(&identity), &id)?;
                 notice(
                     tx,
                     chat,
@@ -514,16 +518,6 @@ pub fn notice(
     )
     .map(drop)
 }
-
-/// Keeps the crash point names of this module in one place for the docs and tests.
-pub const CRASH_POINTS: [&str; 6] = [
-    "provision.intent_committed",
-    "provision.topic_created",
-    "provision.bound",
-    "provision.ambiguous_committed",
-    "reconcile.before_delete",
-    "reconcile.deleted",
-];
 
 /// Marks the binding of a deleted topic lost and holds its pending output (called by the
 /// sender on `message thread not found`). Returns whether the topic was bound.
