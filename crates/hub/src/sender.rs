@@ -169,6 +169,22 @@ async fn send_one(
                 .await?;
         }
         Err(CallError::Api(e))
+            if e.kind == ApiErrorKind::TopicClosed && row.thread_id.is_some() =>
+        {
+            // The person closed the topic; the message still has to arrive.
+            let text = e.to_string();
+            db.write(move |tx| {
+                outbox::move_to_main_chat(tx, id, &text, now)?;
+                incidents::record(
+                    tx,
+                    now,
+                    "send",
+                    &format!("topic closed ({text}): sent to the main chat"),
+                )
+            })
+            .await?;
+        }
+        Err(CallError::Api(e))
             if e.kind == ApiErrorKind::ThreadNotFound && row.thread_id.is_some() =>
         {
             // Terminal for the topic, never retried against it: the row waits for the topic

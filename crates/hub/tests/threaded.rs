@@ -553,3 +553,37 @@ async fn switching_threaded_mode_keeps_bindings_and_queued_work() {
     assert_eq!(create_calls(&hub), 1);
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_for_a_closed_topic_arrives_in_the_main_chat() {
+    let mut hub = TestHub::threaded().await;
+    let mut web = hub.shim("/work/web", 4801).await;
+    let topic = topic_of(&hub, "web").await;
+    say_in(&hub, Some(topic), "work on it");
+    let prompt = web.recv_type("prompt").await;
+    hub.fake
+        .control()
+        .set_topic_state(topic, true, None, None)
+        .unwrap();
+    web.answer(&prompt, "done working").await;
+    eventually("the answer in the main chat", || {
+        bot_texts_in(&hub, None)
+            .iter()
+            .any(|t| t == "done working")
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answers = transcript(&hub)
+        .into_iter()
+        .filter(|m| m.from_bot && m.text.as_deref() == Some("done working"))
+        .count();
+    assert_eq!(answers, 1);
+    let st = status(&hub);
+    assert_eq!(st.outbox["failed"], 0, "nothing dropped");
+    assert_eq!(
+        st.threads[0].thread_id, topic,
+        "a closed topic keeps its binding"
+    );
+    hub.stop().await;
+}

@@ -287,6 +287,20 @@ pub fn mark_sent(conn: &Connection, id: i64, message_id: Option<i64>, now_ms: i6
     )
 }
 
+/// `sending -> pending`, now, addressed to the main chat instead of its topic (the person
+/// closed the topic: the message must still arrive).
+pub fn move_to_main_chat(conn: &Connection, id: i64, error: &str, now_ms: i64) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'pending', not_before_ms = 0, thread_id = NULL,
+         params = json_remove(params, '$.message_thread_id', '$.reply_parameters'),
+         last_error = ?2, handling = 'sent to the main chat: its topic is closed', updated_ms = ?3",
+        &[&error, &now_ms],
+    )
+}
+
 /// `sending -> pending` to try again at `not_before_ms`.
 pub fn mark_retry(
     conn: &Connection,
