@@ -222,33 +222,25 @@ fn button(
                 return Ok((texts::unknown_button(), "button:malformed".into()));
             };
             let live = instances::live(tx)?;
-            let inst = live.iter().find(|i| i.identity == *identity);
-            let bound = match events::move_here(tx, identity, chat, thread, ctx.epoch, ctx.now_ms)?
-            {
-                Some(b) => Some(b),
-                None => match events::adopt_intent_at(
-                    tx, identity, chat, thread, ctx.epoch, ctx.now_ms,
-                )? {
-                    Some(b) => Some(b),
-                    None => match inst {
-                        Some(i) => events::bind_here(
-                            tx,
-                            &events::Newcomer {
-                                identity,
-                                instance_id: Some(&i.id),
-                                cwd: &i.cwd,
-                                project: &i.label,
-                                title_template: &ctx.title_template,
-                            },
-                            chat,
-                            thread,
-                            ctx.epoch,
-                            ctx.now_ms,
-                        )?,
-                        None => None,
-                    },
-                },
-            };
+            let newcomer =
+                live.iter()
+                    .find(|i| i.identity == *identity)
+                    .map(|i| events::Newcomer {
+                        identity,
+                        instance_id: Some(&i.id),
+                        cwd: &i.cwd,
+                        project: &i.label,
+                        title_template: &ctx.title_template,
+                    });
+            let bound = events::bind_topic(
+                tx,
+                identity,
+                newcomer.as_ref(),
+                chat,
+                thread,
+                ctx.epoch,
+                ctx.now_ms,
+            )?;
             let Some(b) = bound else {
                 return Ok((texts::move_refused(), "move:refused".into()));
             };

@@ -230,6 +230,31 @@ pub fn bind_here(
     Ok(Some(b))
 }
 
+/// "Move here": `thread_id` becomes the identity's topic the first way that applies: its
+/// binding moves there, else its intent is adopted there, else (a live instance, `newcomer`,
+/// with neither) a new binding with a fresh slot. Fenced by the epoch; `None` when nothing
+/// applies.
+pub fn bind_topic(
+    tx: &Connection,
+    identity: &str,
+    newcomer: Option<&Newcomer<'_>>,
+    chat_id: i64,
+    thread_id: i64,
+    epoch: Epoch,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
+    if let Some(b) = move_here(tx, identity, chat_id, thread_id, epoch, now_ms)? {
+        return Ok(Some(b));
+    }
+    if let Some(b) = adopt_intent_at(tx, identity, chat_id, thread_id, epoch, now_ms)? {
+        return Ok(Some(b));
+    }
+    match newcomer {
+        Some(who) => bind_here(tx, who, chat_id, thread_id, epoch, now_ms),
+        None => Ok(None),
+    }
+}
+
 /// Offline bindings older than `retention_ms` release their slot. Their topics are left alone
 /// (deleting them needs the person's consent). Returns the identities released.
 pub fn release_stale(

@@ -129,11 +129,9 @@ pub fn title(template: &str, slot: char, project: &str) -> String {
         .replace("{slot}", &slot.to_string())
         .replace("{project}", project);
     let t = t.trim();
-    let t: String = if t.is_empty() {
-        format!("{slot} · {project}")
-    } else {
-        t.to_owned()
-    };
+    if t.is_empty() && template != DEFAULT_TITLE {
+        return title(DEFAULT_TITLE, slot, project);
+    }
     t.chars().take(128).collect()
 }
 

@@ -360,24 +360,3 @@ pub fn mark_interrupted_intents(store: &Store, epoch: Epoch) -> Result<Vec<Inten
         Ok(marked)
     })
 }
-
-/// The person's answer to an ambiguous intent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// Create a new topic anyway (a duplicate is possible).
-    CreateAnyway,
-    /// Drop the intent; the identity provisions normally next time.
-    Forget,
-}
-
-/// Settles an intent: both resolutions remove it (freeing its slot); the caller then
-/// provisions again for `CreateAnyway`. Returns the removed intent.
-pub fn resolve(store: &Store, intent_id: i64) -> Result<Option<Intent>, StoreError> {
-    store.write(|tx| {
-        let i = threads::intent(tx, intent_id)?;
-        if i.is_some() {
-            threads::delete_intent(tx, intent_id)?;
-        }
-        Ok(i)
-    })
-}

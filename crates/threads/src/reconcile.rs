@@ -30,6 +30,17 @@ pub struct Report {
     pub lost_lease: bool,
 }
 
+impl Report {
+    fn due_at(&mut self, at_ms: i64) {
+        self.next_due_ms = Some(self.next_due_ms.map_or(at_ms, |n| n.min(at_ms)));
+    }
+
+    fn postpone(&mut self, to_ms: i64) {
+        self.postponed += 1;
+        self.due_at(to_ms);
+    }
+}
+
 fn backoff_ms(attempts: i64) -> i64 {
     (60_000i64 << attempts.clamp(0, 8)).min(6 * 3_600_000)
 }
@@ -52,7 +63,7 @@ pub async fn reconcile<A: TopicApi>(
     let pending = store.read(threads::pending_cleanups)?;
     for c in pending {
         if c.next_ms > now_ms {
-            report.next_due_ms = Some(report.next_due_ms.map_or(c.next_ms, |n| n.min(c.next_ms)));
+            report.due_at(c.next_ms);
             continue;
         }
         let check = store.read(|tx| {
@@ -74,8 +85,7 @@ pub async fn reconcile<A: TopicApi>(
             Check::Recent => {
                 let next = now_ms + RECENTLY_OPEN_MS;
                 store.write(|tx| threads::retry_cleanup(tx, c.id, next, "written in recently"))?;
-                report.postponed += 1;
-                report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
+                report.postpone(next);
                 continue;
             }
             Check::Go => {}
@@ -105,8 +115,7 @@ pub async fn reconcile<A: TopicApi>(
                 };
                 let next = now_ms + wait.max(1000);
                 store.write(|tx| threads::retry_cleanup(tx, c.id, next, &e.to_string()))?;
-                report.postponed += 1;
-                report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
+                report.postpone(next);
             }
         }
     }

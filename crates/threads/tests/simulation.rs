@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ::threads::invariants::{SeenTopic, check};
-use ::threads::provision::{self, Outcome, Request, Resolution};
+use ::threads::provision::{self, Outcome, Request};
 use ::threads::{Crash, Point, TopicApi, TopicError, events, reconcile};
 use store::Store;
 use store::lease::{self, Epoch};
@@ -297,14 +297,13 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                     .into_iter()
                     .find(|i| i.thread_id.is_none() && i.state == tables::IntentState::Ambiguous)
                 {
-                    let resolution = if rng.chance(500) {
-                        Resolution::CreateAnyway
-                    } else {
-                        Resolution::Forget
-                    };
-                    provision::resolve(&sim.store, i.id).unwrap();
+                    // Both answers remove the intent; "create anyway" provisions again at once.
+                    let create_anyway = rng.chance(500);
+                    sim.store
+                        .write(|tx| tables::delete_intent(tx, i.id))
+                        .unwrap();
                     sim.orphan_unknown_topics();
-                    if resolution == Resolution::CreateAnyway && sim.live.contains(&i.identity) {
+                    if create_anyway && sim.live.contains(&i.identity) {
                         let identity = i.identity.clone();
                         sim.connect(&identity, &mut rng).await;
                     }
@@ -330,49 +329,39 @@ async fn run(seed: u64, steps: usize) -> (usize, usize) {
                 drop(next);
                 sim.api.topics.lock().unwrap().insert(t, true);
                 let live = sim.live.contains(id);
-                let had_intent = sim
+                // An intent of unknown outcome and no binding: "move here" adopts the intent.
+                let adopts = sim
                     .store
-                    .read(|c| tables::intent_for(c, id))
-                    .unwrap()
-                    .is_some_and(|i| i.thread_id.is_none());
+                    .read(|c| {
+                        Ok::<_, store::StoreError>(
+                            tables::binding(c, id)?.is_none()
+                                && tables::intent_for(c, id)?
+                                    .is_some_and(|i| i.thread_id.is_none()),
+                        )
+                    })
+                    .unwrap();
+                let newcomer = live.then_some(events::Newcomer {
+                    identity: id,
+                    instance_id: Some("sim"),
+                    cwd: id,
+                    project: id,
+                    title_template: ::threads::DEFAULT_TITLE,
+                });
                 let moved = sim
                     .store
                     .write(|tx| {
-                        // The same order the hub tries: move a binding, adopt an intent, or
-                        // bind a live instance that has neither.
-                        if let Some(b) = events::move_here(tx, id, CHAT, t, sim.epoch, sim.now)? {
-                            return Ok::<_, store::StoreError>((Some(b), false));
-                        }
-                        if let Some(b) =
-                            events::adopt_intent_at(tx, id, CHAT, t, sim.epoch, sim.now)?
-                        {
-                            return Ok((Some(b), true));
-                        }
-                        if !live {
-                            return Ok((None, false));
-                        }
-                        let who = events::Newcomer {
-                            identity: id,
-                            instance_id: Some("sim"),
-                            cwd: id,
-                            project: id,
-                            title_template: ::threads::DEFAULT_TITLE,
-                        };
-                        Ok((
-                            events::bind_here(tx, &who, CHAT, t, sim.epoch, sim.now)?,
-                            false,
-                        ))
+                        events::bind_topic(tx, id, newcomer.as_ref(), CHAT, t, sim.epoch, sim.now)
                     })
                     .unwrap();
                 match moved {
                     // Nothing to move: the person's topic stays theirs.
-                    (None, _) => {
+                    None => {
                         sim.orphans_by_decision.insert(t);
                     }
-                    // The person put it in their own topic instead of the one an intent of
-                    // unknown outcome may have made: that one is theirs to delete, by decision.
-                    (Some(_), true) if had_intent => sim.orphan_unknown_topics(),
-                    _ => {}
+                    // The person put it in their own topic instead of the one the intent may
+                    // have made: that one is theirs to delete, by decision.
+                    Some(_) if adopts => sim.orphan_unknown_topics(),
+                    Some(_) => {}
                 }
             }
             _ => {
