@@ -394,12 +394,13 @@ fn to_turn(
         return Ok("chooser".into());
     }
     if identity.is_none() && kv::get(tx, HELD_NOTICE)?.is_none() {
+        // One notice per episode, in the main chat wherever the message was written.
         let params = json!({ "chat_id": chat, "text": texts::no_instance() });
         if let Some(id) = enqueue(
             tx,
             ctx,
             chat,
-            msg.thread_id(),
+            None,
             "sendMessage",
             &params,
             "notice:held",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use store::outbox::{self, OutboxRow};
 use store::{flood, incidents};
 use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
-use tokio::sync::{Mutex, Notify, watch};
+use tokio::sync::{Mutex, watch};
 
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
@@ -48,7 +48,7 @@ pub async fn run(
             }
         }
         if let Some(row) = chosen {
-            send_one(&db, &client, &pacer, &wakes.topics, row).await?;
+            send_one(&db, &client, &pacer, &wakes, row).await?;
             continue;
         }
         if let Some(due) = db.read(outbox::next_due_ms).await? {
@@ -74,7 +74,7 @@ async fn send_one(
     db: &Db,
     client: &Client,
     pacer: &Mutex<Pacer>,
-    wake_topics: &Notify,
+    wakes: &Wakes,
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
@@ -187,32 +187,42 @@ async fn send_one(
         Err(CallError::Api(e))
             if e.kind == ApiErrorKind::ThreadNotFound && row.thread_id.is_some() =>
         {
-            // Terminal for the topic, never retried against it: the row waits for the topic
-            // that replaces it, the binding is marked lost and the topics task provisions anew.
             let (chat, thread) = (row.chat_id, row.thread_id.unwrap_or_default());
             let text = e.to_string();
-            let bound = db
+            // Threaded Mode switched off hides every topic: ask Telegram before calling this
+            // one gone. Without an answer, decide nothing yet.
+            let Some(threaded) = topics::probe(db, client, &wakes.sender).await? else {
+                let at = now + backoff_ms(row.attempts + 1);
+                db.write(move |tx| outbox::mark_retry(tx, id, at, &text, now))
+                    .await?;
+                crashpoint::hit("send.after_record");
+                return Ok(());
+            };
+            // Terminal for a bound topic, never retried against it: the row waits for the
+            // topic that replaces it, the binding is marked lost and the topics task provisions
+            // anew. Otherwise the message still has to arrive: in the main chat.
+            let gone = db
                 .write(move |tx| {
                     let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
-                    if bound {
+                    if threaded && bound {
                         // Pending again, so the hold below takes this row with the others.
                         outbox::mark_retry(tx, id, topics::WAITING_FOR_THREAD, &text, now)?;
                         topics::topic_gone(tx, chat, thread, now)?;
                     } else {
-                        outbox::mark_failed(tx, id, &text, "dropped: its topic is gone", now)?;
+                        outbox::move_to_main_chat(tx, id, &text, now)?;
                     }
                     incidents::record(
                         tx,
                         now,
                         "send",
-                        &format!("topic {thread} is gone ({text})"),
+                        &format!("topic {thread} unreachable ({text})"),
                     )?;
-                    Ok(bound)
+                    Ok(threaded && bound)
                 })
                 .await?;
-            tracing::warn!(thread, bound, "a topic was deleted");
-            if bound {
-                wake_topics.notify_one();
+            tracing::warn!(thread, gone, "a topic is unreachable");
+            if gone {
+                wakes.topics.notify_one();
             }
         }
         Err(CallError::Api(e)) => {

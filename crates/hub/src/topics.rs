@@ -158,17 +158,6 @@ pub async fn run(
     let mut next_probe = tokio::time::Instant::now() + settings.probe_every;
     loop {
         let mut next_due = None;
-        // A topic Telegram reported gone may mean Threaded Mode was switched off: ask first.
-        let lost = db
-            .read(|c| {
-                Ok(tables::bindings(c)?
-                    .iter()
-                    .any(|b| b.state == BindingState::Lost))
-            })
-            .await?;
-        if lost {
-            probe(&db, &client, &sender).await?;
-        }
         if db.read(threaded).await? {
             if provision_all(&db, &api, epoch, &settings, &sender).await? {
                 // Telegram refused a topic: maybe the capability changed.

@@ -587,3 +587,61 @@ async fn an_answer_for_a_closed_topic_arrives_in_the_main_chat() {
     );
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_send_that_meets_threaded_mode_switched_off_arrives_in_the_main_chat() {
+    let mut hub = TestHub::threaded().await;
+    // The greeting is on the wire when the person switches Threaded Mode off.
+    hub.fake
+        .control()
+        .add_fault(FaultSpec {
+            method: "sendMessage".into(),
+            kind: FaultKind::Delay,
+            count: Some(1),
+            probability: None,
+            retry_after: None,
+            delay_ms: Some(600),
+        })
+        .unwrap();
+    let mut web = hub.shim("/work/web", 4901).await;
+    let topic = topic_of(&hub, "web").await;
+    hub.fake
+        .control()
+        .settings(SettingsChange {
+            has_topics_enabled: Some(false),
+            ..Default::default()
+        })
+        .unwrap();
+    eventually("the greeting in the main chat", || {
+        bot_texts_in(&hub, None)
+            .iter()
+            .any(|t| t.contains("/work/web"))
+            .then_some(())
+    })
+    .await;
+    let st = status(&hub);
+    assert_eq!(
+        st.mode.as_deref(),
+        Some("classic"),
+        "the sender asked getMe"
+    );
+    assert_eq!(
+        st.threads[0].state, "active",
+        "a hidden topic is not a lost one"
+    );
+    assert_eq!(st.threads[0].thread_id, topic);
+    // Nothing waits behind it: the main chat works.
+    say_in(&hub, None, "still here?");
+    let prompt = web.recv_type("prompt").await;
+    web.answer(&prompt, "yes").await;
+    eventually("the answer in the main chat", || {
+        bot_texts_in(&hub, None)
+            .iter()
+            .any(|t| t == "yes")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(status(&hub).outbox["pending"], 0);
+    assert_eq!(create_calls(&hub), 1);
+    hub.stop().await;
+}

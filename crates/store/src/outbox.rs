@@ -210,12 +210,15 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
     Ok(select(conn, "WHERE id = ?1", [id])?.pop())
 }
 
-/// The next row of each chat (rows of one chat go out in order), if due at `now_ms`.
+/// The next row of each conversation, if due at `now_ms`. Rows of one conversation (a chat's
+/// main thread, or one topic) go out in order; conversations do not wait for each other, so a
+/// topic whose rows are parked never holds up the main chat.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
     select(
         conn,
         "WHERE state = 'pending' AND not_before_ms <= ?1
-           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id AND i.state IN ('pending', 'sending'))
+           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
+                     AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))
          ORDER BY id",
         [now_ms],
     )

@@ -434,3 +434,35 @@ fn migration_2_turns_kept_messages_into_queued_turns() {
         ("kept text", 1001, Some(9), Some(5))
     );
 }
+
+#[test]
+fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
+    let (_d, s) = open();
+    let p = json!({});
+    let mk = |thread, purpose: &'static str| NewRow {
+        chat_id: 1,
+        thread_id: thread,
+        method: "sendMessage",
+        params: &p,
+        purpose,
+        source_update_id: None,
+        resend_if_unknown: true,
+        identity: None,
+        turn_id: None,
+    };
+    let add = |row: NewRow<'_>| s.write(|tx| outbox::enqueue(tx, &row, 0)).unwrap().unwrap();
+    let parked = add(mk(Some(7), "dead topic"));
+    let behind = add(mk(Some(7), "dead topic, later"));
+    let main = add(mk(None, "main chat"));
+    let other = add(mk(Some(8), "other topic"));
+    s.write(|tx| outbox::hold(tx, parked, i64::MAX, "waiting for a new topic"))
+        .unwrap();
+    let heads: Vec<i64> = s
+        .read(|x| outbox::heads(x, 0))
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(heads, vec![main, other], "the parked topic waits alone");
+    assert!(!heads.contains(&behind), "order within the topic is kept");
+}
