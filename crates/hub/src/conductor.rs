@@ -103,6 +103,8 @@ impl Conductor {
                     return Ok(());
                 }
                 msg = self.rx.recv() => match msg {
+                    // pi's streamed events change nothing dispatch looks at (one per token).
+                    Some(ConductorMsg::Link(_, LinkEvent::Pi { .. })) => continue,
                     Some(m) => self.handle(m).await?,
                     None => return Ok(()),
                 },
@@ -131,9 +133,10 @@ impl Conductor {
                             .identity
                             .as_deref()
                             .map_or_else(|| "instance".to_owned(), label_of);
-                        notice(
+                        topics::notice(
                             tx,
                             t.chat_id,
+                            None,
                             &texts::turn_interrupted(&label, &t.text),
                             &format!("notice:interrupted:{}", t.id),
                         )?;
@@ -269,9 +272,10 @@ impl Conductor {
                     {
                         // The process that had it is gone for good.
                         if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
-                            notice(
+                            topics::notice(
                                 tx,
                                 t.chat_id,
+                                None,
                                 &texts::turn_interrupted(&label, &t.text),
                                 &format!("notice:interrupted:{}", t.id),
                             )?;
@@ -325,7 +329,7 @@ impl Conductor {
                 if let (Some(owner), false) = (kv::get_i64(tx, kv::OWNER)?, threaded) {
                     let text =
                         texts::instance_connected(&label, &cwd2, selected == identity, handed);
-                    notice(tx, owner, &text, &format!("notice:connected:{id}"))?;
+                    topics::notice(tx, owner, None, &text, &format!("notice:connected:{id}"))?;
                 }
                 crashpoint::hit("attach.before_commit");
                 Ok::<_, StoreError>((id, identity, label, done_acks, outstanding))
@@ -460,7 +464,7 @@ impl Conductor {
         let now = now_ms();
         let key = id.0.clone();
         let final_turns = reason.process_gone() || l.transport != Transport::Shim;
-        let reason_kind = (reason == GoneReason::Disconnected).then_some(());
+        let disconnected = reason == GoneReason::Disconnected;
         let epoch = self.epoch;
         let why = reason.describe();
         self.db
@@ -472,9 +476,10 @@ impl Conductor {
                         .filter(|t| t.instance_id.as_deref() == Some(key.as_str()))
                     {
                         if turns::mark_interrupted(tx, t.id, &why, now)? {
-                            notice(
+                            topics::notice(
                                 tx,
                                 t.chat_id,
+                                None,
                                 &texts::turn_interrupted(&l.label, &t.text),
                                 &format!("notice:interrupted:{}", t.id),
                             )?;
@@ -503,17 +508,17 @@ impl Conductor {
                     .map_or(0, |(_, n)| n);
                 // The binding: kept (offline) for a lost connection, released with proof for a
                 // disconnect. The notice goes to the instance's topic while it has one.
-                let topic = match (&reason_kind, topics::threaded(tx)?) {
-                    (Some(_), _) => {
-                        events::disconnected(tx, &l.identity, epoch, now)?;
-                        None
-                    }
-                    (None, threaded) => {
-                        events::went_offline(tx, &l.identity, now)?;
+                let topic = if disconnected {
+                    events::disconnected(tx, &l.identity, epoch, now)?;
+                    None
+                } else {
+                    events::went_offline(tx, &l.identity, now)?;
+                    let binding = if topics::threaded(tx)? {
                         tables::binding(tx, &l.identity)?
-                            .filter(|_| threaded)
-                            .map(|b| (b.chat_id, b.thread_id))
-                    }
+                    } else {
+                        None
+                    };
+                    binding.map(|b| (b.chat_id, b.thread_id))
                 };
                 if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
                     let text =
@@ -654,27 +659,6 @@ fn choose_identity(
 
 fn process_alive(pid: i64) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Queues a plain notice to the owner's chat.
-fn notice(tx: &Connection, chat: i64, text: &str, purpose: &str) -> Result<(), StoreError> {
-    let params = json!({ "chat_id": chat, "text": text });
-    outbox::enqueue(
-        tx,
-        &outbox::NewRow {
-            chat_id: chat,
-            thread_id: None,
-            method: "sendMessage",
-            params: &params,
-            purpose,
-            source_update_id: None,
-            resend_if_unknown: false,
-            identity: None,
-            turn_id: None,
-        },
-        now_ms(),
-    )
-    .map(drop)
 }
 
 /// Stores a turn's result and queues its answer (once: a result reported twice is ignored).

@@ -121,7 +121,7 @@ fn from_owner(
                 let mut text = texts::help(&ctx.bot_username);
                 let mut markup = None;
                 if cmd == "start" {
-                    let (intro, keyboard) = instance_chooser(tx, ctx, sender_of(update))?;
+                    let (intro, keyboard) = instance_chooser(tx, ctx, update.sender_id())?;
                     text = format!("{text}\n\n{intro}");
                     if !topics::threaded(tx)? {
                         text = format!("{text}\n\n{}", texts::enable_tip());
@@ -150,7 +150,7 @@ fn from_owner(
                 return Ok("ignored:malformed".into());
             };
             let chat = update.chat_id().unwrap_or_default();
-            let action = match (cb.data(), sender_of(update)) {
+            let action = match (cb.data(), update.sender_id()) {
                 (Some(token), Some(owner)) => callbacks::lookup(tx, token, owner, ctx.now_ms)?,
                 _ => None,
             };
@@ -245,7 +245,7 @@ fn button(
                 return Ok((texts::move_refused(), "move:refused".into()));
             };
             // The person chose this topic for it: a forgotten intent no longer matters.
-            kv::delete(tx, &skip_key(identity))?;
+            kv::delete(tx, &topics::skip_key(identity))?;
             turns::assign(tx, turn, identity)?;
             after.turns = true;
             after.topics = true;
@@ -277,12 +277,6 @@ fn button(
         }
         _ => Ok((texts::unknown_button(), "answered:callback".into())),
     }
-}
-
-/// Key marking that provisioning skips `identity` while this instance id stays connected (the
-/// person chose "forget" for its intent of unknown outcome).
-pub fn skip_key(identity: &str) -> String {
-    format!("threads.skip.{identity}")
 }
 
 /// Turns an owner message into a turn for the instance it belongs to: the one whose message it
@@ -321,8 +315,7 @@ fn to_turn(
     // Where the message goes: the instance whose message it answers; in Threaded Mode the
     // topic's instance, or the person's choice; in classic mode the selected instance.
     let threaded = topics::threaded(tx)?;
-    let live = instances::live(tx)?;
-    let (identity, chooser) = match (routed, threaded, msg.thread_id()) {
+    let (identity, wants_choice) = match (routed, threaded, msg.thread_id()) {
         (Some(i), _, _) => (Some(i), false),
         (None, true, Some(thread)) => match tables::binding_by_thread(tx, chat, thread)? {
             Some(b) => {
@@ -340,9 +333,9 @@ fn to_turn(
                 }
                 (Some(b.identity), false)
             }
-            None => (None, !live.is_empty()),
+            None => (None, true),
         },
-        (None, true, None) => (None, !live.is_empty()),
+        (None, true, None) => (None, true),
         (None, false, _) => (kv::get(tx, crate::conductor::SELECTED)?, false),
     };
     let turn = turns::create(
@@ -358,21 +351,30 @@ fn to_turn(
         ctx.now_ms,
     )?;
     after.turns = true;
-    if chooser {
+    // With no instance live there is nothing to choose: it waits for the first one.
+    let live = if wants_choice {
+        instances::live(tx)?
+    } else {
+        Vec::new()
+    };
+    if !live.is_empty() {
         let owner = msg.from_id().unwrap_or(chat);
+        let turn = turn.unwrap_or(0);
         let mut rows = Vec::new();
         for i in &live {
-            let send = button_token(
-                tx,
-                ctx,
-                owner,
-                &format!("send:{}:{}", turn.unwrap_or(0), i.identity),
-            )?;
-            let mut row =
-                vec![json!({ "text": format!("Send to {}", i.label), "callback_data": send })];
+            let button = |label: String, action: String| {
+                button_token(tx, owner, &action, ctx.now_ms, BUTTON_TTL_MS)
+                    .map(|token| json!({ "text": label, "callback_data": token }))
+            };
+            let mut row = vec![button(
+                format!("Send to {}", i.label),
+                format!("send:{turn}:{}", i.identity),
+            )?];
             if let Some(thread) = msg.thread_id() {
-                let action = format!("move:{}:{}:{thread}", turn.unwrap_or(0), i.identity);
-                row.push(json!({ "text": format!("Move {} here", i.label), "callback_data": button_token(tx, ctx, owner, &action)? }));
+                row.push(button(
+                    format!("Move {} here", i.label),
+                    format!("move:{turn}:{}:{thread}", i.identity),
+                )?);
             }
             rows.push(json!(row));
         }
@@ -417,21 +419,21 @@ fn to_turn(
     })
 }
 
-/// An opaque button token for `action`, bound to the owner, valid for a day.
-fn button_token(
+/// How long a button of a hub message works.
+pub(crate) const BUTTON_TTL_MS: i64 = 24 * 3_600_000;
+
+/// An opaque button token for `action`, bound to the owner, valid for `ttl_ms`.
+pub(crate) fn button_token(
     tx: &Connection,
-    ctx: &HandlerCtx,
     owner: i64,
     action: &str,
+    now_ms: i64,
+    ttl_ms: i64,
 ) -> Result<String, StoreError> {
     let token =
         pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
-    callbacks::create(tx, &token, owner, action, ctx.now_ms, 24 * 3600 * 1000)?;
+    callbacks::create(tx, &token, owner, action, now_ms, ttl_ms)?;
     Ok(token)
-}
-
-fn sender_of(update: &UpdateView<'_>) -> Option<i64> {
-    update.sender_id()
 }
 
 /// The list of live instances with a button each (opaque tokens, owner-bound, 24 h).
@@ -458,16 +460,8 @@ fn instance_chooser(
     };
     let mut rows = Vec::new();
     for i in &live {
-        let token =
-            pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
-        callbacks::create(
-            tx,
-            &token,
-            owner,
-            &format!("select:{}", i.identity),
-            ctx.now_ms,
-            24 * 3600 * 1000,
-        )?;
+        let action = format!("select:{}", i.identity);
+        let token = button_token(tx, owner, &action, ctx.now_ms, BUTTON_TTL_MS)?;
         let mark = if selected.as_deref() == Some(i.identity.as_str()) {
             "▶ "
         } else {
@@ -544,7 +538,7 @@ fn unpaired(
         )?;
         return Ok("pairing:code-needed".into());
     }
-    if pairing::same_hash(&pairing::hash(code), &open.code_hash) {
+    if wire::secrets_match(&pairing::hash(code), &open.code_hash) {
         codes::mark_used(tx)?;
         become_owner(tx, sender, after)?;
         tracing::info!(user_id = sender, "paired a new owner");

@@ -34,15 +34,6 @@ pub fn hash(code: &str) -> String {
         .collect()
 }
 
-/// Compares two hashes in constant time.
-pub fn same_hash(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,8 +43,8 @@ mod tests {
         let code = new_code().unwrap_or_default();
         assert_eq!(code.len(), 8);
         assert!(code.bytes().all(|b| ALPHABET.contains(&b)));
-        assert!(same_hash(&hash("abcd efgh"), &hash("ABCD-EFGH")));
-        assert!(!same_hash(&hash("ABCDEFGH"), &hash("ABCDEFGJ")));
+        assert!(wire::secrets_match(&hash("abcd efgh"), &hash("ABCD-EFGH")));
+        assert!(!wire::secrets_match(&hash("ABCDEFGH"), &hash("ABCDEFGJ")));
         assert_ne!(new_code().unwrap_or_default(), code);
     }
 }

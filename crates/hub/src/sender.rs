@@ -58,15 +58,8 @@ pub async fn run(
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.sender.notified() => {}
-            () = sleep_opt(wait) => {}
+            () = crate::wakes::sleep_for(wait) => {}
         }
-    }
-}
-
-async fn sleep_opt(d: Option<Duration>) {
-    match d {
-        Some(d) => tokio::time::sleep(d.max(Duration::from_millis(1))).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -282,7 +282,10 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         st.flood_waits = flood::active(c, now)?
             .into_iter()
             .map(|w| FloodStatus {
-                chat_id: w.scope.strip_prefix("chat:").and_then(|c| c.parse().ok()),
+                chat_id: match telegram::FloodScope::from_key(&w.scope) {
+                    Some(telegram::FloodScope::Chat(c)) => Some(c),
+                    _ => None,
+                },
                 remaining_s: (w.until_ms - now + 999) / 1000,
                 scope: w.scope,
                 until_ms: w.until_ms,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use store::lease::Epoch;
 use store::threads::{self as tables, BindingState, Intent, IntentState};
-use store::{Connection, StoreError, callbacks, instances, kv, outbox};
+use store::{Connection, StoreError, instances, kv, outbox};
 use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
 use threads::provision::{self, Outcome, Request};
 use threads::{Point, TopicApi, TopicError, events, reconcile};
@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, Notify, watch};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
+use crate::handlers::button_token;
 use crate::texts;
 use crate::wakes::Wakes;
 
@@ -155,6 +156,7 @@ pub async fn run(
         }
     }
     sender.notify_one();
+    release_stale(&db, epoch, settings.offline_retention).await?;
     let mut next_probe = tokio::time::Instant::now() + settings.probe_every;
     loop {
         let mut next_due = None;
@@ -178,29 +180,33 @@ pub async fn run(
             }
             next_due = report.next_due_ms;
         }
-        let retention = settings.offline_retention.as_millis() as i64;
-        let released = db
-            .write(move |tx| events::release_stale(tx, retention, epoch, now_ms()))
-            .await?;
-        if !released.is_empty() {
-            tracing::info!(
-                count = released.len(),
-                "released slots of long-offline bindings"
-            );
-        }
-        let sleep = reconcile::wait_until(next_due, now_ms())
-            .unwrap_or(settings.probe_every)
-            .min(settings.probe_every);
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.topics.notified() => {}
-            () = tokio::time::sleep(sleep) => {}
+            () = crate::wakes::sleep_for(reconcile::wait_until(next_due, now_ms())) => {}
             () = tokio::time::sleep_until(next_probe) => {
+                // The slow clock: the capability, and bindings offline for days.
                 next_probe = tokio::time::Instant::now() + settings.probe_every;
                 probe(&db, &client, &sender).await?;
+                release_stale(&db, epoch, settings.offline_retention).await?;
             }
         }
     }
+}
+
+/// Offline bindings past the retention give up their slot.
+async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(), HubError> {
+    let retention = retention.as_millis() as i64;
+    let released = db
+        .write(move |tx| events::release_stale(tx, retention, epoch, now_ms()))
+        .await?;
+    if !released.is_empty() {
+        tracing::info!(
+            count = released.len(),
+            "released slots of long-offline bindings"
+        );
+    }
+    Ok(())
 }
 
 fn threads_error(e: threads::ThreadsError) -> HubError {
@@ -262,9 +268,7 @@ async fn provision_all(
             let live = instances::live(c)?;
             let mut skipped = Vec::new();
             for i in &live {
-                if kv::get(c, &crate::handlers::skip_key(&i.identity))?.as_deref()
-                    == Some(i.id.as_str())
-                {
+                if kv::get(c, &skip_key(&i.identity))?.as_deref() == Some(i.id.as_str()) {
                     skipped.push(i.id.clone());
                 }
             }
@@ -365,7 +369,7 @@ async fn after_provision(
             db.write(move |tx| {
                 // Not asked again (nor said again) until this pi reconnects: it works in the
                 // main chat meanwhile.
-                kv::set(tx, &crate::handlers::skip_key(&identity), &id)?;
+                kv::set(tx, &skip_key(&identity), &id)?;
                 notice(
                     tx,
                     chat,
@@ -419,39 +423,41 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
             return Ok(());
         }
         kv::set(tx, &key, "1")?;
-        let Some(owner) = kv::get_i64(tx, kv::OWNER)? else { return Ok(()) };
+        let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+            return Ok(());
+        };
         let now = now_ms();
         let mut tokens = Vec::new();
         for action in ["create", "forget"] {
-            let token = crate::pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
-            callbacks::create(tx, &token, owner, &format!("intent:{action}:{}", i.id), now, 7 * 24 * 3_600_000)?;
-            tokens.push(token);
+            let action = format!("intent:{action}:{}", i.id);
+            tokens.push(button_token(tx, owner, &action, now, ASK_TTL_MS)?);
         }
         let markup = json!({ "inline_keyboard": [[
             { "text": "Create a new thread", "callback_data": tokens[0] },
             { "text": "Forget it", "callback_data": tokens[1] },
         ]] });
-        let params = json!({ "chat_id": owner, "text": texts::ambiguous_intent(&i.title, i.detail.as_deref().unwrap_or("")), "reply_markup": markup });
-        outbox::enqueue(
+        let text = texts::ambiguous_intent(&i.title, i.detail.as_deref().unwrap_or(""));
+        notice_with(
             tx,
-            &outbox::NewRow {
-                chat_id: owner,
-                thread_id: None,
-                method: "sendMessage",
-                params: &params,
-                purpose: &format!("notice:intent:{}", i.id),
-                source_update_id: None,
-                resend_if_unknown: false,
-                identity: None,
-                turn_id: None,
-            },
-            now,
+            owner,
+            None,
+            &text,
+            Some(markup),
+            &format!("notice:intent:{}", i.id),
         )
-        .map(drop)
     })
     .await?;
     Ok(())
 }
+
+/// Key marking that provisioning skips `identity` while this instance id stays connected (the
+/// person chose "forget" for its intent of unknown outcome, or Telegram refused its topic).
+pub fn skip_key(identity: &str) -> String {
+    format!("threads.skip.{identity}")
+}
+
+/// How long the buttons of a question about an intent work.
+const ASK_TTL_MS: i64 = 7 * 24 * 3_600_000;
 
 /// Settles an intent of unknown outcome: it is removed (freeing its slot). `create`: the
 /// identity provisions again right away (a duplicate topic is possible, the person accepted
@@ -466,7 +472,7 @@ pub fn resolve_intent(
         return Ok(None);
     };
     tables::delete_intent(tx, intent_id)?;
-    let skip = crate::handlers::skip_key(&intent.identity);
+    let skip = skip_key(&intent.identity);
     if create {
         kv::delete(tx, &skip)?;
     } else if let Some(i) = instances::live(tx)?
@@ -486,9 +492,24 @@ pub fn notice(
     text: &str,
     purpose: &str,
 ) -> Result<(), StoreError> {
+    notice_with(tx, chat, thread, text, None, purpose)
+}
+
+/// A notice with buttons.
+fn notice_with(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    text: &str,
+    markup: Option<Value>,
+    purpose: &str,
+) -> Result<(), StoreError> {
     let mut params = json!({ "chat_id": chat, "text": text });
     if let Some(t) = thread {
         params["message_thread_id"] = json!(t);
+    }
+    if let Some(m) = markup {
+        params["reply_markup"] = m;
     }
     outbox::enqueue(
         tx,

@@ -1,6 +1,7 @@
 //! The hub's tasks wake each other through these; nothing polls on a timer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -16,4 +17,13 @@ pub struct Wakes {
     pub conductor: Arc<Notify>,
     /// Something may need a topic (or a cleanup).
     pub topics: Arc<Notify>,
+}
+
+/// Sleeps for `d` (at least a millisecond), or forever when there is nothing to wait for; for
+/// the timer branch of a task's `select!`.
+pub async fn sleep_for(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d.max(Duration::from_millis(1))).await,
+        None => std::future::pending().await,
+    }
 }
