@@ -195,6 +195,55 @@ fn exactly_once_when_the_hub_dies_before_storing_the_answer() {
 }
 
 #[test]
+fn exactly_once_into_pi_when_the_hub_dies_before_recording_the_dispatch() {
+    crash_between_dispatch_and_ack("dispatch.before_commit");
+}
+
+#[test]
+fn exactly_once_when_the_hub_dies_after_storing_the_answer() {
+    crash_between_dispatch_and_ack("turn_done.after_commit");
+}
+
+#[test]
+fn a_hub_that_dies_while_pi_connects_gets_it_back_once() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let env = &s.env;
+    let point = "attach.before_commit";
+    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let mut pi = start_pi(&s);
+    connect(&mut pi);
+    assert_eq!(
+        hub.wait(Duration::from_secs(30)),
+        None,
+        "{point}: the hub should abort:\n{}",
+        hub.log_text()
+    );
+    assert!(
+        hub.log_text()
+            .contains(&format!("crash point {point} reached"))
+    );
+    // The extension finds no hub and starts one itself, then reconnects: one instance,
+    // nothing half-registered.
+    wait_for("pi to reconnect", 60, || live_shims(&s) == 1);
+    env.say("after the restart");
+    wait_for("the answer", 60, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t == "echo: after the restart")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(prompts_containing(&s.llm, "after the restart"), 1);
+    assert_eq!(live_shims(&s), 1);
+    assert_eq!(env.status()["turns"]["done"], json!(1));
+    let _ = pi.close(Duration::from_secs(20));
+    stop_hub_started_by_pi(&s);
+}
+
+#[test]
 fn two_pi_sessions_with_the_extension_each_answer_their_own_messages() {
     let Some(s) = setup() else { return };
     install(&s);
