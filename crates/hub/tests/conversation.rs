@@ -185,7 +185,7 @@ async fn two_instances_each_answer_their_own_and_the_owner_switches_with_a_butto
             token: None,
         })
         .unwrap();
-    hub.wait_for_bot("the toast", |_| {
+    common::eventually("the toast", || {
         hub.fake
             .control()
             .chat(None, None)
@@ -193,6 +193,7 @@ async fn two_instances_each_answer_their_own_and_the_owner_switches_with_a_butto
             .callback_answers
             .iter()
             .any(|a| a.text.as_deref() == Some("New messages go to api"))
+            .then_some(())
     })
     .await;
     hub.say("to api");

@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{OWNER, Shim, TestHub};
+use common::{OWNER, Shim, TestHub, eventually};
 use serde_json::{Value, json};
 use tg_fake::control::{NewTopic, Press, SendText, SettingsChange, ThreadFilter, TranscriptEntry};
 use tg_fake::world::{Topic, TopicState};
@@ -38,17 +38,6 @@ fn bot_texts_in(hub: &TestHub, thread: Option<i64>) -> Vec<String> {
         .filter(|m| m.from_bot && !m.deleted && m.thread_id == thread)
         .filter_map(|m| m.text)
         .collect()
-}
-
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The live topic whose name ends with `project`.

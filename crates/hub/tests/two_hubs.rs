@@ -45,6 +45,11 @@ fn seen(fake: &FakeServer) -> Vec<SeenTopic> {
         .collect()
 }
 
+/// A crash hook that never crashes.
+fn no_crash(_: Point) -> Result<(), Crash> {
+    Ok(())
+}
+
 fn request() -> Request<'static> {
     Request {
         identity: "/work/web",
@@ -93,7 +98,7 @@ async fn the_newer_hub_adopts_the_topic_the_older_one_created_after_losing_the_l
         let store = older_store.clone();
         let api = topics_api(&fake);
         tokio::spawn(async move {
-            let mut hook = |_: Point| -> Result<(), Crash> { Ok(()) };
+            let mut hook = no_crash;
             provision::provision(&store, &api, old_epoch, &request(), 2_000, &mut hook).await
         })
     };
@@ -124,7 +129,7 @@ async fn the_newer_hub_adopts_the_topic_the_older_one_created_after_losing_the_l
 
     // The newer hub provisions the same identity: it adopts, it does not create.
     let api = topics_api(&fake);
-    let mut hook = |_: Point| -> Result<(), Crash> { Ok(()) };
+    let mut hook = no_crash;
     let outcome = provision::provision(&newer_store, &api, new_epoch, &request(), 4_000, &mut hook)
         .await
         .unwrap();
@@ -148,7 +153,7 @@ async fn the_newer_hub_adopts_the_topic_the_older_one_created_after_losing_the_l
         "the evidence is used up"
     );
     // The older hub cannot change anything any more.
-    let mut hook = |_: Point| -> Result<(), Crash> { Ok(()) };
+    let mut hook = no_crash;
     let late = provision::provision(
         &older_store,
         &api,
@@ -209,7 +214,7 @@ async fn a_hub_that_lost_the_lease_before_calling_creates_nothing_and_the_intent
     // The newer hub does not guess: the intent of an older epoch blocks automatic creation
     // (the person decides), and nothing exists at Telegram.
     let new_epoch = newer_store.read(lease::current).unwrap().unwrap().epoch;
-    let mut hook = |_: Point| -> Result<(), Crash> { Ok(()) };
+    let mut hook = no_crash;
     let outcome = provision::provision(&newer_store, &api, new_epoch, &request(), 3_000, &mut hook)
         .await
         .unwrap();

@@ -4,25 +4,9 @@
 
 mod common;
 
-use common::pi::setup;
-use common::{Env, OWNER, wait_for};
-use pi_testkit::PiEnv;
+use common::pi::{project, setup};
+use common::{OWNER, wait_for};
 use serde_json::json;
-
-fn project(pi: &PiEnv, name: &str) -> String {
-    let dir = pi.root().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap().display().to_string()
-}
-
-fn spawn(env: &Env, cwd: &str) {
-    let out = env.run(&["spawn", "--cwd", cwd]);
-    assert!(
-        out.status.success(),
-        "spawn failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn a_headless_pi_answers_and_a_second_message_waits_for_the_first() {
@@ -33,7 +17,7 @@ fn a_headless_pi_answers_and_a_second_message_waits_for_the_first() {
         env.profile_dir().join("hub.sock").exists()
     });
     let web = project(&s.pi, "web");
-    spawn(env, &web);
+    env.spawn_pi(&web);
     wait_for("the connected notice", 30, || {
         env.bot_texts(OWNER)
             .iter()
@@ -82,13 +66,13 @@ fn two_headless_instances_each_answer_their_own_messages_and_an_exit_is_noticed(
         env.profile_dir().join("hub.sock").exists()
     });
     let (a, b) = (project(&s.pi, "alpha"), project(&s.pi, "beta"));
-    spawn(env, &a);
+    env.spawn_pi(&a);
     wait_for("alpha", 30, || {
         env.bot_texts(OWNER)
             .iter()
             .any(|t| t.starts_with("pi connected: alpha"))
     });
-    spawn(env, &b);
+    env.spawn_pi(&b);
     wait_for("beta", 30, || {
         env.bot_texts(OWNER)
             .iter()
@@ -205,7 +189,7 @@ fn extension_dialogs_are_declined_and_pi_commands_finish_their_turn() {
     wait_for("the hub socket", 20, || {
         env.profile_dir().join("hub.sock").exists()
     });
-    spawn(env, &project(&s.pi, "probe-project"));
+    env.spawn_pi(&project(&s.pi, "probe-project"));
     wait_for("connected", 30, || {
         env.bot_texts(OWNER)
             .iter()

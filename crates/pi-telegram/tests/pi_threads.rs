@@ -4,27 +4,11 @@
 
 mod common;
 
-use common::pi::setup_threaded;
+use common::pi::{project, setup_threaded};
 use common::{Env, OWNER, wait_for};
-use pi_testkit::PiEnv;
 use serde_json::{Value, json};
 use tg_fake::control::{SendText, ThreadFilter};
 use tg_fake::world::TopicState;
-
-fn project(pi: &PiEnv, name: &str) -> String {
-    let dir = pi.root().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap().display().to_string()
-}
-
-fn spawn(env: &Env, cwd: &str) {
-    let out = env.run(&["spawn", "--cwd", cwd]);
-    assert!(
-        out.status.success(),
-        "spawn failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The live topic named for `project`.
 fn topic_of(env: &Env, project: &str) -> Option<i64> {
@@ -79,7 +63,7 @@ fn three_pi_instances_each_answer_in_their_own_topic_and_a_restart_keeps_it() {
     let names = ["web", "api", "docs"];
     let dirs: Vec<String> = names.iter().map(|n| project(&s.pi, n)).collect();
     for d in &dirs {
-        spawn(env, d);
+        env.spawn_pi(d);
     }
     let mut topics = Vec::new();
     for n in names {
@@ -147,7 +131,7 @@ fn three_pi_instances_each_answer_in_their_own_topic_and_a_restart_keeps_it() {
         binding_state(env, &dirs[1]) == Some(json!("offline"))
     });
     assert_eq!(topic_of(env, "api"), Some(topics[1]), "the topic is kept");
-    spawn(env, &dirs[1]);
+    env.spawn_pi(&dirs[1]);
     wait_for("the api binding active again", 60, || {
         binding_state(env, &dirs[1]) == Some(json!("active"))
     });

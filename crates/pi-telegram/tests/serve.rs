@@ -191,6 +191,15 @@ fn a_flood_wait_survives_a_restart() {
     assert_eq!(hub.stop(), Some(0));
     assert_eq!(sends(&env), before + 1);
     assert_eq!(env.status()["outbox"]["sent"], json!(1));
+    // The same, from the fake's log and whatever the machine's speed: the one later send came
+    // after the 6 s penalty.
+    let log = env.fake.control().requests(0, Some("sendMessage"));
+    assert_eq!(log.len(), 2);
+    assert!(
+        log[1].at_ms >= log[0].at_ms + 6_000,
+        "sent {} ms after the 429",
+        log[1].at_ms - log[0].at_ms
+    );
 }
 
 #[test]

@@ -99,22 +99,6 @@ fn live_bot_topics(env: &Env) -> Vec<i64> {
         .collect()
 }
 
-fn crash_at(env: &Env, point: &str, act: impl FnOnce()) {
-    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
-    act();
-    assert_eq!(
-        hub.wait(Duration::from_secs(20)),
-        None,
-        "{point}: the hub should abort; log:\n{}",
-        hub.log_text()
-    );
-    assert!(
-        hub.log_text()
-            .contains(&format!("crash point {point} reached")),
-        "{point}"
-    );
-}
-
 /// The one intent the store holds, once it is ambiguous.
 fn ambiguous_intent(env: &Env) -> i64 {
     wait_for("an ambiguous intent", 20, || {
@@ -188,8 +172,7 @@ fn assert_one_topic(env: &Env, point: &str) {
 fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
     let env = threaded_env();
     let point = "provision.intent_committed";
-    let mut first = None;
-    crash_at(&env, point, || first = Some(Instance::connect(&env, 5001)));
+    let first = env.crash_at(point, || Instance::connect(&env, 5001));
     drop(first);
     assert!(live_bot_topics(&env).is_empty(), "the call was never made");
     let mut hub = env.serve();
@@ -222,8 +205,7 @@ fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
 fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
     let env = threaded_env();
     let point = "provision.intent_committed";
-    let mut first = None;
-    crash_at(&env, point, || first = Some(Instance::connect(&env, 5101)));
+    let first = env.crash_at(point, || Instance::connect(&env, 5101));
     drop(first);
     let intents = env.status()["intents"].clone();
     assert_eq!(intents.as_array().unwrap().len(), 1, "{intents}");
@@ -253,8 +235,7 @@ fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
 fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there() {
     let env = threaded_env();
     let point = "provision.topic_created";
-    let mut first = None;
-    crash_at(&env, point, || first = Some(Instance::connect(&env, 5201)));
+    let first = env.crash_at(point, || Instance::connect(&env, 5201));
     drop(first);
     let made = live_bot_topics(&env);
     assert_eq!(made.len(), 1);
@@ -279,8 +260,7 @@ fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there() {
 fn a_crash_after_the_binding_commits_reuses_it() {
     let env = threaded_env();
     let point = "provision.bound";
-    let mut first = None;
-    crash_at(&env, point, || first = Some(Instance::connect(&env, 5301)));
+    let first = env.crash_at(point, || Instance::connect(&env, 5301));
     drop(first);
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5302);
@@ -310,8 +290,7 @@ fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
         })
         .unwrap();
     let point = "provision.ambiguous_committed";
-    let mut first = None;
-    crash_at(&env, point, || first = Some(Instance::connect(&env, 5401)));
+    let first = env.crash_at(point, || Instance::connect(&env, 5401));
     drop(first);
     let made = live_bot_topics(&env);
     assert_eq!(made.len(), 1, "the fault committed the topic");
@@ -331,7 +310,7 @@ fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
 
 fn crash_while_deleting(point: &str) {
     let env = threaded_env();
-    crash_at(&env, point, || {
+    env.crash_at(point, || {
         let pi = Instance::connect(&env, 5501);
         wait_for("the topic", 20, || live_bot_topics(&env).len() == 1);
         wait_for("the binding", 20, || {

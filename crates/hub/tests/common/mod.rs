@@ -16,6 +16,18 @@ use wire::LineReader;
 
 pub const OWNER: i64 = tg_fake::DEFAULT_USER_ID;
 
+/// Waits (15 s at most) until `probe` returns something.
+pub async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub struct TestHub {
     pub fake: FakeServer,
     pub dir: tempfile::TempDir,

@@ -137,6 +137,35 @@ impl Env {
         }
     }
 
+    /// Runs a hub that aborts at crash point `point`, does `act` meanwhile, and waits for the
+    /// abort. Returns what `act` returned (a connection to drop after the crash, say).
+    pub fn crash_at<T>(&self, point: &str, act: impl FnOnce() -> T) -> T {
+        let mut hub = self.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
+        let out = act();
+        assert_eq!(
+            hub.wait(Duration::from_secs(20)),
+            None,
+            "{point}: the hub should abort; log:\n{}",
+            hub.log_text()
+        );
+        assert!(
+            hub.log_text()
+                .contains(&format!("crash point {point} reached")),
+            "{point}"
+        );
+        out
+    }
+
+    /// `pi-telegram spawn --cwd <cwd>`: the running hub starts a headless pi there.
+    pub fn spawn_pi(&self, cwd: &str) {
+        let out = self.run(&["spawn", "--cwd", cwd]);
+        assert!(
+            out.status.success(),
+            "spawn failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub fn status(&self) -> Value {
         let out = self.run(&["status", "--json"]);
         assert!(
@@ -300,6 +329,13 @@ pub mod pi {
             .push(("PI_TELEGRAM_PI_BIN".into(), pi_bin.display().to_string()));
         env.preset_owner();
         Some(PiSetup { env, llm, pi })
+    }
+
+    /// A project folder `name` under pi's work root; its canonical path.
+    pub fn project(pi: &PiEnv, name: &str) -> String {
+        let dir = pi.root().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.canonicalize().unwrap().display().to_string()
     }
 
     /// How many model requests had `needle` in their last user message.
