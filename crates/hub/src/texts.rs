@@ -11,13 +11,6 @@ pub fn help(bot_username: &str) -> String {
     )
 }
 
-/// The one notice for owner messages that wait for an instance.
-pub fn held_notice() -> String {
-    "No pi instance is connected yet, so I am keeping your messages: they will be handed over \
-     in order when one connects. In pi, type /telegram-connect."
-        .to_owned()
-}
-
 /// A successful pairing.
 pub fn paired(bot_username: &str) -> String {
     format!(

@@ -57,10 +57,3 @@ pub fn active(conn: &Connection, now_ms: i64) -> Result<Vec<FloodWait>> {
     rows.collect::<rusqlite::Result<Vec<_>>>()
         .map_err(StoreError::sqlite("reading flood waits"))
 }
-
-/// Forgets waits that ended.
-pub fn clear_expired(conn: &Connection, now_ms: i64) -> Result<()> {
-    conn.execute("DELETE FROM flood_waits WHERE until_ms <= ?1", [now_ms])
-        .map(drop)
-        .map_err(StoreError::sqlite("clearing flood waits"))
-}

@@ -393,11 +393,6 @@ pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
     Ok(out)
 }
 
-/// Rows for one purpose (tests and status).
-pub fn by_purpose(conn: &Connection, purpose: &str) -> Result<Vec<OutboxRow>> {
-    select(conn, "WHERE purpose = ?1 ORDER BY id", [purpose])
-}
-
 /// Every row (tests and status; the outbox of a hub is small).
 pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
     select(conn, "ORDER BY id", [])

@@ -2,7 +2,7 @@
 //! `interrupted` (the instance went away mid-turn) / `cancelled`. Turn numbers are never reused;
 //! the wire id is `t<number>`.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
 use crate::{Result, StoreError};
 
@@ -327,24 +327,4 @@ pub fn requeue(conn: &Connection, id: i64) -> Result<bool> {
         "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, dispatched_ms = NULL",
         &[],
     )
-}
-
-/// Turns of `identity` that are still queued, moved to `to` (or to no identity).
-pub fn move_queued(conn: &Connection, identity: &str, to: Option<&str>) -> Result<usize> {
-    conn.execute(
-        "UPDATE turns SET identity = ?2 WHERE identity = ?1 AND state = 'queued'",
-        params![identity, to],
-    )
-    .map_err(StoreError::sqlite("moving turns"))
-}
-
-/// The turn an update created.
-pub fn by_source(conn: &Connection, update_id: i64) -> Result<Option<i64>> {
-    conn.query_row(
-        "SELECT id FROM turns WHERE source_update_id = ?1",
-        [update_id],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(StoreError::sqlite("reading a turn"))
 }

@@ -295,6 +295,37 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
     drop(conn.out);
 }
 
+/// Asks the conductor something whose answer may be a failure.
+async fn ask<T>(
+    conductor: &mpsc::Sender<ConductorMsg>,
+    msg: impl FnOnce(oneshot::Sender<Result<T, String>>) -> ConductorMsg,
+) -> Result<T, String> {
+    let (reply, rx) = oneshot::channel();
+    if conductor.send(msg(reply)).await.is_err() {
+        return Err("the hub is stopping".into());
+    }
+    rx.await
+        .unwrap_or_else(|_| Err("the hub is stopping".into()))
+}
+
+/// The answer to control request `id`.
+fn response(id: String, result: Result<serde_json::Value, String>) -> HubMsg {
+    match result {
+        Ok(data) => HubMsg::Response {
+            id,
+            ok: true,
+            data: Some(data),
+            error: None,
+        },
+        Err(e) => HubMsg::Response {
+            id,
+            ok: false,
+            data: None,
+            error: Some(e),
+        },
+    }
+}
+
 async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
     conn.send(&HubMsg::Welcome {
         protocol: PROTOCOL,
@@ -304,57 +335,19 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
     while let Ok(Some(line)) = conn.lines.next_line().await {
         let answer = match serde_json::from_str::<ClientMsg>(&line) {
             Ok(ClientMsg::Spawn { id, cwd }) => {
-                let (reply, rx) = oneshot::channel();
-                let result = match conductor.send(ConductorMsg::Spawn(cwd, reply)).await {
-                    Ok(()) => rx
-                        .await
-                        .unwrap_or_else(|_| Err("the hub is stopping".into())),
-                    Err(_) => Err("the hub is stopping".into()),
-                };
-                match result {
-                    Ok(instance) => HubMsg::Response {
-                        id,
-                        ok: true,
-                        data: Some(json!({ "instance_id": instance.0 })),
-                        error: None,
-                    },
-                    Err(e) => HubMsg::Response {
-                        id,
-                        ok: false,
-                        data: None,
-                        error: Some(e),
-                    },
-                }
+                let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, reply)).await;
+                response(id, result.map(|i| json!({ "instance_id": i.0 })))
             }
             Ok(ClientMsg::ResolveIntent {
                 id,
                 intent_id,
                 create,
             }) => {
-                let (reply, rx) = oneshot::channel();
-                let result = match conductor
-                    .send(ConductorMsg::ResolveIntent(intent_id, create, reply))
-                    .await
-                {
-                    Ok(()) => rx
-                        .await
-                        .unwrap_or_else(|_| Err("the hub is stopping".into())),
-                    Err(_) => Err("the hub is stopping".into()),
-                };
-                match result {
-                    Ok(data) => HubMsg::Response {
-                        id,
-                        ok: true,
-                        data: Some(data),
-                        error: None,
-                    },
-                    Err(e) => HubMsg::Response {
-                        id,
-                        ok: false,
-                        data: None,
-                        error: Some(e),
-                    },
-                }
+                let result = ask(&conductor, |reply| {
+                    ConductorMsg::ResolveIntent(intent_id, create, reply)
+                })
+                .await;
+                response(id, result)
             }
             Ok(ClientMsg::Instances { id }) => {
                 let (reply, rx) = oneshot::channel();
