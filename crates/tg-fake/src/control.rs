@@ -462,25 +462,13 @@ fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> Cont
     msg.date = w.clock.now_unix();
     msg.at_ms = w.clock.now_ms();
     let id = w.bots[bot].chat_mut(uid).add_message(msg);
-    let payload = message_payload(w, bot, uid, id);
+    let payload = w.stored_message_json(bot, uid, id);
     let update_id = w.bots[bot].push_update("message", payload);
     Ok(Sent {
         update_id,
         message_id: id,
         chat_id: uid,
     })
-}
-
-fn message_payload(w: &World, bot: usize, chat: i64, id: i64) -> Value {
-    let b = &w.bots[bot];
-    match b
-        .chats
-        .get(&chat)
-        .and_then(|c| c.messages.get(&id).map(|m| (c, m)))
-    {
-        Some((c, m)) => w.message_json(b, c, m, 0),
-        None => Value::Null,
-    }
 }
 
 fn transcript_entry(b: &crate::world::Bot, m: &Message) -> TranscriptEntry {
@@ -716,7 +704,7 @@ impl Control {
         msg.entities = entities::detect(&req.text);
         msg.text = Some(req.text);
         msg.edit_date = Some(now);
-        let payload = message_payload(&w, bot, uid, req.message_id);
+        let payload = w.stored_message_json(bot, uid, req.message_id);
         let update_id = w.bots[bot].push_update("edited_message", payload);
         Ok(Sent {
             update_id,
@@ -748,7 +736,7 @@ impl Control {
             ));
         }
         let from = w.person(uid).user_json();
-        let message = message_payload(&w, bot, uid, req.message_id);
+        let message = w.stored_message_json(bot, uid, req.message_id);
         let b = &mut w.bots[bot];
         let id = b.new_callback(uid);
         let update_id = b.push_update(
@@ -824,7 +812,7 @@ impl Control {
             topics::ICON_COLORS[1],
             None,
         );
-        let payload = message_payload(&w, bot, uid, thread_id);
+        let payload = w.stored_message_json(bot, uid, thread_id);
         let update_id = w.bots[bot].push_update("message", payload);
         Ok(CreatedTopic {
             thread_id,

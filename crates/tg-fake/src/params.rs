@@ -70,11 +70,6 @@ impl Params {
         }
     }
 
-    /// A raw value.
-    pub fn get(&self, name: &str) -> Option<&ParamValue> {
-        self.values.get(name)
-    }
-
     /// An integer parameter; numbers may arrive as text.
     pub fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
         let bad = || ApiError::bad_request(format!("invalid {name} specified"));

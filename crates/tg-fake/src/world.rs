@@ -356,7 +356,7 @@ pub struct Bot {
     pub allowed_updates: Option<Vec<String>>,
     /// Webhook set with `setWebhook` (the fake never calls it).
     pub webhook: Option<Value>,
-    /// Bumped by every `getUpdates`; a waiting poll that sees it move was superseded (409).
+    /// Bumped by [`Bot::supersede_polls`]; a waiting poll that sees it move answers 409.
     pub poll_generation: u64,
     /// Private chats by chat id.
     pub chats: BTreeMap<i64, Chat>,
@@ -376,6 +376,12 @@ pub struct Bot {
 }
 
 impl Bot {
+    /// Ends every waiting long poll with a conflict (a newer poll, a webhook, a reset).
+    pub fn supersede_polls(&mut self) {
+        self.poll_generation += 1;
+        self.notify.notify_waiters();
+    }
+
     fn new(token: &str, cfg: &FakeConfig, update_start: i64) -> Self {
         let id = token
             .split(':')
@@ -700,15 +706,19 @@ impl World {
 
     /// Back to the configured start state. Waiting long polls are woken and see a conflict.
     pub fn reset(&mut self) {
-        let notifies: Vec<_> = self.bots.iter().map(|b| b.notify.clone()).collect();
+        let notifies: Vec<_> = self
+            .bots
+            .iter()
+            .map(|b| (b.notify.clone(), b.poll_generation))
+            .collect();
         let log = std::mem::take(&mut self.log);
         *self = World::new(self.config.clone(), self.clock.clone());
         self.log = log;
         self.log.clear();
-        for (bot, n) in self.bots.iter_mut().zip(notifies) {
+        for (bot, (n, generation)) in self.bots.iter_mut().zip(notifies) {
             bot.notify = n;
-            bot.poll_generation = 1;
-            bot.notify.notify_waiters();
+            bot.poll_generation = generation;
+            bot.supersede_polls();
         }
     }
 
@@ -722,6 +732,19 @@ impl World {
     /// Index of the bot with `token`.
     pub fn bot_index(&self, token: &str) -> Option<usize> {
         self.bots.iter().position(|b| b.token == token)
+    }
+
+    /// The stored message `id` of `chat` as a `Message`, or null.
+    pub fn stored_message_json(&self, bot: usize, chat: i64, id: i64) -> Value {
+        let b = &self.bots[bot];
+        match b
+            .chats
+            .get(&chat)
+            .and_then(|c| c.messages.get(&id).map(|m| (c, m)))
+        {
+            Some((c, m)) => self.message_json(b, c, m, 0),
+            None => Value::Null,
+        }
     }
 
     /// A message as the `Message` object Telegram returns. `depth` 0 includes

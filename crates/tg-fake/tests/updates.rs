@@ -204,6 +204,47 @@ async fn webhook_excludes_polling_until_deleted_and_can_drop_pending_updates() {
 }
 
 #[tokio::test]
+async fn a_refused_set_webhook_changes_nothing() {
+    let h = Harness::start().await;
+    h.person_says("pending");
+    h.call(
+        "setWebhook",
+        json!({ "url": "http://example.invalid/hook", "drop_pending_updates": true }),
+    )
+    .await
+    .expect_error(
+        400,
+        "Bad Request: bad webhook: An HTTPS URL must be provided for webhook",
+    );
+    let updates = h.call("getUpdates", json!({})).await;
+    assert_eq!(
+        updates.result().as_array().map(Vec::len),
+        Some(1),
+        "the pending update is still there"
+    );
+}
+
+#[tokio::test]
+async fn a_reset_ends_a_waiting_long_poll_with_a_conflict() {
+    let h = Harness::start().await;
+    let poll = h.call("getUpdates", json!({ "timeout": 5 }));
+    let reset = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        h.fake.control().reset();
+    };
+    let started = std::time::Instant::now();
+    let (poll, ()) = tokio::join!(poll, reset);
+    poll.expect_error(
+        409,
+        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "it ended at the reset"
+    );
+}
+
+#[tokio::test]
 async fn several_people_and_bots_are_separate() {
     let h = Harness::with(tg_fake::FakeConfig {
         tokens: vec!["1000:fake-token".into(), "2000:other-token".into()],

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::messages::{deliver, message_json};
+use super::messages::deliver;
 use super::{MAX_CAPTION, chat_id, formatted_text, reply_markup, reply_to, thread};
 use crate::error::{ApiError, ApiResult};
 use crate::params::{FileRef, Params};
@@ -132,7 +132,7 @@ pub(super) fn edit_caption(world: &mut World, bot: usize, p: &Params) -> ApiResu
     msg.caption_entities = entities;
     msg.reply_markup = markup;
     msg.edit_date = Some(now);
-    Ok(message_json(world, bot, chat, id))
+    Ok(world.stored_message_json(bot, chat, id))
 }
 
 pub(super) fn get_file(world: &mut World, bot: usize, p: &Params) -> ApiResult {

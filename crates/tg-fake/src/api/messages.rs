@@ -32,20 +32,7 @@ pub(super) fn deliver(world: &mut World, bot: usize, chat: i64, mut msg: Message
     msg.date = world.clock.now_unix();
     msg.at_ms = world.clock.now_ms();
     let id = world.bots[bot].chat_mut(chat).add_message(msg);
-    message_json(world, bot, chat, id)
-}
-
-/// A stored message as `Message`.
-pub(super) fn message_json(world: &World, bot: usize, chat: i64, id: i64) -> Value {
-    let b = &world.bots[bot];
-    match b
-        .chats
-        .get(&chat)
-        .and_then(|c| c.messages.get(&id).map(|m| (c, m)))
-    {
-        Some((c, m)) => world.message_json(b, c, m, 0),
-        None => Value::Null,
-    }
+    world.stored_message_json(bot, chat, id)
 }
 
 pub(super) fn send_message(world: &mut World, bot: usize, p: &Params) -> ApiResult {
@@ -163,7 +150,7 @@ pub(super) fn edit_message_text(world: &mut World, bot: usize, p: &Params) -> Ap
         msg.link_preview_options = link_preview;
     }
     msg.edit_date = Some(now);
-    Ok(message_json(world, bot, chat, id))
+    Ok(world.stored_message_json(bot, chat, id))
 }
 
 pub(super) fn edit_reply_markup(world: &mut World, bot: usize, p: &Params) -> ApiResult {
@@ -180,7 +167,7 @@ pub(super) fn edit_reply_markup(world: &mut World, bot: usize, p: &Params) -> Ap
     }
     msg.reply_markup = markup;
     msg.edit_date = Some(now);
-    Ok(message_json(world, bot, chat, id))
+    Ok(world.stored_message_json(bot, chat, id))
 }
 
 pub(super) fn delete_message(world: &mut World, bot: usize, p: &Params) -> ApiResult {

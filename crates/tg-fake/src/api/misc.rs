@@ -89,26 +89,28 @@ pub(super) fn delete_my_commands(world: &mut World, bot: usize, p: &Params) -> A
 }
 
 pub(super) fn set_webhook(world: &mut World, bot: usize, p: &Params) -> ApiResult {
+    // Everything is checked before anything changes: a refused call has no effect.
     let url = p.string("url")?.unwrap_or_default();
+    let drop_pending = p.bool("drop_pending_updates")?.unwrap_or(false);
+    let allowed = p.json("allowed_updates")?;
+    if !url.is_empty() && !url.starts_with("https://") {
+        return Err(ApiError::bad_request(
+            "bad webhook: An HTTPS URL must be provided for webhook",
+        ));
+    }
     let b = &mut world.bots[bot];
-    if p.bool("drop_pending_updates")?.unwrap_or(false) {
+    if drop_pending {
         b.updates.clear();
     }
-    if let Some(allowed) = p.json("allowed_updates")? {
+    if let Some(allowed) = allowed {
         b.allowed_updates = serde_json::from_value(allowed).ok();
     }
     if url.is_empty() {
         b.webhook = None;
     } else {
-        if !url.starts_with("https://") {
-            return Err(ApiError::bad_request(
-                "bad webhook: An HTTPS URL must be provided for webhook",
-            ));
-        }
         b.webhook = Some(json!({ "url": url }));
         // A waiting long poll ends with a conflict once a webhook exists.
-        b.poll_generation += 1;
-        b.notify.notify_waiters();
+        b.supersede_polls();
     }
     Ok(Value::Bool(true))
 }

@@ -48,8 +48,7 @@ pub async fn get_updates(shared: &Shared, bot: usize, p: &Params) -> ApiResult {
             b.confirm(o);
         }
         // Any poll still waiting is superseded by this one and answers 409.
-        b.poll_generation += 1;
-        b.notify.notify_waiters();
+        b.supersede_polls();
         let now = batch(b, limit);
         if !now.is_empty() || timeout == 0 {
             return Ok(Value::Array(now));
@@ -66,11 +65,7 @@ pub async fn get_updates(shared: &Shared, bot: usize, p: &Params) -> ApiResult {
             let w = shared.lock();
             let b = &w.bots[bot];
             if b.poll_generation != generation {
-                return Err(ApiError::conflict(if b.webhook.is_some() {
-                    WEBHOOK_ACTIVE
-                } else {
-                    TERMINATED
-                }));
+                return Err(superseded(b));
             }
             let now = batch(b, limit);
             if !now.is_empty() {
@@ -83,10 +78,19 @@ pub async fn get_updates(shared: &Shared, bot: usize, p: &Params) -> ApiResult {
                 let w = shared.lock();
                 let b = &w.bots[bot];
                 if b.poll_generation != generation {
-                    return Err(ApiError::conflict(TERMINATED));
+                    return Err(superseded(b));
                 }
                 return Ok(Value::Array(batch(b, limit)));
             }
         }
     }
+}
+
+/// The conflict a superseded long poll answers.
+fn superseded(b: &crate::world::Bot) -> ApiError {
+    ApiError::conflict(if b.webhook.is_some() {
+        WEBHOOK_ACTIVE
+    } else {
+        TERMINATED
+    })
 }
