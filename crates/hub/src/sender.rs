@@ -100,7 +100,7 @@ async fn send_one(
             retry_after,
             chat_id,
         }) => {
-            let scope = chat_id.map_or(FloodScope::Global, FloodScope::Chat);
+            let scope = FloodScope::of(chat_id);
             let until = now + retry_after.as_millis() as i64;
             pacer.lock().await.impose(scope, until as u64);
             let secs = retry_after.as_secs() as i64;

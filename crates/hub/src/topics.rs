@@ -70,7 +70,7 @@ impl ClientTopics {
             chat_id,
         } = e
         {
-            let scope = chat_id.map_or(FloodScope::Global, FloodScope::Chat);
+            let scope = FloodScope::of(*chat_id);
             self.pacer
                 .lock()
                 .await

@@ -309,15 +309,8 @@ fn render(records: &[Value]) -> String {
 /// The text of a pi message (`message_end.message`, `get_messages` items, …): its `content`
 /// string, or the concatenated `text` parts of its content array.
 pub fn message_text(message: &Value) -> String {
-    match message.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => String::new(),
-    }
+    // pi's content has the same shape as the OpenAI content fake-llm reads.
+    fake_llm::plan::text_of(message.get("content"))
 }
 
 #[cfg(test)]

@@ -51,6 +51,11 @@ impl FloodScope {
         }
     }
 
+    /// The scope of a wait Telegram imposed on `chat` (`None`: the whole bot).
+    pub fn of(chat: Option<i64>) -> Self {
+        chat.map_or(Self::Global, Self::Chat)
+    }
+
     /// Parses [`FloodScope::key`].
     pub fn from_key(key: &str) -> Option<Self> {
         if key == "global" {
