@@ -237,23 +237,27 @@ pub fn migrate_to(conn: &Connection, path: &Path, target: i64) -> Result<()> {
             supported: CURRENT,
         });
     }
-    for (i, sql) in MIGRATIONS
+    if found >= target {
+        return Ok(());
+    }
+    // All steps in one transaction: a reader (`status`) sees the old version or the new one,
+    // never a step in between, and a crash mid-way leaves the old schema intact.
+    let steps: Vec<&str> = MIGRATIONS
         .iter()
-        .enumerate()
         .take(target as usize)
         .skip(found as usize)
-    {
-        let to = i as i64 + 1;
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {to}; COMMIT;"
-        ))
-        .map_err(|e| {
-            let _ = conn.execute_batch("ROLLBACK");
-            StoreError::sqlite(format!(
-                "migrating {} to schema version {to}",
-                path.display()
-            ))(e)
-        })?;
-    }
+        .copied()
+        .collect();
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; {}; PRAGMA user_version = {target}; COMMIT;",
+        steps.join(";\n")
+    ))
+    .map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        StoreError::sqlite(format!(
+            "migrating {} to schema version {target}",
+            path.display()
+        ))(e)
+    })?;
     Ok(())
 }
