@@ -209,23 +209,14 @@ fn a_hub_that_dies_while_pi_connects_gets_it_back_once() {
     let Some(s) = setup() else { return };
     install(&s);
     let env = &s.env;
-    let point = "attach.before_commit";
-    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", point)]);
-    wait_for("the hub socket", 20, || {
-        env.profile_dir().join("hub.sock").exists()
+    let mut pi = env.crash_at("attach.before_commit", || {
+        wait_for("the hub socket", 20, || {
+            env.profile_dir().join("hub.sock").exists()
+        });
+        let mut pi = start_pi(&s);
+        connect(&mut pi);
+        pi
     });
-    let mut pi = start_pi(&s);
-    connect(&mut pi);
-    assert_eq!(
-        hub.wait(Duration::from_secs(30)),
-        None,
-        "{point}: the hub should abort:\n{}",
-        hub.log_text()
-    );
-    assert!(
-        hub.log_text()
-            .contains(&format!("crash point {point} reached"))
-    );
     // The extension finds no hub and starts one itself, then reconnects: one instance,
     // nothing half-registered.
     wait_for("pi to reconnect", 60, || live_shims(&s) == 1);
