@@ -209,7 +209,7 @@ fn a_hub_that_dies_while_pi_connects_gets_it_back_once() {
     let Some(s) = setup() else { return };
     install(&s);
     let env = &s.env;
-    let mut pi = env.crash_at("attach.before_commit", || {
+    let pi = env.crash_at("attach.before_commit", || {
         wait_for("the hub socket", 20, || {
             env.profile_dir().join("hub.sock").exists()
         });
