@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use store::lease::Epoch;
 use store::threads::{self as tables, BindingState};
-use store::turns::{self, Turn};
+use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, instances, kv, outbox};
 use threads::events;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -22,7 +22,7 @@ use wire::{TurnId, TurnResult};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
-use crate::handlers::HELD_NOTICE;
+use crate::handlers::{HELD_NOTICE, waits_notice_key};
 use crate::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
 };
@@ -116,34 +116,38 @@ impl Conductor {
     }
 
     /// After a hub restart: the previous hub's links are gone. Headless children died with it,
-    /// so their turns are interrupted; extension instances reconnect and report.
+    /// so their turns are interrupted (one line per place they were asked in); extension
+    /// instances reconnect and report.
     async fn recover(&mut self) -> Result<(), HubError> {
         let now = now_ms();
         let notices = self
             .db
             .write(move |tx| {
-                instances::mark_all_gone(tx, "the hub restarted", now)?;
-                let mut interrupted = 0;
+                instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
+                let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
                     if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
                         continue;
                     }
-                    if turns::mark_interrupted(tx, t.id, "the hub restarted", now)? {
-                        let label = t
-                            .identity
-                            .as_deref()
-                            .map_or_else(|| "instance".to_owned(), label_of);
-                        topics::notice(
-                            tx,
-                            t.chat_id,
-                            None,
-                            &texts::turn_interrupted(&label, &t.text),
-                            &format!("notice:interrupted:{}", t.id),
-                        )?;
-                        interrupted += 1;
+                    if turns::mark_interrupted(tx, t.id, HUB_RESTARTED, now)? {
+                        by_place
+                            .entry((t.chat_id, t.thread_id))
+                            .or_default()
+                            .push(t);
                     }
                 }
-                Ok(interrupted)
+                for ((chat, thread), list) in &by_place {
+                    let prompts: Vec<String> = list.iter().map(|t| t.text.clone()).collect();
+                    let first = list.first().map_or(0, |t| t.id);
+                    topics::notice(
+                        tx,
+                        *chat,
+                        *thread,
+                        &texts::restart_interrupted(&prompts),
+                        &format!("notice:interrupted:{first}"),
+                    )?;
+                }
+                Ok(by_place.len())
             })
             .await?;
         if notices > 0 {
@@ -222,6 +226,12 @@ impl Conductor {
                 let id = format!("i{n}");
                 let identity = choose_identity(tx, &cwd2, pid, transport, &live_identities)?;
                 let label = label_of(&identity);
+                // Was it live when the last hub stopped? Then this is a reconnect the person
+                // did not ask for, and it is quiet.
+                let returning = instances::recent(tx, 50)?
+                    .into_iter()
+                    .find(|r| r.identity == identity)
+                    .is_some_and(|r| r.gone_reason.as_deref() == Some(HUB_RESTARTED));
                 instances::insert(
                     tx,
                     &instances::InstanceRow {
@@ -239,97 +249,50 @@ impl Conductor {
                     },
                 )?;
                 let answer_label = (live_count > 1).then_some(label.as_str());
-                let mut done_acks = Vec::new();
-                let mut outstanding = None;
-                for t in turns::outstanding(tx)? {
-                    let same_process = transport == Transport::Shim
-                        && t.transport.as_deref() == Some("shim")
-                        && pid.is_some()
-                        && t.instance_pid == pid;
-                    let turn_id = TurnId::from_number(t.id);
-                    if same_process {
-                        if let Some(r) = completed.iter().find(|r| r.turn_id == turn_id) {
-                            finish(
-                                tx,
-                                &t,
-                                r,
-                                &AnswerCtx {
-                                    label: answer_label,
-                                    identity: &identity,
-                                },
-                                now,
-                            )?;
-                            done_acks.push(turn_id);
-                        } else if received.contains(&turn_id) {
-                            turns::mark_acked(tx, t.id, now)?;
-                            outstanding = Some(t.id);
-                        } else {
-                            // pi never got it: safe to send again.
-                            turns::requeue(tx, t.id)?;
-                        }
-                    } else if t.identity.as_deref() == Some(identity.as_str())
-                        && t.instance_pid.is_some_and(|p| !process_alive(p))
-                    {
-                        // The process that had it is gone for good.
-                        if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
-                            topics::notice(
-                                tx,
-                                t.chat_id,
-                                None,
-                                &texts::turn_interrupted(&label, &t.text),
-                                &format!("notice:interrupted:{}", t.id),
-                            )?;
-                        }
-                    }
-                }
-                // Results for turns no longer outstanding: acknowledge so the instance forgets.
-                for r in &completed {
-                    if !done_acks.contains(&r.turn_id) {
-                        if let Some(t) = r
-                            .turn_id
-                            .number()
-                            .map(|n| turns::get(tx, n))
-                            .transpose()?
-                            .flatten()
-                        {
-                            finish(
-                                tx,
-                                &t,
-                                r,
-                                &AnswerCtx {
-                                    label: answer_label,
-                                    identity: &identity,
-                                },
-                                now,
-                            )?;
-                        }
-                        done_acks.push(r.turn_id.clone());
-                    }
-                }
-                let selected = kv::get(tx, SELECTED)?;
-                let keep = selected
-                    .as_ref()
-                    .is_some_and(|s| live_identities.contains(s));
-                let selected = if keep {
-                    selected.unwrap_or_default()
-                } else {
-                    kv::set(tx, SELECTED, &identity)?;
-                    identity.clone()
+                let ctx = AnswerCtx {
+                    label: answer_label,
+                    identity: &identity,
                 };
-                // Messages that wait for "any instance" go to the first one. In Threaded Mode,
-                // while others are live, such a message waits for the person's tap instead.
-                let threaded = topics::threaded(tx)?;
-                let handed = if !threaded || live_identities.is_empty() {
-                    turns::assign_unassigned(tx, &selected)? as i64
-                } else {
-                    0
+                let reported = Reported {
+                    transport,
+                    pid,
+                    identity: &identity,
+                    instance_id: &id,
+                    received: &received,
+                    completed: &completed,
                 };
+                let (done_acks, outstanding) = reconcile_reported(tx, &reported, &ctx, now)?;
+                // The person's selection stays theirs across restarts and reconnects; only a
+                // hub without one selects the first pi that connects.
+                let selected = match kv::get(tx, SELECTED)? {
+                    Some(s) => s,
+                    None => {
+                        kv::set(tx, SELECTED, &identity)?;
+                        identity.clone()
+                    }
+                };
+                // Messages that arrived while no pi was live go to the first that connects;
+                // messages that wait for the person's choice are never handed out here.
+                let handed = turns::assign_unassigned(tx, &identity)? as i64;
                 kv::delete(tx, HELD_NOTICE)?;
-                // In Threaded Mode the instance's own topic greets it (the topics task).
-                if let (Some(owner), false) = (kv::get_i64(tx, kv::OWNER)?, threaded) {
-                    let text =
-                        texts::instance_connected(&label, &cwd2, selected == identity, handed);
-                    topics::notice(tx, owner, None, &text, &format!("notice:connected:{id}"))?;
+                kv::delete(tx, &waits_notice_key(&identity))?;
+                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
+                    // In Threaded Mode the instance's own topic greets it (the topics task).
+                    let text = if topics::threaded(tx)? {
+                        (handed > 0).then(|| texts::took_waiting(&label, handed, true))
+                    } else if returning {
+                        (handed > 0).then(|| texts::took_waiting(&label, handed, false))
+                    } else {
+                        Some(texts::instance_connected(
+                            &label,
+                            &cwd2,
+                            selected == identity,
+                            handed,
+                        ))
+                    };
+                    if let Some(text) = text {
+                        topics::notice(tx, owner, None, &text, &format!("notice:connected:{id}"))?;
+                    }
                 }
                 crashpoint::hit("attach.before_commit");
                 Ok::<_, StoreError>((id, identity, label, done_acks, outstanding))
@@ -362,23 +325,43 @@ impl Conductor {
         Ok(())
     }
 
+    /// The turn `turn` if it was dispatched to instance `id` and is still open; otherwise logs
+    /// that a link reported a turn that is not its own.
+    async fn own_turn(&self, id: &InstanceId, turn: &TurnId) -> Result<Option<i64>, HubError> {
+        let Some(n) = turn.number() else {
+            tracing::warn!(instance = %id, turn = %turn, "a link reported a turn id the hub never made; ignored");
+            return Ok(None);
+        };
+        let t = self.db.read(move |c| turns::get(c, n)).await?;
+        let own = t.as_ref().is_some_and(|t| {
+            t.instance_id.as_deref() == Some(id.0.as_str())
+                && matches!(t.state, TurnState::Dispatched | TurnState::Acked)
+        });
+        if !own {
+            tracing::warn!(instance = %id, turn = n, "a link reported a turn that is not its own open turn; ignored");
+            return Ok(None);
+        }
+        Ok(Some(n))
+    }
+
     async fn link(&mut self, id: InstanceId, event: LinkEvent) -> Result<(), HubError> {
         let now = now_ms();
         match event {
             LinkEvent::Acked { turn } => {
                 // pi has the prompt; the hub has not recorded it yet.
                 crashpoint::hit("ack.before_commit");
-                if let Some(n) = turn.number() {
+                if let Some(n) = self.own_turn(&id, &turn).await? {
                     self.db
                         .write(move |tx| turns::mark_acked(tx, n, now))
                         .await?;
                 }
             }
             LinkEvent::PromptRefused { turn, error } => {
+                let Some(n) = self.own_turn(&id, &turn).await? else {
+                    return Ok(());
+                };
                 tracing::warn!(instance = %id, turn = %turn, error = %error, "pi did not take a prompt; it goes back to the queue");
-                if let Some(n) = turn.number() {
-                    self.db.write(move |tx| turns::requeue(tx, n)).await?;
-                }
+                self.db.write(move |tx| turns::requeue(tx, n)).await?;
                 if let Some(l) = self.live.get_mut(&id) {
                     l.outstanding = None;
                     l.idle = false;
@@ -411,7 +394,11 @@ impl Conductor {
     }
 
     async fn turn_done(&mut self, id: &InstanceId, result: TurnResult) -> Result<(), HubError> {
-        let Some(n) = result.turn_id.number() else {
+        let Some(n) = self.own_turn(id, &result.turn_id).await? else {
+            // Not ours to finish; acknowledged all the same, so pi stops reporting it.
+            if let Some(l) = self.live.get(id) {
+                let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
+            }
             return Ok(());
         };
         let (identity, label) = match self.live.get(id) {
@@ -466,20 +453,23 @@ impl Conductor {
         let final_turns = reason.process_gone() || l.transport != Transport::Shim;
         let disconnected = reason == GoneReason::Disconnected;
         let epoch = self.epoch;
+        // The person reads what happened in plain words; status keeps the detail.
         let why = reason.describe();
+        let detail = reason.detail();
+        let cwd = l.cwd.clone();
         self.db
             .write(move |tx| {
-                instances::mark_gone(tx, &key, &why, now)?;
+                instances::mark_gone(tx, &key, &detail, now)?;
                 if final_turns {
                     for t in turns::outstanding(tx)?
                         .into_iter()
                         .filter(|t| t.instance_id.as_deref() == Some(key.as_str()))
                     {
-                        if turns::mark_interrupted(tx, t.id, &why, now)? {
+                        if turns::mark_interrupted(tx, t.id, &detail, now)? {
                             topics::notice(
                                 tx,
                                 t.chat_id,
-                                None,
+                                t.thread_id,
                                 &texts::turn_interrupted(&l.label, &t.text),
                                 &format!("notice:interrupted:{}", t.id),
                             )?;
@@ -507,24 +497,48 @@ impl Conductor {
                     .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
                     .map_or(0, |(_, n)| n);
                 // The binding: kept (offline) for a lost connection, released with proof for a
-                // disconnect. The notice goes to the instance's topic while it has one.
+                // disconnect. Each notice says what happens in the place it is posted.
+                let threaded = topics::threaded(tx)?;
                 let topic = if disconnected {
                     events::disconnected(tx, &l.identity, epoch, now)?;
                     None
                 } else {
                     events::went_offline(tx, &l.identity, now)?;
-                    let binding = if topics::threaded(tx)? {
-                        tables::binding(tx, &l.identity)?
+                    if threaded {
+                        tables::binding(tx, &l.identity)?.map(|b| (b.chat_id, b.thread_id))
                     } else {
                         None
-                    };
-                    binding.map(|b| (b.chat_id, b.thread_id))
+                    }
                 };
-                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
-                    let text =
-                        texts::instance_gone(&l.label, &why, queued, now_selected.as_deref());
-                    let (chat, thread) = topic.map_or((owner, None), |(c, t)| (c, Some(t)));
-                    topics::notice(tx, chat, thread, &text, &format!("notice:gone:{key}"))?;
+                let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+                    return Ok(());
+                };
+                let purpose = format!("notice:gone:{key}");
+                match (threaded, topic) {
+                    // In its own topic, where messages wait for it.
+                    (true, Some((chat, thread))) => topics::notice(
+                        tx,
+                        chat,
+                        Some(thread),
+                        &texts::topic_went_offline(&l.label, &why, &cwd, queued),
+                        &purpose,
+                    )?,
+                    // In the main chat, where every message is asked about.
+                    (true, None) => topics::notice(
+                        tx,
+                        owner,
+                        None,
+                        &texts::threaded_gone(&l.label, &why, queued, disconnected),
+                        &purpose,
+                    )?,
+                    // Classic mode: the one chat, where the selection decides.
+                    (false, _) => topics::notice(
+                        tx,
+                        owner,
+                        None,
+                        &texts::instance_gone(&l.label, &why, queued, now_selected.as_deref()),
+                        &purpose,
+                    )?,
                 }
                 Ok(())
             })
@@ -628,6 +642,103 @@ pub fn label_of(identity: &str) -> String {
         .and_then(|n| n.to_str())
         .unwrap_or(path);
     format!("{name}{suffix}")
+}
+
+/// The folder of an identity (`/p#2` -> `/p`).
+pub fn folder_of(identity: &str) -> &str {
+    match identity.rsplit_once('#') {
+        Some((p, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => p,
+        _ => identity,
+    }
+}
+
+/// `gone_reason` of instances that were live when a hub stopped: they may come back.
+const HUB_RESTARTED: &str = "the hub restarted";
+
+/// What a connecting instance reports about turns it had.
+struct Reported<'a> {
+    transport: Transport,
+    pid: Option<i64>,
+    identity: &'a str,
+    instance_id: &'a str,
+    received: &'a [TurnId],
+    completed: &'a [TurnResult],
+}
+
+/// Reconciles what a connecting instance reports with the store. Only the process a turn was
+/// dispatched to (same identity, same pid, the extension) can say it received or finished it;
+/// anything else it names is logged and ignored. Returns the turns to acknowledge (so pi
+/// forgets them) and the one the instance is still working on.
+fn reconcile_reported(
+    tx: &Connection,
+    r: &Reported<'_>,
+    ctx: &AnswerCtx<'_>,
+    now: i64,
+) -> Result<(Vec<TurnId>, Option<i64>), StoreError> {
+    let same_process = |t: &Turn| {
+        r.transport == Transport::Shim
+            && t.transport.as_deref() == Some(Transport::Shim.as_str())
+            && r.pid.is_some()
+            && t.instance_pid == r.pid
+            && t.identity.as_deref() == Some(r.identity)
+    };
+    let mut done_acks = Vec::new();
+    let mut outstanding = None;
+    for t in turns::outstanding(tx)? {
+        let turn_id = TurnId::from_number(t.id);
+        if same_process(&t) {
+            if let Some(result) = r.completed.iter().find(|c| c.turn_id == turn_id) {
+                finish(tx, &t, result, ctx, now)?;
+                done_acks.push(turn_id);
+            } else if r.received.contains(&turn_id) {
+                // This link carries it on: its result comes back through this link.
+                turns::adopt(tx, t.id, r.instance_id)?;
+                turns::mark_acked(tx, t.id, now)?;
+                outstanding = Some(t.id);
+            } else {
+                // pi never got it: safe to send again.
+                turns::requeue(tx, t.id)?;
+            }
+        } else if t.identity.as_deref() == Some(r.identity)
+            && t.instance_pid.is_some_and(|p| !process_alive(p))
+        {
+            // The process that had it is gone for good.
+            if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
+                topics::notice(
+                    tx,
+                    t.chat_id,
+                    t.thread_id,
+                    &texts::turn_interrupted(&label_of(r.identity), &t.text),
+                    &format!("notice:interrupted:{}", t.id),
+                )?;
+            }
+        }
+    }
+    // Results for turns that are not outstanding any more: stored already (a repeat), or a
+    // late result of this same process for a turn the hub gave up on. Anything else is not
+    // this instance's to finish.
+    for c in r.completed {
+        if done_acks.contains(&c.turn_id) {
+            continue;
+        }
+        let turn = match c.turn_id.number() {
+            Some(n) => turns::get(tx, n)?,
+            None => None,
+        };
+        match turn {
+            Some(t) if t.state == TurnState::Interrupted && same_process(&t) => {
+                finish(tx, &t, c, ctx, now)?;
+            }
+            Some(t) if t.state == TurnState::Done && same_process(&t) => {}
+            _ => tracing::warn!(
+                turn = %c.turn_id,
+                identity = %r.identity,
+                "a connecting instance reported a result for a turn that is not its own; ignored"
+            ),
+        }
+        done_acks.push(c.turn_id.clone());
+    }
+    Ok((done_acks, outstanding))
 }
 
 /// By default a pi's identity is its cwd. A process that comes back gets its old identity; a

@@ -111,13 +111,15 @@ impl ConfigFile {
                 });
             }
         };
+        // Editors on some systems save UTF-8 with a byte-order mark; JSON parsers refuse it.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         if text.trim().is_empty() {
             return Ok(Self {
                 path: path.to_owned(),
                 doc: Map::new(),
             });
         }
-        let value: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Syntax {
+        let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
             path: path.to_owned(),
             line: e.line(),
             column: e.column(),
@@ -346,6 +348,21 @@ impl ConfigFile {
             let _ = std::fs::remove_file(&tmp);
         }
         result.map_err(io)
+    }
+}
+
+/// Warnings about who can read the config file (it holds the bot token): empty when only its
+/// owner can.
+pub fn permission_warnings(path: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.permissions().mode() & 0o077 != 0 => vec![format!(
+            "{} holds the bot token and others can read it (mode {:o}): run chmod 600 {}",
+            path.display(),
+            m.permissions().mode() & 0o777,
+            path.display()
+        )],
+        _ => Vec::new(),
     }
 }
 

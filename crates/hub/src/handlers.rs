@@ -3,13 +3,16 @@
 //! together or not at all.
 
 use serde_json::{Value, json};
-use store::threads::{self as tables, BindingState};
+use store::threads as tables;
+use store::turns::{Target, Waits};
 use store::{
     Connection, StoreError, callbacks, instances, journal, kv, outbox, pairing as codes, routes,
     turns,
 };
 use telegram::view::{MessageView, UpdateKind, UpdateView};
 
+use crate::buttons::Button;
+use crate::conductor::{SELECTED, folder_of, label_of};
 use crate::config::PairingMode;
 use crate::pairing;
 use crate::texts;
@@ -118,16 +121,11 @@ fn from_owner(
             if let Some((cmd, _)) = msg.command()
                 && (cmd == "start" || cmd == "help")
             {
-                let mut text = texts::help(&ctx.bot_username);
-                let mut markup = None;
-                if cmd == "start" {
-                    let (intro, keyboard) = instance_chooser(tx, ctx, update.sender_id())?;
-                    text = format!("{text}\n\n{intro}");
-                    if !topics::threaded(tx)? {
-                        text = format!("{text}\n\n{}", texts::enable_tip());
-                    }
-                    markup = keyboard;
-                }
+                let (text, markup) = if cmd == "start" {
+                    start_message(tx, ctx, update.sender_id())?
+                } else {
+                    (texts::help(&ctx.bot_username), None)
+                };
                 reply_with(
                     tx,
                     ctx,
@@ -154,11 +152,20 @@ fn from_owner(
                 (Some(token), Some(owner)) => callbacks::lookup(tx, token, owner, ctx.now_ms)?,
                 _ => None,
             };
-            let (text, outcome) = match action.as_deref() {
-                Some(action) => button(tx, ctx, action, chat, after)?,
-                None => (texts::unknown_button(), "answered:callback".to_owned()),
+            let tapped = cb.message();
+            let tap = match action.as_deref().and_then(Button::decode) {
+                Some(b) => button(
+                    tx,
+                    ctx,
+                    &b,
+                    chat,
+                    tapped.as_ref(),
+                    update.sender_id(),
+                    after,
+                )?,
+                None => Tap::answer(texts::unknown_button(), "answered:callback"),
             };
-            let params = json!({ "callback_query_id": id, "text": text });
+            let params = json!({ "callback_query_id": id, "text": tap.answer });
             enqueue(
                 tx,
                 ctx,
@@ -170,7 +177,30 @@ fn from_owner(
                 entry,
                 after,
             )?;
-            Ok(outcome)
+            // The message with the buttons shows what the tap did (and loses buttons that
+            // have nothing left to do).
+            if let Some(edit) = tap.edit
+                && let Some((chat, message)) = tapped.and_then(|m| m.chat_id().zip(m.id()))
+            {
+                let params = json!({
+                    "chat_id": chat,
+                    "message_id": message,
+                    "text": edit.text,
+                    "reply_markup": edit.markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
+                });
+                enqueue(
+                    tx,
+                    ctx,
+                    chat,
+                    None,
+                    "editMessageText",
+                    &params,
+                    "edit:callback",
+                    entry,
+                    after,
+                )?;
+            }
+            Ok(tap.outcome)
         }
         UpdateKind::MyChatMember => Ok("noted:membership".into()),
         UpdateKind::EditedMessage => Ok("ignored:edit".into()),
@@ -179,48 +209,102 @@ fn from_owner(
     }
 }
 
-/// What a button does. Returns the text the tap is answered with and the outcome recorded.
+/// What a tap does: the short answer Telegram shows, the outcome recorded in the journal, and
+/// the new form of the message that carried the button.
+struct Tap {
+    answer: String,
+    outcome: String,
+    edit: Option<Edit>,
+}
+
+/// A new text (and keyboard; `None` removes it) for a message with buttons.
+struct Edit {
+    text: String,
+    markup: Option<Value>,
+}
+
+impl Tap {
+    fn answer(answer: impl Into<String>, outcome: &str) -> Self {
+        Self {
+            answer: answer.into(),
+            outcome: outcome.to_owned(),
+            edit: None,
+        }
+    }
+
+    fn with_edit(mut self, edit: Option<Edit>) -> Self {
+        self.edit = edit;
+        self
+    }
+}
+
+/// What a button does.
 fn button(
     tx: &Connection,
     ctx: &HandlerCtx,
-    action: &str,
+    action: &Button,
     chat: i64,
+    tapped: Option<&MessageView<'_>>,
+    owner: Option<i64>,
     after: &mut AfterCommit,
-) -> Result<(String, String), StoreError> {
-    let parts: Vec<&str> = action.split(':').collect();
-    let gone = || {
-        Ok((
-            "That pi instance is not connected any more.".to_owned(),
-            "button:gone".to_owned(),
-        ))
+) -> Result<Tap, StoreError> {
+    // A settled question keeps its text, gains a line saying how it was settled, and loses
+    // its buttons.
+    let original = tapped.and_then(|m| m.text()).unwrap_or_default();
+    let settled = |line: String| {
+        Some(Edit {
+            text: format!("{original}\n\n{line}"),
+            markup: None,
+        })
     };
-    match parts.as_slice() {
-        ["select", identity] => {
+    match action {
+        Button::Select { identity } => {
             let live = instances::live(tx)?;
-            let Some(i) = live.iter().find(|i| i.identity == *identity) else {
-                return gone();
+            let tap = match live.iter().find(|i| i.identity == *identity) {
+                Some(i) => {
+                    kv::set(tx, SELECTED, identity)?;
+                    after.turns = true;
+                    Tap::answer(format!("New messages go to {}", i.label), "selected")
+                }
+                None => Tap::answer("That pi instance is not connected any more.", "button:gone"),
             };
-            kv::set(tx, crate::conductor::SELECTED, identity)?;
-            after.turns = true;
-            Ok((format!("New messages go to {}", i.label), "selected".into()))
+            // The /start message shows the selection and the instances as they are now.
+            let (text, markup) = start_message(tx, ctx, owner)?;
+            Ok(tap.with_edit(Some(Edit { text, markup })))
         }
-        ["send", turn, identity] => {
-            let Ok(turn) = turn.parse::<i64>() else {
-                return Ok((texts::unknown_button(), "button:malformed".into()));
-            };
-            if !turns::assign(tx, turn, identity)? {
-                return Ok((texts::already_sent(), "send:taken".into()));
+        Button::Send {
+            turn,
+            to,
+            instead_of,
+        } => {
+            if !turns::assign(tx, *turn, to, instead_of.as_deref())? {
+                let went = turns::get(tx, *turn)?
+                    .and_then(|t| t.identity)
+                    .map(|i| label_of(&i));
+                return Ok(
+                    Tap::answer(texts::already_sent(went.as_deref()), "send:taken")
+                        .with_edit(settled(texts::chosen_before(went.as_deref()))),
+                );
             }
             after.turns = true;
-            Ok((
-                format!("Sent to {}", crate::conductor::label_of(identity)),
-                "sent".into(),
-            ))
-        }
-        ["move", turn, identity, thread] => {
-            let (Ok(turn), Ok(thread)) = (turn.parse::<i64>(), thread.parse::<i64>()) else {
-                return Ok((texts::unknown_button(), "button:malformed".into()));
+            let label = label_of(to);
+            let live = instances::live(tx)?.iter().any(|i| i.identity == *to);
+            // In classic mode the choice also holds for the messages that follow.
+            if live && !topics::threaded(tx)? {
+                kv::set(tx, SELECTED, to)?;
+            }
+            let answer = if live {
+                format!("Sent to {label}")
+            } else {
+                format!("{label} is offline: the message waits for it")
             };
+            Ok(Tap::answer(answer, "sent").with_edit(settled(texts::chosen(&label))))
+        }
+        Button::Move {
+            turn,
+            identity,
+            thread,
+        } => {
             let live = instances::live(tx)?;
             let newcomer =
                 live.iter()
@@ -237,19 +321,19 @@ fn button(
                 identity,
                 newcomer.as_ref(),
                 chat,
-                thread,
+                *thread,
                 ctx.epoch,
                 ctx.now_ms,
             )?;
             let Some(b) = bound else {
-                return Ok((texts::move_refused(), "move:refused".into()));
+                return Ok(Tap::answer(texts::move_refused(), "move:refused"));
             };
             // The person chose this topic for it: a forgotten intent no longer matters.
             kv::delete(tx, &topics::skip_key(identity))?;
-            turns::assign(tx, turn, identity)?;
+            turns::assign(tx, *turn, identity, None)?;
             after.turns = true;
             after.topics = true;
-            let label = crate::conductor::label_of(identity);
+            let label = label_of(identity);
             topics::notice(
                 tx,
                 b.chat_id,
@@ -258,30 +342,67 @@ fn button(
                 &format!("notice:moved:{identity}:{thread}"),
             )?;
             after.outbox = true;
-            Ok((format!("{label} lives in this topic now"), "moved".into()))
+            Ok(
+                Tap::answer(format!("{label} lives in this topic now"), "moved")
+                    .with_edit(settled(format!("→ {label} lives in this topic now."))),
+            )
         }
-        ["intent", choice, id] => {
-            let Ok(id) = id.parse::<i64>() else {
-                return Ok((texts::unknown_button(), "button:malformed".into()));
-            };
-            let create = *choice == "create";
-            if topics::resolve_intent(tx, id, create)?.is_none() {
-                return Ok((texts::intent_settled(), "intent:settled".into()));
+        Button::Intent { id, create } => {
+            if topics::resolve_intent(tx, *id, *create)?.is_none() {
+                return Ok(Tap::answer(texts::intent_settled(), "intent:settled")
+                    .with_edit(settled("→ Settled already.".into())));
             }
             after.topics = true;
-            Ok(if create {
-                ("Creating a new thread".into(), "intent:create".into())
+            Ok(if *create {
+                Tap::answer("Creating a new thread", "intent:create")
+                    .with_edit(settled("→ Creating a new thread.".into()))
             } else {
-                ("Forgotten".into(), "intent:forget".into())
+                Tap::answer("Forgotten", "intent:forget").with_edit(settled("→ Forgotten.".into()))
             })
         }
-        _ => Ok((texts::unknown_button(), "answered:callback".into())),
     }
 }
 
-/// Turns an owner message into a turn for the instance it belongs to: the one whose message it
-/// replies to, else the selected one; with no instance connected it waits for the first (one
-/// notice per episode).
+/// Where a new message goes.
+enum Route {
+    /// To this identity's pi (it waits while that pi is away).
+    To(String),
+    /// The person is asked; only their tap assigns it.
+    Choose,
+    /// No pi is live: the first that connects takes it (the person is told so).
+    Hold,
+}
+
+/// Decides where a message goes: the pi whose message it answers; in Threaded Mode the
+/// topic's pi, or the person's choice; in classic mode the selected pi.
+fn route(
+    tx: &Connection,
+    msg: &MessageView<'_>,
+    chat: i64,
+    anyone_live: bool,
+) -> Result<Route, StoreError> {
+    if let Some(r) = msg.reply_to_message_id()
+        && let Some(identity) = routes::lookup(tx, chat, r)?
+    {
+        return Ok(Route::To(identity));
+    }
+    let bound = if topics::threaded(tx)? {
+        match msg.thread_id() {
+            Some(thread) => tables::binding_by_thread(tx, chat, thread)?.map(|b| b.identity),
+            None => None,
+        }
+    } else {
+        kv::get(tx, SELECTED)?
+    };
+    Ok(match bound {
+        Some(identity) => Route::To(identity),
+        None if anyone_live => Route::Choose,
+        None => Route::Hold,
+    })
+}
+
+/// Turns an owner message into a turn (see [`route`]). A pi that is away gets the message
+/// when it is back; the person is told, and offered the pi that are live.
 fn to_turn(
     tx: &Connection,
     ctx: &HandlerCtx,
@@ -292,51 +413,26 @@ fn to_turn(
     let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
         return Ok("ignored:malformed".into());
     };
+    let attachment = msg.attachment();
     let Some(text) = msg
         .text()
         .or_else(|| msg.caption())
         .filter(|t| !t.trim().is_empty())
     else {
-        reply(
-            tx,
-            ctx,
-            entry,
-            msg,
-            &texts::text_only(),
-            "reply:text-only",
-            after,
-        )?;
+        let text = texts::attachment_not_delivered(attachment.unwrap_or_default(), false);
+        reply(tx, ctx, entry, msg, &text, "reply:text-only", after)?;
         return Ok("replied:text-only".into());
     };
-    let routed = match msg.reply_to_message_id() {
-        Some(r) => routes::lookup(tx, chat, r)?,
-        None => None,
-    };
-    // Where the message goes: the instance whose message it answers; in Threaded Mode the
-    // topic's instance, or the person's choice; in classic mode the selected instance.
-    let threaded = topics::threaded(tx)?;
-    let (identity, wants_choice) = match (routed, threaded, msg.thread_id()) {
-        (Some(i), _, _) => (Some(i), false),
-        (None, true, Some(thread)) => match tables::binding_by_thread(tx, chat, thread)? {
-            Some(b) => {
-                if b.state == BindingState::Offline {
-                    let project = crate::conductor::label_of(&b.identity);
-                    reply(
-                        tx,
-                        ctx,
-                        entry,
-                        msg,
-                        &texts::offline_topic(&project, &b.cwd),
-                        "reply:offline",
-                        after,
-                    )?;
-                }
-                (Some(b.identity), false)
-            }
-            None => (None, true),
-        },
-        (None, true, None) => (None, true),
-        (None, false, _) => (kv::get(tx, crate::conductor::SELECTED)?, false),
+    if let Some(field) = attachment {
+        let text = texts::attachment_not_delivered(field, true);
+        reply(tx, ctx, entry, msg, &text, "reply:attachment", after)?;
+    }
+    let live = instances::live(tx)?;
+    let route = route(tx, msg, chat, !live.is_empty())?;
+    let target = match &route {
+        Route::To(identity) => Target::Identity(identity),
+        Route::Choose => Target::Unassigned(Waits::Choice),
+        Route::Hold => Target::Unassigned(Waits::Any),
     };
     let turn = turns::create(
         tx,
@@ -345,78 +441,149 @@ fn to_turn(
             chat_id: chat,
             thread_id: msg.thread_id(),
             message_id: Some(message_id),
-            identity: identity.as_deref(),
+            target,
             text,
         },
         ctx.now_ms,
     )?;
     after.turns = true;
-    // With no instance live there is nothing to choose: it waits for the first one.
-    let live = if wants_choice {
-        instances::live(tx)?
-    } else {
-        Vec::new()
+    let Some(turn) = turn else {
+        return Ok("queued".into());
     };
-    if !live.is_empty() {
-        let owner = msg.from_id().unwrap_or(chat);
-        let turn = turn.unwrap_or(0);
-        let mut rows = Vec::new();
-        for i in &live {
-            let button = |label: String, action: String| {
-                button_token(tx, owner, &action, ctx.now_ms, BUTTON_TTL_MS)
-                    .map(|token| json!({ "text": label, "callback_data": token }))
-            };
-            let mut row = vec![button(
-                format!("Send to {}", i.label),
-                format!("send:{turn}:{}", i.identity),
-            )?];
-            if let Some(thread) = msg.thread_id() {
-                row.push(button(
-                    format!("Move {} here", i.label),
-                    format!("move:{turn}:{}:{thread}", i.identity),
-                )?);
+    let owner = msg.from_id().unwrap_or(chat);
+    match route {
+        Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok("queued".into()),
+        Route::To(identity) => {
+            let label = label_of(&identity);
+            let folder = folder_of(&identity);
+            let others: Vec<_> = live.iter().filter(|i| i.identity != identity).collect();
+            if others.is_empty() {
+                // One notice per absence, not one per message.
+                let key = waits_notice_key(&identity);
+                if kv::get(tx, &key)?.is_none() {
+                    kv::set(tx, &key, "1")?;
+                    let text = texts::waits_for(&label, folder, false);
+                    reply(tx, ctx, entry, msg, &text, "reply:waits", after)?;
+                }
+                return Ok("queued:waits".into());
             }
-            rows.push(json!(row));
+            let mut rows = Vec::new();
+            for o in others {
+                let action = Button::Send {
+                    turn,
+                    to: o.identity.clone(),
+                    instead_of: Some(identity.clone()),
+                };
+                rows.push(json!([button_json(
+                    tx,
+                    owner,
+                    &format!("Send to {}", o.label),
+                    &action,
+                    ctx.now_ms
+                )?]));
+            }
+            reply_with(
+                tx,
+                ctx,
+                entry,
+                msg,
+                &texts::waits_for(&label, folder, true),
+                Some(json!({ "inline_keyboard": rows })),
+                "reply:waits",
+                after,
+            )?;
+            Ok("queued:waits".into())
         }
-        let text = if msg.thread_id().is_some() {
-            texts::unbound_topic()
-        } else {
-            texts::main_chat_chooser()
-        };
-        reply_with(
-            tx,
-            ctx,
-            entry,
-            msg,
-            &text,
-            Some(json!({ "inline_keyboard": rows })),
-            "reply:chooser",
-            after,
-        )?;
-        return Ok("chooser".into());
-    }
-    if identity.is_none() && kv::get(tx, HELD_NOTICE)?.is_none() {
-        // One notice per episode, in the main chat wherever the message was written.
-        let params = json!({ "chat_id": chat, "text": texts::no_instance() });
-        if let Some(id) = enqueue(
-            tx,
-            ctx,
-            chat,
-            None,
-            "sendMessage",
-            &params,
-            "notice:held",
-            entry,
-            after,
-        )? {
-            kv::set_i64(tx, HELD_NOTICE, id)?;
+        Route::Choose => {
+            let mut rows = Vec::new();
+            for i in &live {
+                let send = Button::Send {
+                    turn,
+                    to: i.identity.clone(),
+                    instead_of: None,
+                };
+                let mut row = vec![button_json(
+                    tx,
+                    owner,
+                    &format!("Send to {}", i.label),
+                    &send,
+                    ctx.now_ms,
+                )?];
+                if let Some(thread) = msg.thread_id() {
+                    let here = Button::Move {
+                        turn,
+                        identity: i.identity.clone(),
+                        thread,
+                    };
+                    row.push(button_json(
+                        tx,
+                        owner,
+                        &format!("Move {} here", i.label),
+                        &here,
+                        ctx.now_ms,
+                    )?);
+                }
+                rows.push(json!(row));
+            }
+            let text = if msg.thread_id().is_some() {
+                texts::unbound_topic()
+            } else {
+                texts::main_chat_chooser()
+            };
+            reply_with(
+                tx,
+                ctx,
+                entry,
+                msg,
+                &text,
+                Some(json!({ "inline_keyboard": rows })),
+                "reply:chooser",
+                after,
+            )?;
+            Ok("chooser".into())
+        }
+        Route::Hold => {
+            if kv::get(tx, HELD_NOTICE)?.is_none() {
+                // One notice per episode, in the main chat wherever the message was written.
+                let params = json!({ "chat_id": chat, "text": texts::no_instance() });
+                if let Some(id) = enqueue(
+                    tx,
+                    ctx,
+                    chat,
+                    None,
+                    "sendMessage",
+                    &params,
+                    "notice:held",
+                    entry,
+                    after,
+                )? {
+                    kv::set_i64(tx, HELD_NOTICE, id)?;
+                }
+            }
+            Ok("held".into())
         }
     }
-    Ok(if identity.is_some() {
-        "queued".into()
-    } else {
-        "held".into()
-    })
+}
+
+/// Key marking that the person was told their messages wait for `identity` (cleared when it
+/// connects).
+pub fn waits_notice_key(identity: &str) -> String {
+    format!("notice.waits.{identity}")
+}
+
+/// How long the buttons of a message that waits for the person's choice work.
+const CHOICE_TTL_MS: i64 = 7 * 24 * 3_600_000;
+
+/// One inline button for `action`, owner-bound.
+fn button_json(
+    tx: &Connection,
+    owner: i64,
+    label: &str,
+    action: &Button,
+    now_ms: i64,
+) -> Result<Value, StoreError> {
+    let token = button_token(tx, owner, &action.encode(), now_ms, CHOICE_TTL_MS)?;
+    Ok(json!({ "text": label, "callback_data": token }))
 }
 
 /// How long a button of a hub message works.
@@ -436,14 +603,15 @@ pub(crate) fn button_token(
     Ok(token)
 }
 
-/// The list of live instances with a button each (opaque tokens, owner-bound, 24 h).
-fn instance_chooser(
+/// The `/start` message: help, the live instances with a button each (the selected one
+/// marked), and the Threaded Mode tip when it is off.
+fn start_message(
     tx: &Connection,
     ctx: &HandlerCtx,
     owner: Option<i64>,
 ) -> Result<(String, Option<Value>), StoreError> {
     let live = instances::live(tx)?;
-    let selected = kv::get(tx, crate::conductor::SELECTED)?;
+    let selected = kv::get(tx, SELECTED)?;
     let list: Vec<(String, String, bool)> = live
         .iter()
         .map(|i| {
@@ -454,14 +622,23 @@ fn instance_chooser(
             )
         })
         .collect();
-    let intro = texts::instances_intro(&list);
+    let mut text = format!(
+        "{}\n\n{}",
+        texts::help(&ctx.bot_username),
+        texts::instances_intro(&list)
+    );
+    if !topics::threaded(tx)? {
+        text = format!("{text}\n\n{}", texts::enable_tip());
+    }
     let Some(owner) = owner.filter(|_| !live.is_empty()) else {
-        return Ok((intro, None));
+        return Ok((text, None));
     };
     let mut rows = Vec::new();
     for i in &live {
-        let action = format!("select:{}", i.identity);
-        let token = button_token(tx, owner, &action, ctx.now_ms, BUTTON_TTL_MS)?;
+        let action = Button::Select {
+            identity: i.identity.clone(),
+        };
+        let token = button_token(tx, owner, &action.encode(), ctx.now_ms, BUTTON_TTL_MS)?;
         let mark = if selected.as_deref() == Some(i.identity.as_str()) {
             "▶ "
         } else {
@@ -469,7 +646,7 @@ fn instance_chooser(
         };
         rows.push(json!([{ "text": format!("{mark}{}", i.label), "callback_data": token }]));
     }
-    Ok((intro, Some(json!({ "inline_keyboard": rows }))))
+    Ok((text, Some(json!({ "inline_keyboard": rows }))))
 }
 
 fn unpaired(

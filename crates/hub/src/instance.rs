@@ -88,14 +88,24 @@ impl GoneReason {
         matches!(self, Self::Shutdown | Self::Exited(_) | Self::Disconnected)
     }
 
-    /// A short text for people.
+    /// A short text for people: what happened, in plain words, without error details.
     pub fn describe(&self) -> String {
         match self {
             Self::Disconnected => "disconnected from Telegram (/telegram-disconnect)".into(),
             Self::Shutdown => "pi closed its session".into(),
-            Self::Exited(why) => format!("pi exited ({why})"),
-            Self::ConnectionLost(why) => format!("the connection was lost ({why})"),
-            Self::Closed(why) => format!("the hub closed the connection ({why})"),
+            Self::Exited(_) => "pi exited".into(),
+            Self::ConnectionLost(_) => "its connection to the hub was lost".into(),
+            Self::Closed(_) => "the hub closed its connection".into(),
+        }
+    }
+
+    /// [`describe`](Self::describe) with the technical detail, for `status` and the log.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Disconnected | Self::Shutdown => self.describe(),
+            Self::Exited(why) | Self::ConnectionLost(why) | Self::Closed(why) => {
+                format!("{} ({why})", self.describe())
+            }
         }
     }
 }

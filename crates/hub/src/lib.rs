@@ -11,6 +11,7 @@
 //! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
+pub mod buttons;
 pub mod conductor;
 pub mod config;
 pub mod control;
@@ -33,6 +34,7 @@ pub mod texts;
 pub mod threads_cli;
 pub mod topics;
 pub mod wakes;
+pub mod webhook;
 pub mod worker;
 
 pub use error::HubError;

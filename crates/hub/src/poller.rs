@@ -11,6 +11,7 @@ use tokio::sync::{Notify, watch};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
+use crate::webhook;
 
 /// Update kinds the hub asks for (topic service messages arrive as `message`).
 pub const ALLOWED_UPDATES: [&str; 5] = [
@@ -54,6 +55,7 @@ pub async fn run(
 ) -> Result<(), HubError> {
     let mut offset = db.read(journal::offset).await?;
     let mut conflict_since: Option<Instant> = None;
+    let mut last_removal: Option<Instant> = None;
     let mut backoff = Duration::from_secs(1);
     loop {
         let polled = tokio::select! {
@@ -99,6 +101,34 @@ pub async fn run(
         match &error {
             CallError::Api(api) if api.kind == ApiErrorKind::Unauthorized => {
                 return Err(HubError::Unauthorized);
+            }
+            CallError::Api(api)
+                if api.kind == ApiErrorKind::Conflict
+                    && api.description.to_ascii_lowercase().contains("webhook") =>
+            {
+                // Not another program polling: a webhook set since the start. Remove it
+                // and poll again at once; one that comes back within the grace period is set
+                // by another program, and counts as a conflict.
+                let fresh =
+                    last_removal.is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
+                if fresh {
+                    match webhook::clear(&client, &db).await {
+                        Ok(Some(_)) => {
+                            last_removal = Some(Instant::now());
+                            conflict_since = None;
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not remove the bot's webhook"),
+                    }
+                }
+                let since = *conflict_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= settings.conflict_grace {
+                    return Err(HubError::Conflict {
+                        description: api.description.clone(),
+                        seconds: since.elapsed().as_secs(),
+                    });
+                }
             }
             CallError::Api(api) if api.kind == ApiErrorKind::Conflict => {
                 let since = *conflict_since.get_or_insert_with(Instant::now);

@@ -12,6 +12,7 @@ use tokio::sync::{Mutex, watch};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
+use crate::texts;
 use crate::topics;
 use crate::wakes::Wakes;
 
@@ -78,7 +79,12 @@ async fn send_one(
         .lock()
         .await
         .consume(Some(row.chat_id), now_ms() as u64);
-    let result = client.call(&row.method, &row.params).await;
+    // A copy sent after an unknown outcome says so: the person may see the first one too.
+    let result = if row.resent > 0 {
+        client.call(&row.method, &marked_repeat(&row.params)).await
+    } else {
+        client.call(&row.method, &row.params).await
+    };
     crashpoint::hit("send.after_call");
     let now = now_ms();
     match result {
@@ -128,7 +134,7 @@ async fn send_one(
             if row.resend_if_unknown {
                 let at = now + backoff_ms(row.attempts + 1);
                 db.write(move |tx| {
-                    outbox::mark_retry(tx, id, at, &e, now)?;
+                    outbox::mark_resend(tx, id, at, &e, now)?;
                     incidents::record(
                         tx,
                         now,
@@ -233,9 +239,57 @@ async fn send_one(
     Ok(())
 }
 
+/// `params` with the repeat mark before the text (or caption), entities shifted to match.
+pub fn marked_repeat(params: &serde_json::Value) -> serde_json::Value {
+    let mut p = params.clone();
+    let mark = texts::REPEAT_MARK;
+    let shift = tg_format::utf16::len(mark) as i64;
+    for (field, entities) in [("text", "entities"), ("caption", "caption_entities")] {
+        let Some(text) = p.get(field).and_then(serde_json::Value::as_str) else {
+            continue;
+        };
+        if text.starts_with(mark) {
+            return p;
+        }
+        p[field] = serde_json::Value::String(format!("{mark}{text}"));
+        if let Some(list) = p
+            .get_mut(entities)
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            for e in list {
+                if let Some(o) = e.get("offset").and_then(serde_json::Value::as_i64) {
+                    e["offset"] = serde_json::json!(o + shift);
+                }
+            }
+        }
+        return p;
+    }
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeat_is_marked_once_and_entities_follow_the_text() {
+        let p = serde_json::json!({ "chat_id": 1, "text": "héllo", "entities": [{ "type": "bold", "offset": 1, "length": 2 }] });
+        let m = marked_repeat(&p);
+        let text = m["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with(texts::REPEAT_MARK) && text.ends_with("héllo"));
+        let shift = tg_format::utf16::len(texts::REPEAT_MARK) as i64;
+        assert_eq!(m["entities"][0]["offset"], serde_json::json!(1 + shift));
+        assert_eq!(marked_repeat(&m), m, "marked once");
+        let cap = serde_json::json!({ "caption": "c" });
+        assert!(
+            marked_repeat(&cap)["caption"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(texts::REPEAT_MARK)
+        );
+        let none = serde_json::json!({ "callback_query_id": "q" });
+        assert_eq!(marked_repeat(&none), none);
+    }
 
     #[test]
     fn backoff_doubles_to_a_minute() {

@@ -20,6 +20,7 @@ use crate::poller::{self, PollSettings};
 use crate::sender;
 use crate::topics::{self, TopicSettings};
 use crate::wakes::Wakes;
+use crate::webhook;
 use crate::worker::{self, WorkerSettings};
 
 /// Timing knobs. Defaults suit Telegram; tests shorten them through the environment.
@@ -103,109 +104,135 @@ pub async fn serve(
         });
     };
     let _lock = ProfileLock::acquire(&paths.lock_file())?;
+    // Every wait from here on ends on a stop: start-up retries an unreachable Telegram for as
+    // long as it takes, and a person stopping the hub meanwhile must not need SIGKILL.
+    let mut shutdown = std::pin::pin!(shutdown);
     let api_base = config::resolve_api_base(&settings);
     tracing::info!(profile = %opts.profile, bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
 
-    let store = Arc::new(Store::open(&paths.state_db())?);
-    let db = Db(store);
-    let pid = i64::from(std::process::id());
-    let (epoch, (resent, ambiguous)) = db
-        .write(move |tx| {
-            Ok((
-                lease::acquire(tx, pid, now_ms())?,
-                outbox::recover_interrupted(tx, now_ms())?,
-            ))
-        })
-        .await?;
-    if resent + ambiguous > 0 {
-        tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
-    }
-    tracing::info!(epoch = epoch.0, "took the profile lease");
+    let started = async {
+        let store = Arc::new(Store::open(&paths.state_db())?);
+        let db = Db(store);
+        let pid = i64::from(std::process::id());
+        let (epoch, (resent, ambiguous)) = db
+            .write(move |tx| {
+                let epoch = lease::acquire(tx, pid, now_ms())?;
+                let (resent, ambiguous) = outbox::recover_interrupted(tx, now_ms())?;
+                if resent > 0 {
+                    incidents::record(
+                        tx,
+                        now_ms(),
+                        "send",
+                        &format!(
+                            "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
+                        ),
+                    )?;
+                }
+                Ok((epoch, (resent, ambiguous)))
+            })
+            .await?;
+        if resent + ambiguous > 0 {
+            tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
+        }
+        tracing::info!(epoch = epoch.0, "took the profile lease");
 
-    let client =
-        Client::new(&api_base, token.clone(), ClientOptions::default()).map_err(|source| {
-            HubError::Telegram {
-                context: "starting the Telegram client".into(),
-                source,
+        let client =
+            Client::new(&api_base, token.clone(), ClientOptions::default()).map_err(|source| {
+                HubError::Telegram {
+                    context: "starting the Telegram client".into(),
+                    source,
+                }
+            })?;
+        let me = get_me(&client, &db).await?;
+        let bot_id = me
+            .get("id")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or_else(|| token.bot_id());
+        let username = me
+            .get("username")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("bot")
+            .to_owned();
+        let topics = me
+            .get("has_topics_enabled")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        let state_dir = paths.dir.display().to_string();
+        let config_owner = settings.allowed_user_id;
+        let (owner, mirror) = {
+            let username = username.clone();
+            db.write(move |tx| {
+                if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
+                    && stored != bot_id
+                {
+                    return Ok(Err(HubError::BotMismatch {
+                        state: state_dir,
+                        stored,
+                        token: bot_id,
+                    }));
+                }
+                kv::set_i64(tx, kv::BOT_ID, bot_id)?;
+                kv::set(tx, kv::BOT_USERNAME, &username)?;
+                kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
+                kv::set(
+                    tx,
+                    store::threads::MODE,
+                    if topics { "threaded" } else { "classic" },
+                )?;
+                // A configured allowedUserId is authoritative; a paired owner is mirrored back.
+                let stored_owner = kv::get_i64(tx, kv::OWNER)?;
+                if let Some(o) = config_owner {
+                    kv::set_i64(tx, kv::OWNER, o)?;
+                }
+                let owner = config_owner.or(stored_owner);
+                Ok(Ok((
+                    owner,
+                    config_owner.is_none() && stored_owner.is_some(),
+                )))
+            })
+            .await??
+        };
+        if mirror && let Some(o) = owner {
+            let mut file = ConfigFile::load(&config_path)?;
+            file.set_allowed_user_id(&opts.profile, o);
+            if let Err(e) = file.save() {
+                tracing::warn!(error = %e, "could not mirror the owner into the config file");
             }
-        })?;
-    let me = get_me(&client, &db).await?;
-    let bot_id = me
-        .get("id")
-        .and_then(serde_json::Value::as_i64)
-        .unwrap_or_else(|| token.bot_id());
-    let username = me
-        .get("username")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("bot")
-        .to_owned();
-    let topics = me
-        .get("has_topics_enabled")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    let state_dir = paths.dir.display().to_string();
-    let config_owner = settings.allowed_user_id;
-    let (owner, mirror) = {
-        let username = username.clone();
-        db.write(move |tx| {
-            if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
-                && stored != bot_id
-            {
-                return Ok(Err(HubError::BotMismatch {
-                    state: state_dir,
-                    stored,
-                    token: bot_id,
-                }));
+        }
+        tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
+        set_commands(&client, &db).await;
+        // A webhook makes every poll fail: remove it (the poller checks again on a 409).
+        if let Err(e) = webhook::clear(&client, &db).await {
+            tracing::warn!(error = %e, "could not check the bot's webhook");
+        }
+
+        let mut pacer = Pacer::new(settings.pacing.clone());
+        let now = now_ms();
+        for w in db.read(move |c| flood::active(c, now)).await? {
+            if let Some(scope) = FloodScope::from_key(&w.scope) {
+                tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
+                pacer.impose(scope, w.until_ms as u64);
             }
-            kv::set_i64(tx, kv::BOT_ID, bot_id)?;
-            kv::set(tx, kv::BOT_USERNAME, &username)?;
-            kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
-            kv::set(
-                tx,
-                store::threads::MODE,
-                if topics { "threaded" } else { "classic" },
-            )?;
-            // A configured allowedUserId is authoritative; a paired owner is mirrored back.
-            let stored_owner = kv::get_i64(tx, kv::OWNER)?;
-            if let Some(o) = config_owner {
-                kv::set_i64(tx, kv::OWNER, o)?;
-            }
-            let owner = config_owner.or(stored_owner);
-            Ok(Ok((
-                owner,
-                config_owner.is_none() && stored_owner.is_some(),
-            )))
-        })
-        .await??
+        }
+        let pacer = Arc::new(Mutex::new(pacer));
+
+        let secret = Arc::new(crate::secret::ensure(&paths.secret()).map_err(HubError::io(
+            format!("creating {}", paths.secret().display()),
+        ))?);
+        let listener = links::socket::bind(&paths.socket()).map_err(HubError::io(format!(
+            "listening on {}",
+            paths.socket().display()
+        )))?;
+
+        Ok::<_, HubError>((db, epoch, client, username, pacer, secret, listener))
     };
-    if mirror && let Some(o) = owner {
-        let mut file = ConfigFile::load(&config_path)?;
-        file.set_allowed_user_id(&opts.profile, o);
-        if let Err(e) = file.save() {
-            tracing::warn!(error = %e, "could not mirror the owner into the config file");
+    let (db, epoch, client, username, pacer, secret, listener) = tokio::select! {
+        r = started => r?,
+        () = &mut shutdown => {
+            tracing::info!("stopped during start-up");
+            return Ok(());
         }
-    }
-    tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
-    set_commands(&client, &db).await;
-
-    let mut pacer = Pacer::new(settings.pacing.clone());
-    let now = now_ms();
-    for w in db.read(move |c| flood::active(c, now)).await? {
-        if let Some(scope) = FloodScope::from_key(&w.scope) {
-            tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
-            pacer.impose(scope, w.until_ms as u64);
-        }
-    }
-    let pacer = Arc::new(Mutex::new(pacer));
-
-    let secret = Arc::new(crate::secret::ensure(&paths.secret()).map_err(HubError::io(
-        format!("creating {}", paths.secret().display()),
-    ))?);
-    let listener = links::socket::bind(&paths.socket()).map_err(HubError::io(format!(
-        "listening on {}",
-        paths.socket().display()
-    )))?;
-
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let wakes = Wakes::default();
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
@@ -303,7 +330,7 @@ pub async fn serve(
     let mut conduct = conduct;
     let mut topic_task = topic_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
-        () = shutdown => None,
+        () = &mut shutdown => None,
         r = &mut poll => Some(joined(r)),
         r = &mut work => Some(joined(r)),
         r = &mut send => Some(joined(r)),

@@ -63,6 +63,8 @@ pub struct InstanceStatus {
     pub queued: i64,
     /// Whether new messages go to it.
     pub selected: bool,
+    /// Why it left, with the technical detail.
+    pub gone_reason: Option<String>,
 }
 
 /// A running flood wait.
@@ -179,6 +181,10 @@ pub struct Status {
     pub threads: Vec<ThreadStatus>,
     /// Topic creations whose outcome is pending or unknown.
     pub intents: Vec<IntentStatus>,
+    /// The last webhook the hub removed so that polling works.
+    pub webhook_removed: Option<crate::webhook::Removed>,
+    /// Things to fix that are not errors (a config file others can read, ...).
+    pub warnings: Vec<String>,
 }
 
 /// Reads the status of a profile.
@@ -226,6 +232,8 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         mode: None,
         threads: Vec::new(),
         intents: Vec::new(),
+        webhook_removed: None,
+        warnings: config::permission_warnings(&agent_dir.config_file()),
     };
     let Some(store) = Store::open_for_reading(&paths.state_db())? else {
         return Ok(st);
@@ -273,12 +281,18 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
                 identity: i.identity,
                 pid: i.pid,
                 state: i.state,
+                gone_reason: i.gone_reason,
             })
             .collect();
         st.outbox = store::outbox::counts(c)?
             .into_iter()
             .map(|(s, n)| (s.as_str().to_owned(), n))
             .collect();
+        // Copies sent again after an unknown outcome: each may be a duplicate the person saw.
+        st.outbox
+            .insert("resent".into(), store::outbox::resent_total(c)?);
+        st.webhook_removed =
+            kv::get(c, crate::webhook::REMOVED)?.and_then(|v| serde_json::from_str(&v).ok());
         st.flood_waits = flood::active(c, now)?
             .into_iter()
             .map(|w| FloodStatus {
@@ -416,6 +430,15 @@ pub fn render(st: &Status) -> String {
     }
     for e in st.last_errors.iter().take(5) {
         out.push_str(&format!("error        [{}] {}\n", e.context, e.message));
+    }
+    if let Some(w) = &st.webhook_removed {
+        out.push_str(&format!(
+            "webhook      removed one to {} so that polling works ({} pending update(s) kept)\n",
+            w.host, w.pending_updates
+        ));
+    }
+    for w in &st.warnings {
+        out.push_str(&format!("warning      {w}\n"));
     }
     out.push_str(&format!(
         "state        {}\nconfig       {}\n",

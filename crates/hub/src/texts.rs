@@ -55,6 +55,10 @@ pub fn unknown_button() -> String {
     "This button is no longer active.".to_owned()
 }
 
+/// The first line of a copy sent again because Telegram's answer to the first send was lost
+/// (the person may see both). Answers are cut well below the limit, so it always fits.
+pub const REPEAT_MARK: &str = "↻ Sent again: an earlier copy may have arrived too.\n\n";
+
 /// Telegram's message limit is 4096 UTF-16 units; answers are cut a little below it.
 pub const ANSWER_PIECE: usize = 4000;
 
@@ -77,7 +81,17 @@ pub fn instance_connected(label: &str, cwd: &str, selected: bool, waiting: i64) 
     t
 }
 
-/// An instance left.
+/// A pi took the messages that waited for the first pi to connect. `threaded`: its answers
+/// come in its topic.
+pub fn took_waiting(label: &str, n: i64, threaded: bool) -> String {
+    let mut t = format!("pi {label} connected and takes your {n} waiting message(s).");
+    if threaded {
+        t.push_str(" Its answers come in its thread.");
+    }
+    t
+}
+
+/// An instance left (classic mode, in the one chat).
 pub fn instance_gone(label: &str, why: &str, queued: i64, now_selected: Option<&str>) -> String {
     let mut t = format!("pi {label} is gone: {why}.");
     if queued > 0 {
@@ -92,17 +106,74 @@ pub fn instance_gone(label: &str, why: &str, queued: i64, now_selected: Option<&
     t
 }
 
+/// An instance lost its connection; said in its own topic, where messages wait for it.
+pub fn topic_went_offline(label: &str, why: &str, cwd: &str, queued: i64) -> String {
+    let mut t = format!(
+        "pi {label} went offline: {why}. Messages you write here wait for it; to reconnect, run pi \
+         in {cwd} and type /telegram-connect."
+    );
+    if queued > 0 {
+        t.push_str(&format!(" {queued} message(s) are waiting already."));
+    }
+    t
+}
+
+/// An instance left in Threaded Mode, said in the main chat (it had no topic, or the person
+/// disconnected it and its topic is removed).
+pub fn threaded_gone(label: &str, why: &str, queued: i64, topic_removed: bool) -> String {
+    let mut t = format!("pi {label} is gone: {why}.");
+    if topic_removed {
+        t.push_str(" Its thread is removed.");
+    }
+    if queued > 0 {
+        t.push_str(&format!(
+            " {queued} message(s) for it wait until a pi connects in its folder again."
+        ));
+    }
+    t
+}
+
+/// The message is for a pi that is not connected: it waits for it (`others`: buttons to send
+/// it elsewhere follow).
+pub fn waits_for(label: &str, cwd: &str, others: bool) -> String {
+    let mut t = format!(
+        "pi {label} is offline. Your message waits for it; to reconnect, run pi in {cwd} \
+         and type /telegram-connect."
+    );
+    if others {
+        t.push_str(" Or send it to a pi that is connected:");
+    }
+    t
+}
+
+/// After a hub restart the person did not ask for: turns that were running are not finished.
+pub fn restart_interrupted(prompts: &[String]) -> String {
+    let quoted: Vec<String> = prompts
+        .iter()
+        .map(|p| format!("\"{}\"", short(p)))
+        .collect();
+    format!(
+        "The hub restarted while pi was working on {}. It may have done part of the work; send \
+         it again if you still need it.",
+        quoted.join(", ")
+    )
+}
+
+fn short(prompt: &str) -> String {
+    let s: String = prompt.chars().take(80).collect();
+    if prompt.chars().count() > 80 {
+        format!("{s}…")
+    } else {
+        s
+    }
+}
+
 /// A turn could not finish because its instance went away.
 pub fn turn_interrupted(label: &str, prompt: &str) -> String {
-    let short: String = prompt.chars().take(80).collect();
-    let more = if prompt.chars().count() > 80 {
-        "…"
-    } else {
-        ""
-    };
     format!(
-        "pi {label} stopped before answering \"{short}{more}\". It may have done part of the work; \
-         send the message again if you still need it."
+        "pi {label} stopped before answering \"{}\". It may have done part of the work; \
+         send the message again if you still need it.",
+        short(prompt)
     )
 }
 
@@ -135,9 +206,34 @@ pub fn instances_intro(labels: &[(String, String, bool)]) -> String {
     t
 }
 
-/// Messages without text.
-pub fn text_only() -> String {
-    "Only text reaches pi for now (files and photos come in a later version).".to_owned()
+/// A message whose content (a photo, a file, ...) cannot reach pi yet. `captioned`: the
+/// caption went to pi without it.
+pub fn attachment_not_delivered(field: &str, captioned: bool) -> String {
+    let what = match field {
+        "photo" => "photo",
+        "animation" => "animation",
+        "video" => "video",
+        "video_note" => "video message",
+        "voice" => "voice message",
+        "audio" => "audio file",
+        "sticker" => "sticker",
+        "document" => "file",
+        "location" | "venue" => "location",
+        "contact" => "contact",
+        "poll" => "poll",
+        _ => "attachment",
+    };
+    if captioned {
+        format!(
+            "Only your caption reached pi: the {what} itself cannot reach pi yet (files come in a \
+             later version)."
+        )
+    } else {
+        format!(
+            "Only text reaches pi for now, so this {what} did not reach it (files come in a later \
+             version)."
+        )
+    }
 }
 
 /// Threaded Mode was switched on or off in BotFather.
@@ -188,18 +284,18 @@ pub fn no_slot(label: &str) -> String {
     )
 }
 
-/// A topic creation whose outcome is unknown.
-pub fn ambiguous_intent(title: &str, detail: &str) -> String {
+/// A topic creation whose outcome is unknown. `hub_stopped`: the hub stopped during the call;
+/// otherwise Telegram's answer was lost. The technical detail stays in `status`.
+pub fn ambiguous_intent(title: &str, hub_stopped: bool) -> String {
+    let why = if hub_stopped {
+        "the hub stopped while asking"
+    } else {
+        "Telegram's answer was lost"
+    };
     format!(
-        "I asked Telegram for a thread \"{title}\" but do not know whether it was made ({detail}). \
-         If that thread appeared, write anything in it and choose \"Move here\". Otherwise pick one:"
-    )
-}
-
-/// A message in the topic of an instance that is offline.
-pub fn offline_topic(label: &str, cwd: &str) -> String {
-    format!(
-        "pi {label} is offline. Your message waits for it; to reconnect, run pi in {cwd} and type /telegram-connect."
+        "I asked Telegram for a thread \"{title}\", but {why}, so I cannot tell whether it was \
+         made. If that thread appeared, write anything in it and choose \"Move here\". Otherwise \
+         pick one:"
     )
 }
 
@@ -213,9 +309,26 @@ pub fn main_chat_chooser() -> String {
     "Which pi should get this message?".to_owned()
 }
 
-/// A chooser button for a message that already went to an instance.
-pub fn already_sent() -> String {
-    "That message was sent already.".to_owned()
+/// A chooser button for a message that already went to an instance (`to`: where).
+pub fn already_sent(to: Option<&str>) -> String {
+    match to {
+        Some(label) => format!("That message went to {label} already."),
+        None => "That message was handled already.".to_owned(),
+    }
+}
+
+/// The line a chooser message gets once the person chose (its buttons go).
+pub fn chosen(label: &str) -> String {
+    format!("→ Sent to {label}.")
+}
+
+/// The line a chooser message gets when its message was taken already (the same line as the
+/// first tap's, so two quick taps leave one truthful text).
+pub fn chosen_before(label: Option<&str>) -> String {
+    match label {
+        Some(l) => chosen(l),
+        None => "→ Handled already.".to_owned(),
+    }
 }
 
 /// "Move here" could not bind the topic.

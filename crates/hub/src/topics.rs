@@ -15,6 +15,7 @@ use threads::provision::{self, Outcome, Request};
 use threads::{Point, TopicApi, TopicError, events, reconcile};
 use tokio::sync::{Mutex, Notify, watch};
 
+use crate::buttons::Button;
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
@@ -310,7 +311,10 @@ async fn provision_all(
                 .map_err(threads_error)?
         };
         tracing::info!(identity = %inst.identity, outcome = ?outcome_name(&outcome), "provisioned");
-        after_provision(db, &inst, chat, &outcome).await?;
+        let was_offline = bindings
+            .iter()
+            .any(|b| b.identity == inst.identity && b.state == BindingState::Offline);
+        after_provision(db, &inst, chat, &outcome, was_offline).await?;
         sender.notify_one();
         match outcome {
             Outcome::LostLease => return Ok(refused),
@@ -335,12 +339,15 @@ fn outcome_name(o: &Outcome) -> &'static str {
     }
 }
 
-/// Greets in the topic, releases output that waited for it, or asks the person.
+/// Greets in the topic, releases output that waited for it, or asks the person. A pi that
+/// gets its topic back is greeted only when the person was told it went offline (a hub restart
+/// is quiet) or when held messages are delivered there.
 async fn after_provision(
     db: &Db,
     inst: &instances::InstanceRow,
     chat: i64,
     outcome: &Outcome,
+    was_offline: bool,
 ) -> Result<(), HubError> {
     match outcome.clone() {
         Outcome::Created(b) | Outcome::Adopted(b) | Outcome::Reused(b) => {
@@ -351,6 +358,9 @@ async fn after_provision(
             let id = inst.id.clone();
             db.write(move |tx| {
                 let moved = retarget_waiting(tx, &identity, b.chat_id, b.thread_id)?;
+                if !fresh && !was_offline && moved == 0 {
+                    return Ok(());
+                }
                 let text = texts::thread_greeting(&label, &cwd, fresh, moved);
                 notice(
                     tx,
@@ -428,15 +438,16 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
         };
         let now = now_ms();
         let mut tokens = Vec::new();
-        for action in ["create", "forget"] {
-            let action = format!("intent:{action}:{}", i.id);
+        for create in [true, false] {
+            let action = Button::Intent { id: i.id, create }.encode();
             tokens.push(button_token(tx, owner, &action, now, ASK_TTL_MS)?);
         }
         let markup = json!({ "inline_keyboard": [[
             { "text": "Create a new thread", "callback_data": tokens[0] },
             { "text": "Forget it", "callback_data": tokens[1] },
         ]] });
-        let text = texts::ambiguous_intent(&i.title, i.detail.as_deref().unwrap_or(""));
+        let hub_stopped = i.detail.as_deref() == Some(provision::HUB_STOPPED);
+        let text = texts::ambiguous_intent(&i.title, hub_stopped);
         notice_with(
             tx,
             owner,

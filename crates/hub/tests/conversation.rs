@@ -244,8 +244,9 @@ async fn an_instance_that_exits_is_noticed_and_the_owner_is_told() {
     // An instance whose connection just drops (no goodbye) is noticed too.
     drop(api);
     hub.wait_for_bot("the lost connection", |m| {
-        m.iter()
-            .any(|(_, t, _)| t.contains("pi api is gone") && t.contains("connection was lost"))
+        m.iter().any(|(_, t, _)| {
+            t.contains("pi api is gone") && t.contains("connection to the hub was lost")
+        })
     })
     .await;
     hub.stop().await;

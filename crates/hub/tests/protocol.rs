@@ -111,10 +111,22 @@ async fn a_peer_that_stops_reading_is_dropped_without_blocking_the_others() {
         .iter()
         .find(|(_, t, _)| t.contains("pi stuck is gone"))
         .unwrap();
+    // The person reads it in plain words; the detail is in status.
+    assert!(gone.1.contains("connection"), "{}", gone.1);
+    let st = hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap();
+    let reason = st
+        .instances
+        .iter()
+        .find(|i| i.label == "stuck")
+        .and_then(|i| i.gone_reason.clone())
+        .unwrap_or_default();
     assert!(
-        gone.1.contains("not reading") || gone.1.contains("stopped reading"),
-        "{}",
-        gone.1
+        reason.contains("not reading") || reason.contains("stopped reading"),
+        "{reason}"
     );
     hub.say("small one");
     let p = fine.recv_type("prompt").await;

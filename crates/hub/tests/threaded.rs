@@ -62,9 +62,9 @@ fn say_in(hub: &TestHub, thread: Option<i64>, text: &str) -> tg_fake::control::S
         .unwrap()
 }
 
-/// Presses the button labelled `label` on the newest bot message that has one.
-async fn press(hub: &TestHub, label: &str) -> tg_fake::control::Pressed {
-    let (message_id, data) = eventually(&format!("a button {label:?}"), || {
+/// The newest bot message with a button labelled `label`: (message id, callback data).
+async fn button_data(hub: &TestHub, label: &str) -> (i64, String) {
+    eventually(&format!("a button {label:?}"), || {
         transcript(hub).into_iter().rev().find_map(|m| {
             let rows = m
                 .reply_markup
@@ -79,16 +79,56 @@ async fn press(hub: &TestHub, label: &str) -> tg_fake::control::Pressed {
                 .map(|d| (m.message_id, d))
         })
     })
-    .await;
+    .await
+}
+
+fn press_data(hub: &TestHub, (message_id, data): &(i64, String)) -> tg_fake::control::Pressed {
     hub.fake
         .control()
         .press(Press {
-            message_id,
-            data,
+            message_id: *message_id,
+            data: data.clone(),
             user_id: None,
             token: None,
         })
         .unwrap()
+}
+
+/// Presses the button labelled `label` on the newest bot message that has one.
+async fn press(hub: &TestHub, label: &str) -> tg_fake::control::Pressed {
+    let button = button_data(hub, label).await;
+    press_data(hub, &button)
+}
+
+/// The toasts the hub answered taps with.
+fn toasts(hub: &TestHub) -> Vec<String> {
+    hub.fake
+        .control()
+        .chat(None, None)
+        .unwrap()
+        .callback_answers
+        .into_iter()
+        .filter_map(|a| a.text)
+        .collect()
+}
+
+/// The bot message `id` as the person sees it now: (text, whether it still has buttons).
+fn message_now(hub: &TestHub, id: i64) -> Option<(String, bool)> {
+    transcript(hub)
+        .into_iter()
+        .find(|m| m.message_id == id && !m.deleted)
+        .map(|m| {
+            let buttons = m
+                .reply_markup
+                .as_ref()
+                .and_then(|r| r.get("inline_keyboard"))
+                .and_then(Value::as_array)
+                .is_some_and(|rows| {
+                    rows.iter()
+                        .any(|r| r.as_array().is_some_and(|r| !r.is_empty()))
+                });
+            (m.text.unwrap_or_default(), buttons)
+        })
 }
 
 fn status(hub: &TestHub) -> hub::status::Status {
@@ -153,11 +193,27 @@ async fn each_instance_gets_its_own_topic_and_answers_in_it() {
     })
     .await;
 
-    // A prompt in the main chat gets a one-tap chooser; the answer arrives in the topic.
+    // A prompt in the main chat gets a one-tap chooser; the answer arrives in the topic. The
+    // chooser's edit is slowed down so that a second, quick tap still finds its button.
     say_in(&hub, None, "run the tests");
-    press(&hub, "Send to web").await;
+    let to_web = button_data(&hub, "Send to web").await;
+    let to_api = button_data(&hub, "Send to api").await;
+    hub.fake
+        .control()
+        .add_fault(FaultSpec {
+            method: "editMessageText".into(),
+            kind: FaultKind::Delay,
+            count: Some(1),
+            probability: None,
+            retry_after: None,
+            delay_ms: Some(1500),
+        })
+        .unwrap();
+    press_data(&hub, &to_web);
     let prompt = web.recv_type("prompt").await;
     assert_eq!(prompt["text"], json!("run the tests"));
+    // A second, quick tap on the same chooser does not send the message twice.
+    press_data(&hub, &to_api);
     web.answer(&prompt, "all green").await;
     eventually("the answer in the web topic", || {
         bot_texts_in(&hub, Some(web_topic))
@@ -166,9 +222,20 @@ async fn each_instance_gets_its_own_topic_and_answers_in_it() {
             .then_some(())
     })
     .await;
-    // A second tap on the same chooser does not send the message twice.
-    press(&hub, "Send to api").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The second tap was told where the message went; the chooser shows the choice and has
+    // no buttons left.
+    eventually("the taken toast", || {
+        toasts(&hub)
+            .iter()
+            .any(|t| t == "That message went to web already.")
+            .then_some(())
+    })
+    .await;
+    eventually("the settled chooser", || {
+        let (text, buttons) = message_now(&hub, to_web.0)?;
+        (text.ends_with("→ Sent to web.") && !buttons).then_some(())
+    })
+    .await;
     let st = status(&hub);
     assert_eq!(st.turns["done"], 2);
     assert_eq!(st.turns["queued"], 0, "the second tap queued nothing");
@@ -393,7 +460,7 @@ async fn ambiguous_start() -> (TestHub, Shim) {
     eventually("the question to the owner", || {
         bot_texts_in(&hub, None)
             .iter()
-            .any(|t| t.contains("do not know whether it was made"))
+            .any(|t| t.contains("cannot tell whether it was made"))
             .then_some(())
     })
     .await;
@@ -411,7 +478,8 @@ async fn an_ambiguous_creation_is_not_repeated_and_create_anyway_works() {
     assert!(st.threads.is_empty());
     assert_eq!(st.intents[0].slot, "A", "the intent keeps its slot");
 
-    press(&hub, "Create a new thread").await;
+    let create = button_data(&hub, "Create a new thread").await;
+    press_data(&hub, &create);
     let topic = eventually("the new binding", || {
         status(&hub).threads.first().map(|t| t.thread_id)
     })
@@ -428,9 +496,12 @@ async fn an_ambiguous_creation_is_not_repeated_and_create_anyway_works() {
             .then_some(())
     })
     .await;
-    // The button is single-use in effect: pressing again settles nothing new.
-    press(&hub, "Create a new thread").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The question says how it was settled and keeps no buttons to press again.
+    eventually("the settled question", || {
+        let (text, buttons) = message_now(&hub, create.0)?;
+        (text.ends_with("→ Creating a new thread.") && !buttons).then_some(())
+    })
+    .await;
     assert_eq!(create_calls(&hub), 2);
     hub.stop().await;
 }

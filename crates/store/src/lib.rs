@@ -91,10 +91,15 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     pub fn open(path: &Path) -> Result<Self> {
+        // The database holds message text: only its owner reads it. SQLite gives the -wal and
+        // -shm files the database file's mode, so creating it 0600 covers all three; files
+        // from an older version are tightened.
+        create_private(path)?;
         let conn = Connection::open(path)
             .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
         configure(&conn, path)?;
         schema::migrate(&conn, path)?;
+        restrict_existing(path)?;
         Ok(Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
@@ -187,6 +192,52 @@ impl Store {
     }
 }
 
+/// The database and its companion files.
+fn files_of(path: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    [path.to_owned(), with("-wal"), with("-shm")]
+}
+
+fn private_io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::Corrupt(format!("making {} private: {e}", path.display()))
+}
+
+/// Creates an empty database file with mode 0600 unless it exists.
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(private_io(path)(e)),
+    }
+}
+
+/// Takes group and other permissions off the database files that have them.
+fn restrict_existing(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for f in files_of(path) {
+        let mode = match std::fs::metadata(&f) {
+            Ok(m) => m.permissions().mode(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(private_io(&f)(e)),
+        };
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode & 0o700))
+                .map_err(private_io(&f))?;
+        }
+    }
+    Ok(())
+}
+
 fn configure(conn: &Connection, path: &Path) -> Result<()> {
     let ctx = || format!("configuring {}", path.display());
     conn.busy_timeout(Duration::from_secs(5))
@@ -229,6 +280,41 @@ mod tests {
                 .map_err(StoreError::from)
         })?;
         assert_eq!(mode, "wal");
+        Ok(())
+    }
+
+    #[test]
+    fn the_database_files_are_private() -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let io = |e: std::io::Error| StoreError::Corrupt(e.to_string());
+        let dir = tempfile::tempdir().map_err(io)?;
+        let mode = |p: &Path| -> Result<u32> {
+            Ok(std::fs::metadata(p).map_err(io)?.permissions().mode() & 0o777)
+        };
+        // A new database: the file and the WAL companions SQLite makes beside it.
+        let path = dir.path().join("new.db");
+        let s = Store::open(&path)?;
+        s.write(|tx| kv::set(tx, "k", "v"))?;
+        for f in files_of(&path) {
+            assert!(f.exists(), "{}", f.display());
+            assert_eq!(mode(&f)?, 0o600, "{}", f.display());
+        }
+        drop(s);
+        // One an older version left readable by others is tightened at open.
+        let old = dir.path().join("old.db");
+        Store::open(&old)?.write(|tx| kv::set(tx, "k", "v"))?;
+        for f in files_of(&old) {
+            if f.exists() {
+                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).map_err(io)?;
+            }
+        }
+        let s = Store::open(&old)?;
+        s.write(|tx| kv::set(tx, "k", "w"))?;
+        for f in files_of(&old) {
+            if f.exists() {
+                assert_eq!(mode(&f)?, 0o600, "{}", f.display());
+            }
+        }
         Ok(())
     }
 

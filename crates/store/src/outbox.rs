@@ -126,11 +126,14 @@ pub struct OutboxRow {
     pub identity: Option<String>,
     /// The turn it answers.
     pub turn_id: Option<i64>,
+    /// How often it was sent again after an unknown outcome (each a possible duplicate).
+    pub resent: i64,
 }
 
 const COLUMNS: &str =
     "id, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown,
-    state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id";
+    state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id,
+    resent";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
     let params: String = r.get(4)?;
@@ -153,6 +156,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
             handling: r.get(13)?,
             identity: r.get(14)?,
             turn_id: r.get(15)?,
+            resent: r.get(16)?,
         },
         params,
         state,
@@ -321,6 +325,33 @@ pub fn mark_retry(
     )
 }
 
+/// `sending -> pending` after an unknown outcome, for a row that must arrive: it is sent again at
+/// `not_before_ms` and counted as a possible duplicate.
+pub fn mark_resend(
+    conn: &Connection,
+    id: i64,
+    not_before_ms: i64,
+    error: &str,
+    now_ms: i64,
+) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'pending', not_before_ms = ?2, last_error = ?3, updated_ms = ?4,
+         resent = resent + 1, handling = 'sent again: the outcome of a send was unknown'",
+        &[&not_before_ms, &error, &now_ms],
+    )
+}
+
+/// How many copies were sent again after an unknown outcome, in all.
+pub fn resent_total(conn: &Connection) -> Result<i64> {
+    conn.query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
+        r.get(0)
+    })
+    .map_err(StoreError::sqlite("counting resent messages"))
+}
+
 /// `sending -> ambiguous`: the outcome is unknown and the row is not repeated.
 pub fn mark_ambiguous(
     conn: &Connection,
@@ -362,7 +393,8 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
     let resent = conn
         .execute(
             "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
-                    updated_ms = ?1 WHERE state = 'sending' AND resend_if_unknown = 1",
+                    resent = resent + 1, updated_ms = ?1
+             WHERE state = 'sending' AND resend_if_unknown = 1",
             [now_ms],
         )
         .map_err(StoreError::sqlite("recovering the outbox"))?;

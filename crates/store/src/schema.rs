@@ -211,6 +211,19 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE UNIQUE INDEX cleanups_open ON cleanups(chat_id, thread_id) WHERE state = 'pending';
     ",
+    // 4: a turn without an identity says what it waits for: 'any' (it arrived while no pi was
+    // live: the first that connects takes it) or 'choice' (the person was asked: only a tap
+    // assigns it). Turns from before are 'choice' when a chooser was sent for them. Outbox rows
+    // count the copies sent again after an unknown outcome.
+    r"
+    ALTER TABLE turns ADD COLUMN waits TEXT CHECK (waits IN ('any', 'choice'));
+    UPDATE turns SET waits = CASE
+        WHEN EXISTS (SELECT 1 FROM outbox o WHERE o.source_update_id = turns.source_update_id
+                     AND o.purpose = 'reply:chooser') THEN 'choice'
+        ELSE 'any' END
+    WHERE identity IS NULL;
+    ALTER TABLE outbox ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
+    ",
 ];
 
 /// The schema version this build writes.

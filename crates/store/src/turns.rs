@@ -59,6 +59,46 @@ impl TurnState {
     ];
 }
 
+/// What a turn without an identity waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waits {
+    /// It arrived while no pi was live (and the person was told so): the first pi that
+    /// connects takes it.
+    Any,
+    /// The person was asked where it goes: only their tap assigns it.
+    Choice,
+}
+
+impl Waits {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Any => "any",
+            Self::Choice => "choice",
+        }
+    }
+
+    fn parse(s: Option<&str>) -> Result<Option<Self>> {
+        Ok(match s {
+            None => None,
+            Some("any") => Some(Self::Any),
+            Some("choice") => Some(Self::Choice),
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!("unknown turn wait {other:?}")));
+            }
+        })
+    }
+}
+
+/// Where a new turn goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// That identity's pi (it waits for it while it is away).
+    Identity(&'a str),
+    /// No identity yet.
+    Unassigned(Waits),
+}
+
 /// A new turn.
 #[derive(Debug, Clone)]
 pub struct NewTurn<'a> {
@@ -70,8 +110,8 @@ pub struct NewTurn<'a> {
     pub thread_id: Option<i64>,
     /// The message to reply to.
     pub message_id: Option<i64>,
-    /// Target identity; `None` waits for whichever instance connects first.
-    pub identity: Option<&'a str>,
+    /// Where it goes.
+    pub target: Target<'a>,
     /// The prompt.
     pub text: &'a str,
 }
@@ -103,12 +143,14 @@ pub struct Turn {
     pub transport: Option<String>,
     /// Answer text.
     pub result_text: Option<String>,
+    /// What it waited for before it had an identity (`None`: it was created with one).
+    pub waits: Option<Waits>,
 }
 
 const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
-    instance_id, instance_pid, transport, result_text";
+    instance_id, instance_pid, transport, result_text, waits";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String)> {
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
     Ok((
         Turn {
             id: r.get(0)?,
@@ -123,8 +165,10 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String)> {
             instance_pid: r.get(9)?,
             transport: r.get(10)?,
             result_text: r.get(11)?,
+            waits: None,
         },
         r.get(7)?,
+        r.get(12)?,
     ))
 }
 
@@ -137,8 +181,9 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
         .query_map(args, from_row)
         .map_err(StoreError::sqlite(ctx))?;
     rows.map(|r| {
-        let (mut t, state) = r.map_err(StoreError::sqlite(ctx))?;
+        let (mut t, state, waits) = r.map_err(StoreError::sqlite(ctx))?;
         t.state = TurnState::parse(&state)?;
+        t.waits = Waits::parse(waits.as_deref())?;
         Ok(t)
     })
     .collect()
@@ -146,11 +191,15 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
 
 /// Creates a turn; `None` when its update already made one.
 pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<i64>> {
+    let (identity, waits) = match t.target {
+        Target::Identity(i) => (Some(i), None),
+        Target::Unassigned(w) => (None, Some(w.as_str())),
+    };
     let n = conn
         .execute(
-            "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, text, state, created_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7) ON CONFLICT DO NOTHING",
-            params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, t.identity, t.text, now_ms],
+            "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text, state, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8) ON CONFLICT DO NOTHING",
+            params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text, now_ms],
         )
         .map_err(StoreError::sqlite("creating a turn"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
@@ -161,20 +210,28 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<Turn>> {
     Ok(select(conn, "WHERE id = ?1", [id])?.pop())
 }
 
-/// Gives every turn that waits for any instance to `identity`. Returns how many.
+/// Gives every turn that waits for any instance to `identity`. Returns how many. Turns that
+/// wait for the person's choice are never given away here.
 pub fn assign_unassigned(conn: &Connection, identity: &str) -> Result<usize> {
     conn.execute(
-        "UPDATE turns SET identity = ?1 WHERE identity IS NULL AND state = 'queued'",
+        "UPDATE turns SET identity = ?1 WHERE identity IS NULL AND waits = 'any' AND state = 'queued'",
         [identity],
     )
     .map_err(StoreError::sqlite("assigning turns"))
 }
 
-/// Gives a queued turn that waits for a choice to `identity`. `false` when it was taken already.
-pub fn assign(conn: &Connection, id: i64, identity: &str) -> Result<bool> {
+/// The person chose `identity` for a queued turn: one without identity, or one waiting for
+/// `instead_of` (a pi that is away). `false` when it was taken already.
+pub fn assign(
+    conn: &Connection,
+    id: i64,
+    identity: &str,
+    instead_of: Option<&str>,
+) -> Result<bool> {
     conn.execute(
-        "UPDATE turns SET identity = ?2 WHERE id = ?1 AND identity IS NULL AND state = 'queued'",
-        params![id, identity],
+        "UPDATE turns SET identity = ?2 WHERE id = ?1 AND state = 'queued'
+           AND (identity IS NULL OR identity IS ?3)",
+        params![id, identity, instead_of],
     )
     .map(|n| n == 1)
     .map_err(StoreError::sqlite("assigning a turn"))
@@ -315,6 +372,18 @@ pub fn mark_interrupted(conn: &Connection, id: i64, why: &str, now_ms: i64) -> R
         &[TurnState::Dispatched, TurnState::Acked],
         "state = 'interrupted', error = ?2, done_ms = ?3",
         &[&why, &now_ms],
+    )
+}
+
+/// An outstanding turn is carried on by a new connection of the same process: its results come
+/// through `instance_id` now.
+pub fn adopt(conn: &Connection, id: i64, instance_id: &str) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Dispatched, TurnState::Acked],
+        "instance_id = ?2",
+        &[&instance_id],
     )
 }
 

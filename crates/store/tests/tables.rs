@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use store::outbox::{self, NewRow, State};
-use store::turns::{self, NewTurn, TurnState};
+use store::turns::{self, NewTurn, Target, TurnState, Waits};
 use store::{
     Store, StoreError, callbacks, flood, incidents, instances, journal, kv, lease, pairing, routes,
 };
@@ -77,7 +77,7 @@ fn an_update_is_handled_once_with_its_effects() {
             chat_id: 9,
             thread_id: None,
             message_id: Some(3),
-            identity: None,
+            target: Target::Unassigned(Waits::Any),
             text: "hi",
         };
         turns::create(tx, &turn, 5).map(drop)
@@ -274,25 +274,31 @@ fn flood_waits_incidents_and_the_lease() {
 #[test]
 fn turns_move_through_their_states_once() {
     let (_d, s) = open();
-    let new = |update, identity| NewTurn {
+    let new = |update, target| NewTurn {
         source_update_id: Some(update),
         chat_id: 5,
         thread_id: None,
         message_id: Some(update),
-        identity,
+        target,
         text: "q",
     };
+    let any = Target::Unassigned(Waits::Any);
     let a = s
-        .write(|tx| turns::create(tx, &new(1, None), 0))
+        .write(|tx| turns::create(tx, &new(1, any), 0))
         .unwrap()
         .unwrap();
     assert_eq!(
-        s.write(|tx| turns::create(tx, &new(1, None), 0)).unwrap(),
+        s.write(|tx| turns::create(tx, &new(1, any), 0)).unwrap(),
         None,
         "one turn per update"
     );
     let b = s
-        .write(|tx| turns::create(tx, &new(2, Some("/p")), 0))
+        .write(|tx| turns::create(tx, &new(2, Target::Identity("/p")), 0))
+        .unwrap()
+        .unwrap();
+    // A turn that waits for the person's choice is never handed out in bulk.
+    let c = s
+        .write(|tx| turns::create(tx, &new(3, Target::Unassigned(Waits::Choice)), 0))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -304,6 +310,23 @@ fn turns_move_through_their_states_once() {
         s.read(|c| turns::next_queued(c, "/p")).unwrap().unwrap().id,
         a,
         "oldest first"
+    );
+    let waiting = s.read(|conn| turns::get(conn, c)).unwrap().unwrap();
+    assert_eq!(
+        (waiting.identity, waiting.waits),
+        (None, Some(Waits::Choice))
+    );
+    // Only a tap assigns it, once.
+    assert!(s.write(|tx| turns::assign(tx, c, "/q", None)).unwrap());
+    assert!(!s.write(|tx| turns::assign(tx, c, "/p", None)).unwrap());
+    // A turn waiting for an absent pi can be redirected, once.
+    assert!(
+        s.write(|tx| turns::assign(tx, c, "/p", Some("/q")))
+            .unwrap()
+    );
+    assert!(
+        !s.write(|tx| turns::assign(tx, c, "/r", Some("/q")))
+            .unwrap()
     );
     s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), "shim", 1))
         .unwrap();

@@ -169,6 +169,32 @@ impl<'a> MessageView<'a> {
         self.0.get("media_group_id").and_then(Value::as_str)
     }
 
+    /// What the message carries besides text, by its field name (`photo`, `document`, ...):
+    /// content that only reaches pi once files do.
+    pub fn attachment(&self) -> Option<&'static str> {
+        [
+            // An animation also carries `document`: the more specific field first.
+            "photo",
+            "animation",
+            "video",
+            "video_note",
+            "voice",
+            "audio",
+            "sticker",
+            "document",
+            "location",
+            "venue",
+            "contact",
+            "poll",
+            "dice",
+            "story",
+            "paid_media",
+            "checklist",
+        ]
+        .into_iter()
+        .find(|k| self.0.get(*k).is_some())
+    }
+
     /// The service-message field, if this is one of the topic service messages.
     pub fn topic_service(&self) -> Option<&'static str> {
         [
@@ -255,6 +281,9 @@ mod tests {
         let m = UpdateView(&weird).message();
         assert_eq!(m.and_then(|m| m.text()), None);
         assert_eq!(m.and_then(|m| m.chat_id()), None);
+        let photo = json!({"photo": [{"file_id": "x"}], "caption": "look"});
+        assert_eq!(MessageView(&photo).attachment(), Some("photo"));
+        assert_eq!(MessageView(&json!({"text": "hi"})).attachment(), None);
         let cmd = json!({"text": "/ hello"});
         assert_eq!(MessageView(&cmd).command(), None);
         let cb = json!({"update_id": 6, "callback_query": {"id": "q1", "from": {"id": 5}, "data": "x",

@@ -70,6 +70,9 @@ impl Outcome {
     }
 }
 
+/// The detail of an intent whose hub stopped between writing it and learning the outcome.
+pub const HUB_STOPPED: &str = "the hub stopped while creating this thread";
+
 enum Prepared {
     Done(Outcome),
     Create {
@@ -156,11 +159,8 @@ pub async fn provision<A: TopicApi>(
                 if !lease::is_current(tx, epoch)? {
                     return Ok(None);
                 }
-                threads::set_intent_ambiguous(
-                    tx,
-                    intent_id,
-                    &format!("createForumTopic: {detail}"),
-                )?;
+                // The client's message names the method already.
+                threads::set_intent_ambiguous(tx, intent_id, &detail)?;
                 threads::intent(tx, intent_id)
             })?;
             match intent {
@@ -274,7 +274,7 @@ fn prepare(
     if let Some(mut i) = intent {
         if i.state == IntentState::InFlight && i.epoch != epoch.0 {
             // Its hub stopped between writing it and learning the outcome.
-            threads::set_intent_ambiguous(tx, i.id, "the hub stopped while creating this thread")?;
+            threads::set_intent_ambiguous(tx, i.id, HUB_STOPPED)?;
             i.state = IntentState::Ambiguous;
         }
         return Ok(Prepared::Done(Outcome::Blocked(i)));
@@ -347,11 +347,7 @@ pub fn mark_interrupted_intents(store: &Store, epoch: Epoch) -> Result<Vec<Inten
         let mut marked = Vec::new();
         for i in threads::intents(tx)? {
             if i.state == IntentState::InFlight && i.epoch != epoch.0 && i.thread_id.is_none() {
-                threads::set_intent_ambiguous(
-                    tx,
-                    i.id,
-                    "the hub stopped while creating this thread",
-                )?;
+                threads::set_intent_ambiguous(tx, i.id, HUB_STOPPED)?;
                 if let Some(i) = threads::intent(tx, i.id)? {
                     marked.push(i);
                 }

@@ -332,7 +332,22 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
         hub_pid: std::process::id(),
         instance_id: None,
     });
-    while let Ok(Some(line)) = conn.lines.next_line().await {
+    loop {
+        let line = match conn.lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(LineError::TooLong(n)) => {
+                // Said before the close, as on instance connections.
+                conn.send(&HubMsg::Error {
+                    message: format!("a line longer than {n} bytes: closing"),
+                });
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "control connection failed");
+                break;
+            }
+        };
         let answer = match serde_json::from_str::<ClientMsg>(&line) {
             Ok(ClientMsg::Spawn { id, cwd }) => {
                 let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, reply)).await;

@@ -1,0 +1,155 @@
+//! What a hub button does. Telegram carries only an opaque token (`callbacks`); the action it
+//! stands for is stored as JSON, so identities (folder paths, which may hold any character)
+//! never have to be parsed back out of a string.
+
+use serde::{Deserialize, Serialize};
+
+/// A button's action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case")]
+pub enum Button {
+    /// `/start`: new messages go to this identity (classic mode).
+    Select {
+        /// The identity.
+        identity: String,
+    },
+    /// A waiting message goes to `to`: one that waits for the person's choice, or (with
+    /// `instead_of`) one that waits for a pi that is away.
+    Send {
+        /// The turn.
+        turn: i64,
+        /// Where it goes.
+        to: String,
+        /// The identity it waited for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instead_of: Option<String>,
+    },
+    /// "Move X here": the identity lives in this topic from now on; the turn goes to it.
+    Move {
+        /// The turn written in the topic.
+        turn: i64,
+        /// The identity.
+        identity: String,
+        /// The topic.
+        thread: i64,
+    },
+    /// Settle a topic creation of unknown outcome.
+    Intent {
+        /// The intent.
+        id: i64,
+        /// `true`: create a new thread; `false`: forget it.
+        create: bool,
+    },
+}
+
+impl Button {
+    /// The stored form.
+    pub fn encode(&self) -> String {
+        // A plain enum of strings and numbers always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads a stored action; also the colon form of earlier versions, so buttons sent before
+    /// an upgrade keep working. `None` for anything else.
+    pub fn decode(stored: &str) -> Option<Self> {
+        if let Ok(b) = serde_json::from_str(stored) {
+            return Some(b);
+        }
+        let (head, rest) = stored.split_once(':')?;
+        match head {
+            "select" => Some(Self::Select {
+                identity: rest.to_owned(),
+            }),
+            "send" => {
+                let (turn, to) = rest.split_once(':')?;
+                Some(Self::Send {
+                    turn: turn.parse().ok()?,
+                    to: to.to_owned(),
+                    instead_of: None,
+                })
+            }
+            "move" => {
+                let (turn, rest) = rest.split_once(':')?;
+                let (identity, thread) = rest.rsplit_once(':')?;
+                Some(Self::Move {
+                    turn: turn.parse().ok()?,
+                    identity: identity.to_owned(),
+                    thread: thread.parse().ok()?,
+                })
+            }
+            "intent" => {
+                let (choice, id) = rest.split_once(':')?;
+                Some(Self::Intent {
+                    id: id.parse().ok()?,
+                    create: choice == "create",
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_round_trip_whatever_the_identity_holds() {
+        let all = [
+            Button::Select {
+                identity: "/home/me/a:b#2".into(),
+            },
+            Button::Send {
+                turn: 7,
+                to: "/x:y".into(),
+                instead_of: Some("/z".into()),
+            },
+            Button::Send {
+                turn: 8,
+                to: "/x".into(),
+                instead_of: None,
+            },
+            Button::Move {
+                turn: 1,
+                identity: "/w:1".into(),
+                thread: 99,
+            },
+            Button::Intent {
+                id: 3,
+                create: false,
+            },
+        ];
+        for b in all {
+            assert_eq!(Button::decode(&b.encode()), Some(b));
+        }
+    }
+
+    #[test]
+    fn buttons_from_before_the_upgrade_still_work() {
+        assert_eq!(
+            Button::decode("send:12:/home/me/web"),
+            Some(Button::Send {
+                turn: 12,
+                to: "/home/me/web".into(),
+                instead_of: None
+            })
+        );
+        assert_eq!(
+            Button::decode("move:3:/p:q:41"),
+            Some(Button::Move {
+                turn: 3,
+                identity: "/p:q".into(),
+                thread: 41
+            })
+        );
+        assert_eq!(
+            Button::decode("intent:create:5"),
+            Some(Button::Intent {
+                id: 5,
+                create: true
+            })
+        );
+        assert_eq!(Button::decode("nonsense"), None);
+        assert_eq!(Button::decode("send:x:/p"), None);
+    }
+}
