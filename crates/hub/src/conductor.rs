@@ -228,10 +228,7 @@ impl Conductor {
                 let label = label_of(&identity);
                 // Was it live when the last hub stopped? Then this is a reconnect the person
                 // did not ask for, and it is quiet.
-                let returning = instances::recent(tx, 50)?
-                    .into_iter()
-                    .find(|r| r.identity == identity)
-                    .is_some_and(|r| r.gone_reason.as_deref() == Some(HUB_RESTARTED));
+                let returning = returning(tx, &identity)?;
                 instances::insert(
                     tx,
                     &instances::InstanceRow {
@@ -652,8 +649,18 @@ pub fn folder_of(identity: &str) -> &str {
     }
 }
 
-/// `gone_reason` of instances that were live when a hub stopped: they may come back.
+/// `gone_reason` of instances that were live when a hub stopped.
 const HUB_RESTARTED: &str = "the hub restarted";
+
+/// Whether `identity` is a pi with the extension that was live when the last hub stopped and
+/// has not reconnected yet: it reconnects on its own, so waiting for it is quiet.
+pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
+    Ok(instances::last_of(tx, identity)?.is_some_and(|r| {
+        r.state == "gone"
+            && r.transport == Transport::Shim.as_str()
+            && r.gone_reason.as_deref() == Some(HUB_RESTARTED)
+    }))
+}
 
 /// What a connecting instance reports about turns it had.
 struct Reported<'a> {

@@ -453,6 +453,10 @@ fn to_turn(
     let owner = msg.from_id().unwrap_or(chat);
     match route {
         Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok("queued".into()),
+        // Reconnecting after a hub restart: it gets the message in a moment.
+        Route::To(identity) if crate::conductor::returning(tx, &identity)? => {
+            Ok("queued:returning".into())
+        }
         Route::To(identity) => {
             let label = label_of(&identity);
             let folder = folder_of(&identity);

@@ -111,6 +111,16 @@ pub fn live(conn: &Connection) -> Result<Vec<InstanceRow>> {
     select(conn, "WHERE state != 'gone' ORDER BY connected_ms, id", [])
 }
 
+/// The newest instance of `identity`, live or gone.
+pub fn last_of(conn: &Connection, identity: &str) -> Result<Option<InstanceRow>> {
+    Ok(select(
+        conn,
+        "WHERE identity = ?1 ORDER BY connected_ms DESC, id DESC LIMIT 1",
+        [identity],
+    )?
+    .pop())
+}
+
 /// The most recent instances (live ones and the last that left), newest first.
 pub fn recent(conn: &Connection, n: i64) -> Result<Vec<InstanceRow>> {
     select(

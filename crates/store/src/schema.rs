@@ -223,6 +223,7 @@ const MIGRATIONS: &[&str] = &[
         ELSE 'any' END
     WHERE identity IS NULL;
     ALTER TABLE outbox ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX instances_by_identity ON instances(identity, connected_ms);
     ",
 ];
 

@@ -351,3 +351,105 @@ pub mod pi {
             .count()
     }
 }
+
+/// A scripted stand-in for the extension on `hub.sock` (blocking), for tests that need exact
+/// control over what an instance says.
+pub mod shim {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::Env;
+
+    pub struct Shim {
+        pub reader: BufReader<UnixStream>,
+        pub writer: UnixStream,
+        pub instance_id: String,
+    }
+
+    pub fn hello(env: &Env, cwd: &str, pid: i64, received: Value, completed: Value) -> Value {
+        let secret = std::fs::read_to_string(env.profile_dir().join("hub.secret")).unwrap();
+        json!({ "type": "hello", "protocol": 1, "role": "instance", "secret": secret.trim(),
+                "pid": pid, "cwd": cwd, "mode": "tui", "reason": "startup",
+                "session_id": format!("s{pid}"), "idle": true, "pending": false,
+                "received_turns": received, "completed_turns": completed })
+    }
+
+    impl Shim {
+        /// Connects and says `hello`; waits for the welcome.
+        pub fn connect(env: &Env, hello: &Value) -> Self {
+            let stream = UnixStream::connect(env.profile_dir().join("hub.sock")).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let mut s = Self {
+                reader: BufReader::new(stream.try_clone().unwrap()),
+                writer: stream,
+                instance_id: String::new(),
+            };
+            s.send(hello);
+            let w = s.recv_type("welcome");
+            s.instance_id = w["instance_id"].as_str().unwrap_or_default().to_owned();
+            s
+        }
+
+        /// An instance in `cwd` with process id `pid` that reports nothing.
+        pub fn plain(env: &Env, cwd: &str, pid: i64) -> Self {
+            Self::connect(env, &hello(env, cwd, pid, json!([]), json!([])))
+        }
+
+        pub fn send(&mut self, v: &Value) {
+            self.send_raw(&format!("{v}\n"));
+        }
+
+        pub fn send_raw(&mut self, s: &str) {
+            let _ = self.writer.write_all(s.as_bytes());
+        }
+
+        /// The next message; `None` when the hub closed the connection.
+        pub fn recv(&mut self) -> Option<Value> {
+            let mut line = String::new();
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => None,
+                Ok(_) => Some(serde_json::from_str(&line).unwrap()),
+            }
+        }
+
+        /// The next message of `ty`, skipping status and notifications.
+        pub fn recv_type(&mut self, ty: &str) -> Value {
+            loop {
+                let m = self
+                    .recv()
+                    .unwrap_or_else(|| panic!("closed while waiting for {ty}"));
+                if m["type"] == ty {
+                    return m;
+                }
+                assert!(
+                    matches!(
+                        m["type"].as_str(),
+                        Some("set_status" | "notify" | "done_ack")
+                    ),
+                    "expected {ty}, got {m}"
+                );
+            }
+        }
+
+        /// Answers a prompt: ack, start, settle, then turn_done with `answer`.
+        pub fn answer(&mut self, prompt: &Value, answer: &str) {
+            let turn = prompt["turn_id"].clone();
+            self.send(&json!({ "type": "ack", "turn_id": turn, "disposition": "started" }));
+            self.send(
+                &json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_start" } }),
+            );
+            self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_settled", "aborted": false } }));
+            self.send(&json!({ "type": "turn_done", "turn_id": turn, "text": answer, "aborted": false, "error": null }));
+        }
+
+        /// Leaves as `/telegram-disconnect` does.
+        pub fn disconnect(mut self) {
+            self.send(&json!({ "type": "bye", "reason": "disconnect" }));
+        }
+    }
+}
