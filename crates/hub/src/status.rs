@@ -165,6 +165,8 @@ pub struct Status {
     pub journal: JournalStatus,
     /// Turns (owner messages on their way into pi) not dispatched yet.
     pub held: i64,
+    /// Of those, the ones waiting for the person to choose a pi (a tap on their chooser).
+    pub awaiting_choice: i64,
     /// Turns by state.
     pub turns: std::collections::BTreeMap<String, i64>,
     /// Live pi instances and the last ones that left.
@@ -218,6 +220,7 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             handled: 0,
         },
         held: 0,
+        awaiting_choice: 0,
         turns: turns::TurnState::ALL
             .iter()
             .map(|s| (s.as_str().to_owned(), 0))
@@ -261,6 +264,7 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         st.journal = JournalStatus { pending, handled };
         let queued = turns::queued_counts(c)?;
         st.held = queued.iter().map(|(_, n)| n).sum();
+        st.awaiting_choice = turns::awaiting_choice(c)?;
         st.turns = turns::counts(c)?
             .into_iter()
             .map(|(s, n)| (s.as_str().to_owned(), n))
@@ -386,6 +390,12 @@ pub fn render(st: &Status) -> String {
         "queued       {} owner message(s) waiting for pi\n",
         st.held
     ));
+    if st.awaiting_choice > 0 {
+        out.push_str(&format!(
+            "choice       {} message(s) wait for you to choose a pi (their buttons in Telegram)\n",
+            st.awaiting_choice
+        ));
+    }
     for i in st.instances.iter().filter(|i| i.state != "gone") {
         out.push_str(&format!(
             "instance     {}{} [{}] {} ({}), pid {}, {} queued\n",

@@ -490,7 +490,7 @@ impl Sim {
 
 async fn run(seed: u64, steps: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let mut sim = Sim::new(seed, dir.path(), seed % 2 == 0).await;
+    let mut sim = Sim::new(seed, dir.path(), seed.is_multiple_of(2)).await;
     for step in 0..steps {
         sim.steps = step;
         let roll = sim.rng.next_f64();

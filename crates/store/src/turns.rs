@@ -268,6 +268,16 @@ pub fn queued_counts(conn: &Connection) -> Result<Vec<(Option<String>, i64)>> {
         .map_err(StoreError::sqlite("counting turns"))
 }
 
+/// Queued turns that wait for the person's choice.
+pub fn awaiting_choice(conn: &Connection) -> Result<i64> {
+    conn.query_row(
+        "SELECT count(*) FROM turns WHERE state = 'queued' AND identity IS NULL AND waits = 'choice'",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("counting turns"))
+}
+
 /// Turns per state.
 pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
     let mut stmt = conn
