@@ -301,7 +301,7 @@ fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
     wait_for("the question to the owner", 20, || {
         env.bot_texts(OWNER)
             .iter()
-            .any(|t| t.contains("do not know whether it was made"))
+            .any(|t| t.contains("cannot tell whether it was made"))
     });
     move_here(&env, made[0]);
     assert_one_topic(&env, point);
