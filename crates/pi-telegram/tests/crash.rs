@@ -122,9 +122,15 @@ fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {
 
 fn settle(env: &Env, total: usize) {
     let mut hub = env.serve();
-    wait_for("the hub to run", 20, || {
-        env.status()["hub"]["pid"] == json!(hub.pid())
-    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while env.status()["hub"]["pid"] != json!(hub.pid()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hub did not run; log:\n{}",
+            hub.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     wait_for("everything handled and sent", 60, || {
         let st = env.status();
         st["journal"]["handled"] == json!(total)
