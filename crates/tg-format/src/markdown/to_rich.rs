@@ -1,0 +1,385 @@
+//! The document as Telegram's rich Markdown (Bot API 10.2 "Rich Markdown style").
+//!
+//! The dialect is GitHub's plus `==marked==`, `||spoiler||`, `$math$`, automatic entities and
+//! embedded HTML, so text is written back with every character that could mean something
+//! escaped: what Telegram parses is exactly the document. Inline formatting is written as the
+//! HTML tags the dialect accepts (`<b>`, `<i>`, `<s>`), which have no flanking rules to trip
+//! over (`a**"b"**c` is not bold in Markdown, `a<b>"b"</b>c` is).
+
+use super::doc::{Align, Block, IMAGE_MARK, Inline, Item, Table, linkable};
+use super::layout::{clean_lang, grid};
+
+/// Telegram's table column limit.
+pub const MAX_COLUMNS: usize = 20;
+/// Lists nested deeper than this are flattened into indented lines, well within Telegram's 16
+/// levels of nesting.
+const MAX_LIST_DEPTH: usize = 10;
+
+/// One top-level block as rich Markdown.
+pub fn block(b: &Block) -> String {
+    let mut out = String::new();
+    write_block(&mut out, b, 0);
+    out
+}
+
+fn write_block(out: &mut String, b: &Block, depth: usize) {
+    match b {
+        Block::Paragraph(inlines) => inline_all(out, inlines, Ctx::default()),
+        Block::Heading { level, content } => {
+            out.push_str(&"#".repeat(usize::from((*level).clamp(1, 6))));
+            out.push(' ');
+            inline_all(out, content, Ctx::default());
+        }
+        Block::Code { lang, text } => code_block(out, lang.as_deref(), text),
+        Block::Quote(blocks) => {
+            let inner = joined(blocks, depth + 1);
+            out.push_str(&prefix_lines(&inner, "> ", ">"));
+        }
+        Block::List { start, items } => list(out, *start, items, depth),
+        Block::Table(t) if t.columns() > MAX_COLUMNS || t.columns() == 0 => {
+            code_block(out, None, &grid(t));
+        }
+        Block::Table(t) => table(out, t),
+        Block::Rule => out.push_str("***"),
+        Block::Footnote { label, blocks } => {
+            let mut text = String::new();
+            escape_into(&mut text, &format!("[^{label}]: "), false);
+            out.push_str(&text);
+            out.push_str(&joined(blocks, depth + 1));
+        }
+    }
+}
+
+fn joined(blocks: &[Block], depth: usize) -> String {
+    let parts: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            let mut s = String::new();
+            write_block(&mut s, b, depth);
+            s
+        })
+        .collect();
+    parts.join("\n\n")
+}
+
+/// `text` with `first` before its first line and `rest` before the others (empty lines get
+/// `rest` trimmed, so no trailing spaces are written).
+fn prefix_lines(text: &str, first_and_rest: &str, empty: &str) -> String {
+    text.split('\n')
+        .map(|l| {
+            if l.is_empty() {
+                empty.to_owned()
+            } else {
+                format!("{first_and_rest}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn code_block(out: &mut String, lang: Option<&str>, text: &str) {
+    let longest = longest_run(text, '`');
+    let fence = "`".repeat((longest + 1).max(3));
+    out.push_str(&fence);
+    if let Some(lang) = lang.and_then(clean_lang) {
+        out.push_str(&lang);
+    }
+    out.push('\n');
+    out.push_str(text);
+    out.push('\n');
+    out.push_str(&fence);
+}
+
+fn longest_run(text: &str, c: char) -> usize {
+    let mut best = 0;
+    let mut run = 0;
+    for ch in text.chars() {
+        if ch == c {
+            run += 1;
+            best = best.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    best
+}
+
+fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize) {
+    if depth >= MAX_LIST_DEPTH {
+        // Deeper than any answer needs: the items as indented text lines.
+        let lines: Vec<String> = items
+            .iter()
+            .map(|i| {
+                let mut s = String::new();
+                escape_into(&mut s, "◦ ", true);
+                s.push_str(&joined(&i.blocks, depth + 1).replace('\n', " "));
+                s
+            })
+            .collect();
+        out.push_str(&lines.join("\\\n"));
+        return;
+    }
+    let mut rendered = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let mut marker = match start {
+            // CommonMark allows at most nine digits.
+            Some(n) => format!("{}. ", n.saturating_add(i as u64).min(999_999_999)),
+            None => "- ".to_owned(),
+        };
+        let pad = " ".repeat(marker.len());
+        match item.checked {
+            Some(true) => marker.push_str("[x] "),
+            Some(false) => marker.push_str("[ ] "),
+            None => {}
+        }
+        let body = joined(&item.blocks, depth + 1);
+        let mut lines = body.split('\n');
+        let first = lines.next().unwrap_or_default();
+        let mut s = format!("{marker}{first}").trim_end().to_owned();
+        for l in lines {
+            s.push('\n');
+            if !l.is_empty() {
+                s.push_str(&pad);
+                s.push_str(l);
+            }
+        }
+        rendered.push(s);
+    }
+    // A loose list (blank lines between items) when an item has several blocks, so those
+    // blocks stay in their item.
+    let loose = items.iter().any(|i| i.blocks.len() > 1);
+    out.push_str(&rendered.join(if loose { "\n\n" } else { "\n" }));
+}
+
+fn table(out: &mut String, t: &Table) {
+    let columns = t.columns();
+    let row = |cells: &[Vec<Inline>]| -> String {
+        let parts: Vec<String> = (0..columns)
+            .map(|i| {
+                let mut s = String::new();
+                if let Some(c) = cells.get(i) {
+                    inline_all(
+                        &mut s,
+                        c,
+                        Ctx {
+                            in_table: true,
+                            ..Ctx::default()
+                        },
+                    );
+                }
+                s
+            })
+            .collect();
+        format!("| {} |", parts.join(" | "))
+    };
+    out.push_str(&row(&t.head));
+    out.push('\n');
+    let seps: Vec<&str> = (0..columns)
+        .map(|i| match t.aligns.get(i).copied().unwrap_or(Align::None) {
+            Align::None => "---",
+            Align::Left => ":---",
+            Align::Center => ":---:",
+            Align::Right => "---:",
+        })
+        .collect();
+    out.push_str(&format!("| {} |", seps.join(" | ")));
+    for r in &t.rows {
+        out.push('\n');
+        out.push_str(&row(r));
+    }
+}
+
+/// Where inline content is written.
+#[derive(Clone, Copy, Default)]
+struct Ctx {
+    /// Inside a link's text (links cannot nest).
+    in_link: bool,
+    /// Inside a table cell (`|` splits cells, even in code; breaks end rows).
+    in_table: bool,
+}
+
+fn inline_all(out: &mut String, inlines: &[Inline], ctx: Ctx) {
+    for i in inlines {
+        inline(out, i, ctx);
+    }
+}
+
+fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
+    match i {
+        Inline::Text(t) => {
+            let at_line_start = out.is_empty() || out.ends_with('\n');
+            escape_into(out, t, at_line_start || line_is_digits(out));
+        }
+        Inline::Code(t) => code_span(out, t, ctx.in_table),
+        Inline::Emph(c) => tagged(out, "i", c, ctx),
+        Inline::Strong(c) => tagged(out, "b", c, ctx),
+        Inline::Strike(c) => tagged(out, "s", c, ctx),
+        Inline::Link { url, content } => {
+            if linkable(url) && !ctx.in_link {
+                out.push('[');
+                inline_all(
+                    out,
+                    content,
+                    Ctx {
+                        in_link: true,
+                        ..ctx
+                    },
+                );
+                out.push_str("](<");
+                out.push_str(&link_target(url));
+                out.push_str(">)");
+            } else {
+                inline_all(out, content, ctx);
+            }
+        }
+        Inline::Image { url, alt } => {
+            let text = format!("{IMAGE_MARK}{}", if alt.is_empty() { url } else { alt });
+            if linkable(url) && !ctx.in_link {
+                out.push('[');
+                escape_into(out, &text, false);
+                out.push_str("](<");
+                out.push_str(&link_target(url));
+                out.push_str(">)");
+            } else {
+                escape_into(out, &text, false);
+            }
+        }
+        Inline::Break if ctx.in_table => out.push(' '),
+        Inline::Break => out.push('\n'),
+        Inline::FootnoteRef(label) => escape_into(out, &format!("[^{label}]"), false),
+    }
+}
+
+/// `<tag>content</tag>`. A line break the content starts with goes before the tag: a line
+/// that is only an opening tag would start an HTML block.
+fn tagged(out: &mut String, tag: &str, content: &[Inline], ctx: Ctx) {
+    let breaks = content
+        .iter()
+        .take_while(|i| matches!(i, Inline::Break))
+        .count();
+    for _ in 0..breaks {
+        inline(out, &Inline::Break, ctx);
+    }
+    let content = &content[breaks..];
+    if content.is_empty() {
+        return;
+    }
+    out.push('<');
+    out.push_str(tag);
+    out.push('>');
+    inline_all(out, content, ctx);
+    out.push_str("</");
+    out.push_str(tag);
+    out.push('>');
+}
+
+fn code_span(out: &mut String, text: &str, in_table: bool) {
+    if text.is_empty() {
+        return;
+    }
+    let text = if in_table {
+        text.replace('|', "\\|")
+    } else {
+        text.to_owned()
+    };
+    let fence = "`".repeat(longest_run(&text, '`') + 1);
+    // CommonMark strips one space at each end when both are there, and a backtick next to
+    // the fence would merge with it: pad in those cases.
+    let pad = text.starts_with('`')
+        || text.ends_with('`')
+        || (text.starts_with(' ') && text.ends_with(' ') && !text.trim().is_empty());
+    out.push_str(&fence);
+    if pad {
+        out.push(' ');
+    }
+    out.push_str(&text);
+    if pad {
+        out.push(' ');
+    }
+    out.push_str(&fence);
+}
+
+/// A link target inside `<...>`: the characters that would end it are percent-encoded.
+fn link_target(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    for c in url.trim().chars() {
+        match c {
+            '<' => out.push_str("%3C"),
+            '>' => out.push_str("%3E"),
+            '\\' => out.push_str("%5C"),
+            c if c.is_whitespace() => out.push_str("%20"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether the current output line holds only digits (so a `.` or `)` would make it a list
+/// marker).
+fn line_is_digits(out: &str) -> bool {
+    let line = out.rsplit('\n').next().unwrap_or(out);
+    line.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Writes `text` escaped: ASCII punctuation that can mean something in Telegram's dialect gets
+/// a backslash; `.` and `)` do where they could end a list marker.
+fn escape_into(out: &mut String, text: &str, mut marker_context: bool) {
+    for c in text.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '<' | '>' | '(' | '#' | '+' | '-'
+            | '!' | '|' | '~' | '=' | '$' | '&' | '^' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '.' | ')' if marker_context => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+        marker_context = match c {
+            '\n' => true,
+            d if d.is_ascii_digit() => marker_context,
+            _ => false,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::parse;
+    use super::*;
+
+    fn rich(md: &str) -> String {
+        parse(md).iter().map(block).collect::<Vec<_>>().join("\n\n")
+    }
+
+    #[test]
+    fn dialect_characters_are_escaped() {
+        assert_eq!(
+            rich("costs $5 and $10, a == b || c"),
+            "costs \\$5 and \\$10, a \\=\\= b \\|\\| c"
+        );
+        assert_eq!(rich("1\\. not a list"), "1\\. not a list");
+        assert_eq!(rich("**a**b"), "<b>a</b>b");
+    }
+
+    #[test]
+    fn structure_is_written_back() {
+        assert_eq!(rich("- a\n- [x] b\n"), "- a\n- [x] b");
+        assert_eq!(rich("3. a\n4. b\n"), "3. a\n4. b");
+        assert_eq!(rich("> q\n>\n> r\n"), "> q\n>\n> r");
+        assert_eq!(
+            rich("| a | b |\n|:-|-:|\n| `x\\|y` | 2 |\n"),
+            "| a | b |\n| :--- | ---: |\n| `x\\|y` | 2 |"
+        );
+        assert_eq!(
+            rich("```rust\nlet a = \"```\";\n```\n"),
+            "````rust\nlet a = \"```\";\n````"
+        );
+        assert_eq!(
+            rich("see [the *docs*](https://x.example/a_(b))"),
+            "see [the <i>docs</i>](<https://x.example/a_(b)>)"
+        );
+    }
+}

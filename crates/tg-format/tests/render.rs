@@ -1,0 +1,374 @@
+//! The renderer against Telegram's parsers (the ones tg-fake answers with): every piece of
+//! every mode is accepted and within limits, and what it shows is exactly the document's
+//! text. Golden over a corpus of real-world answers (tests/corpus), and a property test over
+//! random Markdown.
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use serde_json::json;
+use tg_format::markdown::doc::{Block, inline_text};
+use tg_format::markdown::{self, RichBudget, TEXT_LIMIT, layout, parse};
+use tg_format::{html, rich, utf16};
+
+/// What the hub uses: a margin below 4096 for a label and a repeat mark.
+const LIMIT: usize = 4000;
+
+/// Runs of whitespace as one space: layout whitespace at piece boundaries is not content.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Asserts `got == want` (whitespace squashed), showing where they first differ.
+fn same_text(got: &str, want: &str, what: &str) {
+    let (g, w) = (squash(got), squash(want));
+    if g == w {
+        return;
+    }
+    let at = g
+        .char_indices()
+        .zip(w.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(g.len().min(w.len()), |((i, _), _)| i);
+    let from = g[..at].char_indices().rev().nth(60).map_or(0, |(i, _)| i);
+    let wfrom = w
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|i| *i >= from)
+        .unwrap_or(w.len());
+    let show = |s: &str, f: usize| s[f..].chars().take(160).collect::<String>();
+    panic!(
+        "{what}: first difference after {at} bytes\n got: {:?}\nwant: {:?}",
+        show(&g, from),
+        show(&w, wfrom.min(w.len()))
+    );
+}
+
+/// The text tg-fake's rich parser shows for these blocks (its `plain_text` rules: blocks on
+/// their own lines, list items as `- ` or `N. `, table cells separated by tabs).
+fn rich_visible(blocks: &[Block]) -> String {
+    let mut lines = Vec::new();
+    for b in blocks {
+        rich_lines(b, &mut lines, 0);
+    }
+    lines.join("\n")
+}
+
+fn rich_lines(b: &Block, lines: &mut Vec<String>, depth: usize) {
+    match b {
+        Block::Paragraph(i) | Block::Heading { content: i, .. } => lines.push(inline_text(i)),
+        Block::Code { text, .. } => lines.push(text.clone()),
+        Block::Quote(blocks) => blocks.iter().for_each(|b| rich_lines(b, lines, depth)),
+        Block::List { start, items } if depth < 10 => {
+            for (n, item) in items.iter().enumerate() {
+                let mut prefix = match start {
+                    Some(s) => format!("{}. ", (s + n as u64).min(999_999_999)),
+                    None => "- ".into(),
+                };
+                match item.checked {
+                    Some(true) => prefix.push_str("[x] "),
+                    Some(false) => prefix.push_str("[ ] "),
+                    None => {}
+                }
+                let mut inner = Vec::new();
+                item.blocks
+                    .iter()
+                    .for_each(|b| rich_lines(b, &mut inner, depth + 1));
+                lines.push(format!("{prefix}{}", inner.join("\n")));
+            }
+        }
+        Block::List { items, .. } => {
+            let text: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    let mut inner = Vec::new();
+                    i.blocks
+                        .iter()
+                        .for_each(|b| rich_lines(b, &mut inner, depth + 1));
+                    format!("◦ {}", inner.join(" "))
+                })
+                .collect();
+            lines.push(text.join("\n"));
+        }
+        Block::Table(t) if t.columns() > 20 => lines.push(layout::grid(t)),
+        Block::Table(t) => {
+            for row in std::iter::once(&t.head).chain(&t.rows) {
+                let cells: Vec<String> = (0..t.columns())
+                    .map(|i| {
+                        row.get(i)
+                            .map(|c| inline_text(c).replace('\n', " "))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                lines.push(cells.join("\t"));
+            }
+        }
+        Block::Rule => lines.push("---".into()),
+        Block::Footnote { label, blocks } => {
+            let mut inner = Vec::new();
+            blocks.iter().for_each(|b| rich_lines(b, &mut inner, depth));
+            lines.push(format!("[^{label}]: {}", inner.join("\n")));
+        }
+    }
+}
+
+/// The words of blocks: every text and code character, without any markers or layout.
+fn words(blocks: &[Block]) -> String {
+    let mut out = Vec::new();
+    for b in blocks {
+        match b {
+            Block::Paragraph(i) | Block::Heading { content: i, .. } => out.push(inline_text(i)),
+            Block::Code { text, .. } => out.push(text.clone()),
+            Block::Quote(inner) | Block::Footnote { blocks: inner, .. } => out.push(words(inner)),
+            Block::List { items, .. } => {
+                for i in items {
+                    out.push(words(&i.blocks));
+                }
+            }
+            Block::Table(t) => {
+                for row in std::iter::once(&t.head).chain(&t.rows) {
+                    for c in row {
+                        out.push(inline_text(c));
+                    }
+                }
+            }
+            Block::Rule => {}
+        }
+    }
+    out.join(" ")
+}
+
+/// Checks every mode for one answer; returns the number of pieces per mode.
+fn check(name: &str, markdown: &str) -> (usize, usize) {
+    let doc = parse::parse(markdown);
+    // HTML, and its plain fallback.
+    let pieces = markdown::render_html(markdown, LIMIT);
+    check_text_pieces(name, &pieces);
+    let shown: Vec<&str> = pieces.iter().map(|p| p.plain.as_str()).collect();
+    same_text(
+        &shown.join("\n"),
+        &layout::layout(&doc).text,
+        &format!("{name}: the HTML pieces show the document's text"),
+    );
+    // Rich, and its HTML fallback: each piece shows exactly its blocks, and the pieces
+    // together hold every word of the answer once.
+    let rich_pieces = markdown::render_rich(markdown, LIMIT, &RichBudget::default());
+    for (i, p) in rich_pieces.iter().enumerate() {
+        let converted = rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default())
+            .unwrap_or_else(|e| panic!("{name}: rich piece {i} refused: {e}\n{}", p.markdown));
+        assert!(
+            rich::char_count(&converted) <= 32768,
+            "{name}: rich piece {i} too long"
+        );
+        same_text(
+            &rich::plain_text(&converted),
+            &rich_visible(&p.blocks),
+            &format!("{name}: rich piece {i} shows its blocks"),
+        );
+        check_text_pieces(name, &p.fallback);
+        let fallback: Vec<&str> = p.fallback.iter().map(|f| f.plain.as_str()).collect();
+        same_text(
+            &fallback.join("\n"),
+            &layout::layout(&p.blocks).text,
+            &format!("{name}: the fallback of rich piece {i} shows its blocks"),
+        );
+    }
+    let pieces_words: Vec<String> = rich_pieces.iter().map(|p| words(&p.blocks)).collect();
+    same_text(
+        &pieces_words.join(" "),
+        &words(&doc),
+        &format!("{name}: the rich pieces hold every word once"),
+    );
+    (pieces.len(), rich_pieces.len())
+}
+
+fn check_text_pieces(name: &str, pieces: &[markdown::TextPiece]) {
+    for (i, p) in pieces.iter().enumerate() {
+        let parsed = html::parse(&p.html)
+            .unwrap_or_else(|e| panic!("{name}: piece {i} refused: {e}\n{}", p.html));
+        let shown = html::trim(html::clean(parsed));
+        assert_eq!(
+            shown.text, p.plain,
+            "{name}: piece {i} shows its plain text"
+        );
+        assert!(!p.plain.is_empty(), "{name}: piece {i} is empty");
+        assert!(
+            utf16::len(&p.plain) <= TEXT_LIMIT.min(LIMIT),
+            "{name}: piece {i} is {} units",
+            utf16::len(&p.plain)
+        );
+    }
+}
+
+fn corpus() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".md") && n.as_bytes()[0].is_ascii_digit())
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_corpus_answer_renders_in_every_mode() {
+    let answers = corpus();
+    assert!(
+        answers.len() >= 40,
+        "the corpus has {} answers",
+        answers.len()
+    );
+    let mut report = Vec::new();
+    for (name, md) in &answers {
+        let (html_n, rich_n) = check(name, md);
+        report.push(format!("{name}: {html_n} html, {rich_n} rich"));
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+#[test]
+fn long_answers_split_where_they_should() {
+    let answers = corpus();
+    let long = answers
+        .iter()
+        .find(|(n, _)| n.contains("long-answer"))
+        .unwrap();
+    assert!(long.1.chars().count() > 11_000);
+    // 12,000 characters: one rich message, several text messages.
+    assert_eq!(
+        markdown::render_rich(&long.1, LIMIT, &RichBudget::default()).len(),
+        1
+    );
+    assert!(markdown::render_html(&long.1, LIMIT).len() >= 3);
+    // A 300-line code block is cut between lines, each piece still a code block.
+    let code = answers
+        .iter()
+        .find(|(n, _)| n.contains("300-line"))
+        .unwrap();
+    let pieces = markdown::render_html(&code.1, LIMIT);
+    assert!(pieces.len() >= 3);
+    for p in &pieces[1..] {
+        assert!(
+            p.html.starts_with("<pre><code class=\"language-"),
+            "{}",
+            &p.html[..40]
+        );
+    }
+    // A tight rich budget cuts the code block too, into code blocks.
+    let tight = RichBudget {
+        chars: 2000,
+        blocks: 450,
+    };
+    let rich = markdown::render_rich(&code.1, LIMIT, &tight);
+    assert!(rich.len() >= 5);
+    for p in &rich[1..] {
+        assert!(p.markdown.starts_with("```"), "{}", &p.markdown[..20]);
+    }
+}
+
+/// Random Markdown from pieces that stress the dialect: markers, escapes, HTML, dollars,
+/// pipes, unicode, and every block kind, nested.
+fn arb_inline() -> impl Strategy<Value = String> {
+    let atom = prop_oneof![
+        "[a-zA-Z0-9 ]{1,12}",
+        Just("**bold**".to_owned()),
+        Just("*it*".to_owned()),
+        Just("_u_".to_owned()),
+        Just("~~gone~~".to_owned()),
+        Just("`co|de`".to_owned()),
+        Just("``a`b``".to_owned()),
+        Just("$5 and $10".to_owned()),
+        Just("a == b || c".to_owned()),
+        Just("<div> & </div>".to_owned()),
+        Just("[link](https://example.com/a_(b))".to_owned()),
+        Just("[rel](./x.md)".to_owned()),
+        Just("![img](https://example.com/p.png)".to_owned()),
+        Just("snake_case_name".to_owned()),
+        Just("2*3*4".to_owned()),
+        Just("\\* \\_ \\# \\[".to_owned()),
+        Just("👩‍💻🇺🇦 مرحبا שלום 漢字".to_owned()),
+        Just("&amp; &copy; &#65;".to_owned()),
+        Just("1. x".to_owned()),
+        Just("#tag @user /cmd".to_owned()),
+        Just("||spoiler|| ==mark==".to_owned()),
+        Just("<b>x</b>".to_owned()),
+        Just("footnote[^1]".to_owned()),
+    ];
+    prop::collection::vec(atom, 1..6).prop_map(|v| v.join(" "))
+}
+
+fn arb_block(depth: u32) -> BoxedStrategy<String> {
+    let leaf = prop_oneof![
+        arb_inline(),
+        arb_inline().prop_map(|t| format!("## {t}")),
+        "[a-z<>&`|*\n\t ]{0,80}".prop_map(|c| format!("```rust\n{c}\n```")),
+        prop::collection::vec(arb_inline(), 1..4).prop_map(|cells| {
+            let n = cells.len();
+            let head = cells
+                .iter()
+                .map(|c| c.replace('|', "\\|"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            format!(
+                "| {head} |\n|{}\n| {} |",
+                "---|".repeat(n),
+                vec!["x"; n].join(" | ")
+            )
+        }),
+        Just("---".to_owned()),
+        Just("[^1]: the note".to_owned()),
+        Just("<details>\n<summary>s</summary>\nbody\n</details>".to_owned()),
+    ];
+    if depth == 0 {
+        return leaf.boxed();
+    }
+    let inner = arb_block(depth - 1);
+    prop_oneof![
+        4 => leaf,
+        1 => prop::collection::vec(inner.clone(), 1..4).prop_map(|items| {
+            items
+                .iter()
+                .map(|i| format!("- {}", i.replace('\n', "\n  ")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        1 => prop::collection::vec(inner.clone(), 1..4).prop_map(|items| {
+            items
+                .iter()
+                .enumerate()
+                .map(|(n, i)| format!("{}. [x] {}", n + 1, i.replace('\n', "\n      ")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        1 => inner.prop_map(|b| format!("> {}", b.replace('\n', "\n> "))),
+    ]
+    .boxed()
+}
+
+fn arb_markdown() -> impl Strategy<Value = String> {
+    (prop::collection::vec(arb_block(3), 1..12), 0usize..3).prop_map(|(blocks, scale)| {
+        // Now and then long enough to need several pieces.
+        let doc = blocks.join("\n\n");
+        vec![doc; 1 + scale * scale * 40].join("\n\n")
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_markdown_renders_in_every_mode(md in arb_markdown()) {
+        check("random", &md);
+    }
+}
