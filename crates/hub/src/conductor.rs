@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
@@ -19,8 +20,10 @@ use threads::events;
 use tokio::sync::{mpsc, oneshot, watch};
 use wire::{TurnId, TurnResult};
 
+use crate::assistant::{self, Rendering};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
+use crate::delivery;
 use crate::error::HubError;
 use crate::handlers::{HELD_NOTICE, waits_notice_key};
 use crate::instance::{
@@ -63,12 +66,15 @@ pub struct Conductor {
     wakes: Wakes,
     epoch: Epoch,
     live: BTreeMap<InstanceId, Live>,
+    /// How answers are shown (re-read when telegram.json changes).
+    assistant: Arc<assistant::Watched>,
 }
 
 /// What an answer row needs.
 struct AnswerCtx<'a> {
     label: Option<&'a str>,
     identity: &'a str,
+    rendering: Rendering,
 }
 
 impl Conductor {
@@ -80,6 +86,7 @@ impl Conductor {
         tx: mpsc::Sender<ConductorMsg>,
         wakes: Wakes,
         epoch: Epoch,
+        assistant: Arc<assistant::Watched>,
     ) -> Self {
         Self {
             db,
@@ -88,6 +95,7 @@ impl Conductor {
             wakes,
             epoch,
             live: BTreeMap::new(),
+            assistant,
         }
     }
 
@@ -219,6 +227,7 @@ impl Conductor {
         let now = now_ms();
         let cwd2 = cwd.clone();
         let live_count = self.live.len() + 1;
+        let rendering = self.assistant.current().rendering;
         let (id, identity, label, done_acks, outstanding) = self
             .db
             .write(move |tx| {
@@ -249,6 +258,7 @@ impl Conductor {
                 let ctx = AnswerCtx {
                     label: answer_label,
                     identity: &identity,
+                    rendering,
                 };
                 let reported = Reported {
                     transport,
@@ -405,6 +415,7 @@ impl Conductor {
         let several = self.live.len() > 1;
         let now = now_ms();
         let r = result.clone();
+        let rendering = self.assistant.current().rendering;
         self.db
             .write(move |tx| {
                 if let Some(t) = turns::get(tx, n)? {
@@ -416,6 +427,7 @@ impl Conductor {
                         &AnswerCtx {
                             label,
                             identity: &identity,
+                            rendering,
                         },
                         now,
                     )?;
@@ -801,32 +813,33 @@ fn finish(
         Some(b) => (Some(b.thread_id), None, b.state == BindingState::Lost),
         None => (t.thread_id, ctx.label, false),
     };
-    let text = texts::answer(label, &r.text, r.aborted, r.error.as_deref());
-    for (i, piece) in tg_format::split::plain(&text, texts::ANSWER_PIECE)
+    let markdown = texts::answer_markdown(label, &r.text, r.aborted, r.error.as_deref());
+    let target = delivery::Target {
+        chat_id: t.chat_id,
+        thread_id: thread,
+        reply_to: t.message_id.filter(|_| thread == t.thread_id),
+    };
+    for (i, plan) in delivery::plans(&markdown, ctx.rendering, &target)
         .into_iter()
         .enumerate()
     {
-        let mut params = json!({ "chat_id": t.chat_id, "text": piece });
-        if let Some(th) = thread {
-            params["message_thread_id"] = json!(th);
-        }
-        if let (0, Some(m), true) = (i, t.message_id, thread == t.thread_id) {
-            params["reply_parameters"] =
-                json!({ "message_id": m, "allow_sending_without_reply": true });
-        }
+        let Some((method, params)) = plan.current() else {
+            continue;
+        };
         let id = outbox::enqueue(
             tx,
             &outbox::NewRow {
                 chat_id: t.chat_id,
                 thread_id: thread,
-                method: "sendMessage",
-                params: &params,
+                method,
+                params,
                 purpose: &format!("answer:{}:{i}", t.id),
                 source_update_id: t.source_update_id,
                 // A final answer must arrive: after a crash mid-send it is sent again.
                 resend_if_unknown: true,
                 identity: Some(ctx.identity),
                 turn_id: Some(t.id),
+                plan: Some(&plan.to_value()),
             },
             now,
         )?;

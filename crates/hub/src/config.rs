@@ -229,7 +229,11 @@ impl ConfigFile {
             .unwrap_or_default()
     }
 
-    /// A setting for `name`: the profile's own, else the top-level default.
+    /// A setting for profile `name`: the profile's own, else the top-level default.
+    pub fn setting(&self, name: &ProfileName, key: &str) -> Option<&Value> {
+        self.lookup(name, key)
+    }
+
     fn lookup(&self, name: &ProfileName, key: &str) -> Option<&Value> {
         self.profile_obj(name)
             .and_then(|p| p.get(key))

@@ -829,6 +829,7 @@ fn enqueue(
             resend_if_unknown: false,
             identity: None,
             turn_id: None,
+            plan: None,
         },
         ctx.now_ms,
     )?;

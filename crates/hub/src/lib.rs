@@ -11,12 +11,14 @@
 //! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
+pub mod assistant;
 pub mod buttons;
 pub mod conductor;
 pub mod config;
 pub mod control;
 pub mod crashpoint;
 pub mod db;
+pub mod delivery;
 pub mod error;
 pub mod handlers;
 pub mod instance;

@@ -11,6 +11,7 @@ use tokio::sync::{Mutex, watch};
 
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
+use crate::delivery::Plan;
 use crate::error::HubError;
 use crate::texts;
 use crate::topics;
@@ -80,7 +81,9 @@ async fn send_one(
         .await
         .consume(Some(row.chat_id), now_ms() as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
-    let result = if row.resent > 0 {
+    let plan = Plan::from_value(row.plan.as_ref());
+    let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
+    let result = if repeat {
         client.call(&row.method, &marked_repeat(&row.params)).await
     } else {
         client.call(&row.method, &row.params).await
@@ -93,8 +96,17 @@ async fn send_one(
             // Replies to this message route to the instance it speaks for.
             let route = row.identity.clone().zip(message_id);
             let (chat, turn) = (row.chat_id, row.turn_id);
+            // More messages in this row's plan: the next one goes at once, in the same place.
+            let next = plan.as_ref().and_then(Plan::next_part);
+            let here = (row.chat_id, row.thread_id);
             db.write(move |tx| {
-                outbox::mark_sent(tx, id, message_id, now)?;
+                match next.as_ref().and_then(|p| p.current().map(|c| (p, c))) {
+                    Some((p, (method, params))) => {
+                        let params = placed(params, here);
+                        outbox::advance(tx, id, method, &params, &p.to_value(), None, now)?;
+                    }
+                    None => outbox::mark_sent(tx, id, message_id, now)?,
+                }
                 if let Some((identity, message)) = &route {
                     store::routes::record(tx, chat, *message, identity, turn)?;
                 }
@@ -224,6 +236,44 @@ async fn send_one(
                 wakes.topics.notify_one();
             }
         }
+        Err(CallError::Api(e))
+            if plan.as_ref().and_then(Plan::fallback).is_some()
+                && !matches!(e.kind, ApiErrorKind::Forbidden | ApiErrorKind::ChatNotFound) =>
+        {
+            // Refused as written (markup, length): the same words another way. The reason
+            // goes to the incidents, never the text.
+            let from = plan.as_ref().map_or("", Plan::name).to_owned();
+            let Some(next) = plan.as_ref().and_then(Plan::fallback) else {
+                return Ok(());
+            };
+            let to = next.name().to_owned();
+            let purpose = row.purpose.clone();
+            let reason = e.description.clone();
+            let here = (row.chat_id, row.thread_id);
+            tracing::warn!(purpose = %purpose, from = %from, to = %to, reason = %reason, "Telegram refused a message; sending it another way");
+            db.write(move |tx| {
+                if let Some((method, params)) = next.current() {
+                    let handling = format!("sent as {to}: {from} was refused");
+                    let params = placed(params, here);
+                    outbox::advance(
+                        tx,
+                        id,
+                        method,
+                        &params,
+                        &next.to_value(),
+                        Some(&handling),
+                        now,
+                    )?;
+                }
+                incidents::record(
+                    tx,
+                    now,
+                    "send",
+                    &format!("{purpose}: {from} refused ({reason}); sent as {to}"),
+                )
+            })
+            .await?;
+        }
         Err(CallError::Api(e)) => {
             let purpose = row.purpose.clone();
             let text = e.to_string();
@@ -239,10 +289,45 @@ async fn send_one(
     Ok(())
 }
 
+/// A planned message's parameters addressed where its row is now: a row moved to a new topic
+/// (the old one was deleted) or to the main chat (its topic was closed) takes its next
+/// messages along. A reply into a topic the row left is dropped.
+fn placed(params: &serde_json::Value, (chat, thread): (i64, Option<i64>)) -> serde_json::Value {
+    let mut p = params.clone();
+    let planned = p
+        .get("message_thread_id")
+        .and_then(serde_json::Value::as_i64);
+    p["chat_id"] = serde_json::json!(chat);
+    if let Some(o) = p.as_object_mut() {
+        match thread {
+            Some(t) => {
+                o.insert("message_thread_id".into(), serde_json::json!(t));
+            }
+            None => {
+                o.remove("message_thread_id");
+            }
+        }
+        if planned != thread {
+            o.remove("reply_parameters");
+        }
+    }
+    p
+}
+
 /// `params` with the repeat mark before the text (or caption), entities shifted to match.
 pub fn marked_repeat(params: &serde_json::Value) -> serde_json::Value {
     let mut p = params.clone();
     let mark = texts::REPEAT_MARK;
+    // A rich message: the mark is a line of Markdown (it has nothing to escape).
+    if let Some(md) = p
+        .pointer("/rich_message/markdown")
+        .and_then(serde_json::Value::as_str)
+    {
+        if !md.starts_with(mark) {
+            p["rich_message"]["markdown"] = serde_json::Value::String(format!("{mark}{md}"));
+        }
+        return p;
+    }
     let shift = tg_format::utf16::len(mark) as i64;
     for (field, entities) in [("text", "entities"), ("caption", "caption_entities")] {
         let Some(text) = p.get(field).and_then(serde_json::Value::as_str) else {

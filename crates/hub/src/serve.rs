@@ -233,6 +233,10 @@ pub async fn serve(
             return Ok(());
         }
     };
+    let assistant = Arc::new(crate::assistant::Watched::new(
+        config_path.clone(),
+        opts.profile.clone(),
+    ));
     let (stop_tx, stop_rx) = watch::channel(false);
     let wakes = Wakes::default();
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
@@ -243,6 +247,7 @@ pub async fn serve(
             conductor_tx.clone(),
             wakes.clone(),
             epoch,
+            assistant.clone(),
         );
         tokio::spawn(conductor.run(stop_rx.clone()))
     };

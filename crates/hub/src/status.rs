@@ -236,7 +236,10 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         threads: Vec::new(),
         intents: Vec::new(),
         webhook_removed: None,
-        warnings: config::permission_warnings(&agent_dir.config_file()),
+        warnings: config::permission_warnings(&agent_dir.config_file())
+            .into_iter()
+            .chain(crate::assistant::Settings::from_file(&file, profile).1)
+            .collect(),
     };
     let Some(store) = Store::open_for_reading(&paths.state_db())? else {
         return Ok(st);

@@ -177,16 +177,25 @@ pub fn turn_interrupted(label: &str, prompt: &str) -> String {
     )
 }
 
-/// The answer to a turn, before splitting.
-pub fn answer(label: Option<&str>, text: &str, aborted: bool, error: Option<&str>) -> String {
+/// The answer to a turn as Markdown: pi's own Markdown, with a label line when several pi
+/// talk in one chat; what the bot says itself (an error, an empty answer) escaped so it shows
+/// as written.
+pub fn answer_markdown(
+    label: Option<&str>,
+    text: &str,
+    aborted: bool,
+    error: Option<&str>,
+) -> String {
+    use crate::delivery::escape_markdown;
     let body = match (text.trim().is_empty(), error, aborted) {
-        (_, Some(e), _) if text.trim().is_empty() => format!("pi reported an error: {e}"),
-        (true, None, true) => "(aborted before answering)".to_owned(),
-        (true, None, false) => "(pi finished without a text answer)".to_owned(),
+        (true, Some(e), _) => escape_markdown(&format!("pi reported an error: {e}")),
+        (true, None, true) => escape_markdown("(aborted before answering)"),
+        (true, None, false) => escape_markdown("(pi finished without a text answer)"),
         _ => text.trim().to_owned(),
     };
     match label {
-        Some(l) => format!("[{l}]\n{body}"),
+        // Its own paragraph: a list or code the answer starts with stays what it is.
+        Some(l) => format!("{}\n\n{body}", escape_markdown(&format!("[{l}]"))),
         None => body,
     }
 }

@@ -534,6 +534,7 @@ fn notice_with(
             resend_if_unknown: false,
             identity: None,
             turn_id: None,
+            plan: None,
         },
         now_ms(),
     )

@@ -88,7 +88,12 @@ async fn start_conductor(
         .unwrap();
     let (tx, rx) = mpsc::channel(1024);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let c = Conductor::new(db.clone(), rx, tx.clone(), wakes.clone(), epoch);
+    // No telegram.json: the default settings.
+    let settings = Arc::new(hub::assistant::Watched::new(
+        std::env::temp_dir().join("pi-telegram-no-such-config.json"),
+        hub::paths::ProfileName::default_profile(),
+    ));
+    let c = Conductor::new(db.clone(), rx, tx.clone(), wakes.clone(), epoch, settings);
     let task = tokio::spawn(c.run(stop_rx));
     (tx, stop_tx, task, epoch)
 }

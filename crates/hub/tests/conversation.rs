@@ -78,12 +78,49 @@ async fn a_second_message_waits_while_pi_is_busy_and_long_answers_are_split() {
             m.iter().any(|(_, t, _)| t == "done second")
         })
         .await;
+    // Rich rendering (the default): 9000 characters are one rich message.
     let pieces: Vec<_> = msgs
         .iter()
         .filter(|(_, t, _)| t.starts_with("word"))
         .collect();
+    assert_eq!(pieces.len(), 1, "one rich message");
+    assert_eq!(pieces[0].1.len(), long.trim().len());
+    // HTML rendering, switched on in telegram.json while the hub runs: pieces under 4096.
+    let cfg_path = hub.dir.path().join("telegram.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["assistant"] = json!({ "rendering": "html" });
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    hub.say("third");
+    let p3 = pi.recv_type("prompt").await;
+    let long3 = "verse ".repeat(1500);
+    pi.answer(&p3, &long3).await;
+    let msgs = hub
+        .wait_for_bot("the html pieces", |m| {
+            m.iter().filter(|(_, t, _)| t.starts_with("verse")).count() >= 3
+        })
+        .await;
+    let pieces: Vec<_> = msgs
+        .iter()
+        .filter(|(_, t, _)| t.starts_with("verse"))
+        .collect();
     assert_eq!(pieces.len(), 3, "9000 characters in pieces under 4096");
-    assert!(pieces.iter().all(|(_, t, _)| t.len() <= 4096));
+    assert!(
+        pieces
+            .iter()
+            .all(|(_, t, _)| t.encode_utf16().count() <= 4096)
+    );
+    let joined: Vec<&str> = pieces.iter().map(|(_, t, _)| t.as_str()).collect();
+    assert_eq!(joined.join(" "), long3.trim());
+    let sends = hub.fake.control().requests(0, Some("sendMessage"));
+    assert!(
+        sends
+            .iter()
+            .filter(|r| r.params["parse_mode"] == json!("HTML"))
+            .count()
+            >= 3,
+        "sent as HTML"
+    );
     hub.stop().await;
 }
 

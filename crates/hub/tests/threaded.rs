@@ -146,12 +146,13 @@ fn create_calls(hub: &TestHub) -> usize {
         .len()
 }
 
-/// `sendMessage` requests after request `since` that targeted `thread`.
+/// Message sends (text or rich) after request `since` that targeted `thread`.
 fn sends_to(hub: &TestHub, since: u64, thread: i64) -> usize {
     hub.fake
         .control()
-        .requests(since, Some("sendMessage"))
+        .requests(since, None)
         .iter()
+        .filter(|r| r.method == "sendMessage" || r.method == "sendRichMessage")
         .filter(|r| r.params.get("message_thread_id").and_then(Value::as_i64) == Some(thread))
         .count()
 }

@@ -89,6 +89,8 @@ pub struct NewRow<'a> {
     pub identity: Option<&'a str>,
     /// The turn it answers.
     pub turn_id: Option<i64>,
+    /// Its delivery plan (see [`advance`]); `None` for a single message.
+    pub plan: Option<&'a Value>,
 }
 
 /// A stored row.
@@ -128,14 +130,18 @@ pub struct OutboxRow {
     pub turn_id: Option<i64>,
     /// How often it was sent again after an unknown outcome (each a possible duplicate).
     pub resent: i64,
+    /// Its delivery plan, if it has one.
+    pub plan: Option<Value>,
 }
 
 const COLUMNS: &str =
     "id, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown,
     state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id,
-    resent";
+    resent, plan";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
+type Raw = (OutboxRow, String, String, Option<String>);
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
     let params: String = r.get(4)?;
     let state: String = r.get(8)?;
     Ok((
@@ -157,16 +163,22 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(OutboxRow, String, String)> {
             identity: r.get(14)?,
             turn_id: r.get(15)?,
             resent: r.get(16)?,
+            plan: None,
         },
         params,
         state,
+        r.get(17)?,
     ))
 }
 
-fn finish((mut row, params, state): (OutboxRow, String, String)) -> Result<OutboxRow> {
+fn finish((mut row, params, state, plan): Raw) -> Result<OutboxRow> {
     row.params = serde_json::from_str(&params)
         .map_err(|e| StoreError::Corrupt(format!("outbox row {} has bad params: {e}", row.id)))?;
     row.state = State::parse(&state)?;
+    row.plan = plan
+        .map(|p| serde_json::from_str(&p))
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("outbox row {} has a bad plan: {e}", row.id)))?;
     Ok(row)
 }
 
@@ -189,8 +201,8 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
     let n = conn
         .execute(
             "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, method, params, purpose,
-                                source_update_id, resend_if_unknown, state, identity, turn_id)
-             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)
+                                source_update_id, resend_if_unknown, state, identity, turn_id, plan)
+             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11)
              ON CONFLICT DO NOTHING",
             params![
                 now_ms,
@@ -203,6 +215,7 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
                 i64::from(row.resend_if_unknown),
                 row.identity,
                 row.turn_id,
+                row.plan.map(Value::to_string),
             ],
         )
         .map_err(StoreError::sqlite("queueing a message"))?;
@@ -325,6 +338,34 @@ pub fn mark_retry(
     )
 }
 
+/// `sending -> pending` with the next message of its plan (the next part, or the first of the
+/// next alternative after a refusal), sent at once. One row stays one place in its
+/// conversation's order, however many messages it becomes.
+pub fn advance(
+    conn: &Connection,
+    id: i64,
+    method: &str,
+    params: &Value,
+    plan: &Value,
+    handling: Option<&str>,
+    now_ms: i64,
+) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Sending,
+        "state = 'pending', not_before_ms = 0, method = ?2, params = ?3, plan = ?4,
+         handling = coalesce(?5, handling), updated_ms = ?6",
+        &[
+            &method,
+            &params.to_string(),
+            &plan.to_string(),
+            &handling,
+            &now_ms,
+        ],
+    )
+}
+
 /// `sending -> pending` after an unknown outcome, for a row that must arrive: it is sent again at
 /// `not_before_ms` and counted as a possible duplicate.
 pub fn mark_resend(
@@ -339,7 +380,9 @@ pub fn mark_resend(
         id,
         State::Sending,
         "state = 'pending', not_before_ms = ?2, last_error = ?3, updated_ms = ?4,
-         resent = resent + 1, handling = 'sent again: the outcome of a send was unknown'",
+         resent = resent + 1, handling = 'sent again: the outcome of a send was unknown',
+         plan = CASE WHEN plan IS NULL THEN NULL
+                     ELSE json_set(plan, '$.repeat', json_extract(plan, '$.part')) END",
         &[&not_before_ms, &error, &now_ms],
     )
 }
@@ -393,7 +436,9 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
     let resent = conn
         .execute(
             "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
-                    resent = resent + 1, updated_ms = ?1
+                    resent = resent + 1, updated_ms = ?1,
+                    plan = CASE WHEN plan IS NULL THEN NULL
+                                ELSE json_set(plan, '$.repeat', json_extract(plan, '$.part')) END
              WHERE state = 'sending' AND resend_if_unknown = 1",
             [now_ms],
         )

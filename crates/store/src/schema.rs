@@ -225,6 +225,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX instances_by_identity ON instances(identity, connected_ms);
     ",
+    // 5: a row may carry a delivery plan (JSON): the messages it is sent as, in alternatives
+    // tried in order when Telegram refuses one (rich -> HTML -> plain), and where it is.
+    r"
+    ALTER TABLE outbox ADD COLUMN plan TEXT;
+    ",
 ];
 
 /// The schema version this build writes.

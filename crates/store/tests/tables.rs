@@ -129,6 +129,7 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
         resend_if_unknown: false,
         identity: None,
         turn_id: None,
+        plan: None,
     };
     let id = s.write(|tx| outbox::enqueue(tx, &row, 1)).unwrap().unwrap();
     assert_eq!(
@@ -178,6 +179,7 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         resend_if_unknown: resend,
         identity: None,
         turn_id: None,
+        plan: None,
     };
     let a = s
         .write(|tx| outbox::enqueue(tx, &mk(1, "a", false), 0))
@@ -472,6 +474,7 @@ fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
         resend_if_unknown: true,
         identity: None,
         turn_id: None,
+        plan: None,
     };
     let add = |row: NewRow<'_>| s.write(|tx| outbox::enqueue(tx, &row, 0)).unwrap().unwrap();
     let parked = add(mk(Some(7), "dead topic"));

@@ -20,6 +20,9 @@ pub enum FaultKind {
     Flood,
     /// Answer `400 Bad Request: message thread not found` without doing anything.
     ThreadNotFound,
+    /// Answer `400 Bad Request: can't parse entities: ...` without doing anything: the request
+    /// is refused as written (a renderer's fallback path).
+    BadRequest,
 }
 
 /// A fault rule as the control API takes it.

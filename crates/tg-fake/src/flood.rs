@@ -22,6 +22,13 @@ pub struct FloodConfig {
     /// Seconds added to a running penalty by every request refused during it ("retries during
     /// the wait extend it").
     pub extend_on_retry_secs: u64,
+    /// Draft updates (`sendMessageDraft`, `sendRichMessageDraft`) per second one chat
+    /// sustains. Telegram made drafts for streaming and publishes no figure; the model gives
+    /// them a budget of their own, so a stream never eats the chat's message budget, and a
+    /// draft refused for going too fast penalizes only that chat's drafts.
+    pub drafts_per_chat_per_sec: f64,
+    /// Burst of draft updates one chat may send at once.
+    pub drafts_burst: u32,
 }
 
 impl Default for FloodConfig {
@@ -33,6 +40,8 @@ impl Default for FloodConfig {
             global_per_sec: 30.0,
             global_burst: 30,
             extend_on_retry_secs: 0,
+            drafts_per_chat_per_sec: 4.0,
+            drafts_burst: 4,
         }
     }
 }
@@ -49,6 +58,7 @@ struct Bucket {
 pub struct Flood {
     chats: HashMap<i64, Bucket>,
     global: Option<Bucket>,
+    drafts: HashMap<i64, Bucket>,
 }
 
 /// Where a flood wait applies.
@@ -99,6 +109,32 @@ impl Flood {
         if let Some(b) = chat.and_then(|c| self.chats.get_mut(&c)) {
             b.tokens -= 1.0;
         }
+        Ok(())
+    }
+
+    /// Counts one draft update to `chat` at `now_ms` against the chat's draft budget (see
+    /// [`FloodConfig::drafts_per_chat_per_sec`]); `Err(secs)` when it must be refused.
+    pub fn admit_draft(&mut self, cfg: &FloodConfig, chat: i64, now_ms: u64) -> Result<(), u64> {
+        // A forced or earned penalty on the chat or the bot stops drafts too.
+        if let Some(g) = self.global.as_mut() {
+            refuse_during_penalty(g, cfg, now_ms)?;
+        }
+        if let Some(c) = self.chats.get_mut(&chat) {
+            refuse_during_penalty(c, cfg, now_ms)?;
+        }
+        let b = self
+            .drafts
+            .entry(chat)
+            .or_insert_with(|| Bucket::full(cfg.drafts_burst, now_ms));
+        refuse_during_penalty(b, cfg, now_ms)?;
+        if !cfg.enabled {
+            return Ok(());
+        }
+        b.refill(cfg.drafts_per_chat_per_sec, cfg.drafts_burst, now_ms);
+        if b.tokens < 1.0 {
+            return Err(b.start_penalty(cfg.drafts_per_chat_per_sec, now_ms));
+        }
+        b.tokens -= 1.0;
         Ok(())
     }
 
@@ -175,6 +211,27 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drafts_have_their_own_budget() {
+        let cfg = on();
+        let mut f = Flood::default();
+        // Four drafts at once, then one every 250 ms, never touching the message budget.
+        for i in 0..4 {
+            assert_eq!(f.admit_draft(&cfg, 1, 0), Ok(()), "draft {i}");
+        }
+        assert!(f.admit_draft(&cfg, 1, 0).is_err());
+        assert!(
+            f.admit_draft(&cfg, 1, 500).is_err(),
+            "the penalty runs its second"
+        );
+        assert_eq!(f.admit_draft(&cfg, 1, 1000), Ok(()));
+        assert_eq!(f.admit(&cfg, Some(1), 1000), Ok(()), "messages unaffected");
+        let mut f = Flood::default();
+        for t in (0..10_000).step_by(250) {
+            assert_eq!(f.admit_draft(&cfg, 2, t), Ok(()), "at {t} ms");
+        }
+    }
 
     fn on() -> FloodConfig {
         FloodConfig {

@@ -114,6 +114,9 @@ pub async fn bot_api(
     let forced: Option<ApiResult> = match plan.fault {
         Some((FaultKind::Http500, _)) => Some(Err(ApiError::internal())),
         Some((FaultKind::ThreadNotFound, _)) => Some(Err(ApiError::thread_not_found())),
+        Some((FaultKind::BadRequest, _)) => Some(Err(ApiError::bad_request(
+            "can't parse entities: refused by an injected fault",
+        ))),
         Some((FaultKind::Flood, secs)) => {
             let mut w = shared.lock();
             let now = w.clock.now_ms();
@@ -177,6 +180,16 @@ async fn run_method(
             api::check_documented(spec, params)?;
         }
         api::check_required(spec, params)?;
+        if api::is_draft(spec.name)
+            && let Ok(Some(chat)) = params.int("chat_id")
+        {
+            let now = w.clock.now_ms();
+            let cfg = w.settings.flood.clone();
+            w.bots[bot]
+                .flood
+                .admit_draft(&cfg, chat, now)
+                .map_err(ApiError::flood)?;
+        }
         if api::counts_for_flood(spec.name) {
             let now = w.clock.now_ms();
             let chat = params.int("chat_id").ok().flatten();

@@ -65,11 +65,16 @@ pub fn call(world: &mut World, bot: usize, spec: &MethodSpec, p: &Params) -> Api
 
 /// Whether a method counts against flood limits (sends and edits, as Telegram counts them).
 pub fn counts_for_flood(method: &str) -> bool {
-    (method.starts_with("send") && method != "sendChatAction")
+    (method.starts_with("send") && method != "sendChatAction" && !is_draft(method))
         || method.starts_with("edit")
         || method.starts_with("copy")
         || method.starts_with("forward")
         || method == "createForumTopic"
+}
+
+/// Draft updates, counted against their own budget.
+pub fn is_draft(method: &str) -> bool {
+    method == "sendMessageDraft" || method == "sendRichMessageDraft"
 }
 
 /// Strict mode: every parameter must be documented for the method.
