@@ -9,7 +9,7 @@
 //! |---|---|
 //! | nothing special | `echo: <text>` |
 //! | `[[slow]]` | the same, streamed word by word [`FakeLlmConfig::slow_delay`] apart |
-//! | `[[bash:CMD]]` | a call to pi's `bash` tool with `{"command": CMD}` |
+//! | `[[bash:CMD]]` | "Running `CMD`." then a call to pi's `bash` tool with `{"command": CMD}` |
 //! | `[[tool:NAME:{json}]]` | a call to the tool NAME with those arguments |
 //! | `[[error:CODE]]` | HTTP CODE with an OpenAI-style error body |
 //! | `[[reply:TEXT]]` | exactly TEXT (may span lines) |

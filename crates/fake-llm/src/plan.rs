@@ -19,12 +19,15 @@ pub enum Reply {
         /// Stream word by word with a delay between words.
         slow: bool,
     },
-    /// One call to the tool `name` with the JSON arguments `args`.
+    /// One call to the tool `name` with the JSON arguments `args`, after `text` if any (what a
+    /// model says before it calls a tool).
     ToolCall {
         /// Tool name, e.g. `bash`.
         name: String,
         /// Tool arguments (a JSON object for every pi tool).
         args: Value,
+        /// Text the same message has before the call.
+        text: Option<String>,
     },
     /// An HTTP error with an OpenAI-style error body.
     Error {
@@ -49,6 +52,16 @@ impl Reply {
         Self::ToolCall {
             name: name.into(),
             args,
+            text: None,
+        }
+    }
+
+    /// A call to `name` with `args`, after `text`.
+    pub fn tool_after(name: impl Into<String>, args: Value, text: impl Into<String>) -> Self {
+        Self::ToolCall {
+            name: name.into(),
+            args,
+            text: Some(text.into()),
         }
     }
 
@@ -190,7 +203,11 @@ pub fn plan(body: &Value) -> Reply {
         return Reply::error(status);
     }
     if let Some(command) = find_marker(&user, "[[bash:") {
-        return Reply::tool("bash", json!({ "command": command }));
+        return Reply::tool_after(
+            "bash",
+            json!({ "command": command }),
+            format!("Running `{command}`."),
+        );
     }
     if let Some(reply) = find_tool_marker(&user) {
         return reply;
@@ -330,7 +347,7 @@ mod tests {
     fn markers() {
         assert_eq!(
             plan(&user("run [[bash:echo a]] now")),
-            Reply::tool("bash", json!({ "command": "echo a" }))
+            Reply::tool_after("bash", json!({ "command": "echo a" }), "Running `echo a`.")
         );
         assert_eq!(
             plan(&user(r#"[[tool:read:{"path":"a.txt","x":{"y":1}}]]"#)),

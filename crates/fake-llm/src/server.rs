@@ -214,7 +214,11 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     let (reply, id) = shared.take_reply(&body);
     let answer = match &reply {
         Reply::Text { text, slow } => Answer::Text { text, slow: *slow },
-        Reply::ToolCall { name, args } => Answer::Tool { name, args },
+        Reply::ToolCall { name, args, text } => Answer::Tool {
+            name,
+            args,
+            text: text.as_deref(),
+        },
         Reply::Error { status, message } => {
             let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             return error_response(status, message, "fake_error");
@@ -240,8 +244,15 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
 
 /// A reply that is answered with a completion (errors are answered before).
 enum Answer<'a> {
-    Text { text: &'a str, slow: bool },
-    Tool { name: &'a str, args: &'a Value },
+    Text {
+        text: &'a str,
+        slow: bool,
+    },
+    Tool {
+        name: &'a str,
+        args: &'a Value,
+        text: Option<&'a str>,
+    },
 }
 
 struct Ids {
@@ -266,8 +277,8 @@ fn plain_response(answer: &Answer<'_>, ids: &Ids, prompt_tokens: u64) -> Respons
             "stop",
             plan::stream_pieces(text).len() as u64,
         ),
-        Answer::Tool { name, args } => (
-            json!({ "role": "assistant", "content": null, "tool_calls": [{
+        Answer::Tool { name, args, text } => (
+            json!({ "role": "assistant", "content": text, "tool_calls": [{
                 "id": ids.call, "type": "function",
                 "function": { "name": name, "arguments": args.to_string() },
             }]}),
@@ -322,7 +333,10 @@ fn stream_response(
             }
             ("stop", pieces.len() as u64)
         }
-        Answer::Tool { name, args } => {
+        Answer::Tool { name, args, text } => {
+            for piece in text.map(plan::stream_pieces).unwrap_or_default() {
+                events.push((Duration::ZERO, chunk(json!({ "content": piece }), None)));
+            }
             let args = args.to_string();
             events.push((
                 Duration::ZERO,

@@ -13,23 +13,25 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
-use store::threads::{self as tables, BindingState};
+use store::threads as tables;
 use store::turns::{self, Turn, TurnState};
-use store::{Connection, StoreError, instances, kv, outbox};
+use store::{Connection, StoreError, instances, kv};
 use threads::events;
 use tokio::sync::{mpsc, oneshot, watch};
-use wire::{TurnId, TurnResult};
+use wire::{PiEvent, TurnId, TurnResult};
 
+use crate::activity::{self, ToolRecord};
+use crate::answers;
 use crate::assistant::{self, Rendering};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
-use crate::delivery;
 use crate::error::HubError;
 use crate::handlers::{HELD_NOTICE, waits_notice_key};
 use crate::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
 };
 use crate::links;
+use crate::preview::PreviewMsg;
 use crate::texts;
 use crate::topics;
 use crate::wakes::Wakes;
@@ -50,6 +52,10 @@ struct Live {
     outstanding: Option<i64>,
     commands: mpsc::Sender<Command>,
     last_status: Option<String>,
+    /// Tools that finished since the last assistant message (shown as one activity message).
+    tools: Vec<ToolRecord>,
+    /// Arguments of tools running now, by call id.
+    tool_args: std::collections::HashMap<String, Value>,
 }
 
 impl Live {
@@ -68,6 +74,8 @@ pub struct Conductor {
     live: BTreeMap<InstanceId, Live>,
     /// How answers are shown (re-read when telegram.json changes).
     assistant: Arc<assistant::Watched>,
+    /// The preview task.
+    previews: mpsc::Sender<PreviewMsg>,
 }
 
 /// What an answer row needs.
@@ -87,6 +95,7 @@ impl Conductor {
         wakes: Wakes,
         epoch: Epoch,
         assistant: Arc<assistant::Watched>,
+        previews: mpsc::Sender<PreviewMsg>,
     ) -> Self {
         Self {
             db,
@@ -96,6 +105,7 @@ impl Conductor {
             epoch,
             live: BTreeMap::new(),
             assistant,
+            previews,
         }
     }
 
@@ -112,7 +122,10 @@ impl Conductor {
                 }
                 msg = self.rx.recv() => match msg {
                     // pi's streamed events change nothing dispatch looks at (one per token).
-                    Some(ConductorMsg::Link(_, LinkEvent::Pi { .. })) => continue,
+                    Some(ConductorMsg::Link(id, LinkEvent::Pi { turn, event })) => {
+                        self.pi_event(&id, turn, event).await?;
+                        continue;
+                    }
                     Some(m) => self.handle(m).await?,
                     None => return Ok(()),
                 },
@@ -228,7 +241,7 @@ impl Conductor {
         let cwd2 = cwd.clone();
         let live_count = self.live.len() + 1;
         let rendering = self.assistant.current().rendering;
-        let (id, identity, label, done_acks, outstanding) = self
+        let (id, identity, label, done_acks, outstanding, resumed) = self
             .db
             .write(move |tx| {
                 let n = instances::next_number(tx)?;
@@ -269,6 +282,15 @@ impl Conductor {
                     completed: &completed,
                 };
                 let (done_acks, outstanding) = reconcile_reported(tx, &reported, &ctx, now)?;
+                // A turn it carries on with gets its preview back.
+                let resumed = match outstanding
+                    .map(|n| turns::get(tx, n))
+                    .transpose()?
+                    .flatten()
+                {
+                    Some(t) => Some((t.id, answers::place_of_turn(tx, &t, &identity)?)),
+                    None => None,
+                };
                 // The person's selection stays theirs across restarts and reconnects; only a
                 // hub without one selects the first pi that connects.
                 let selected = match kv::get(tx, SELECTED)? {
@@ -302,9 +324,16 @@ impl Conductor {
                     }
                 }
                 crashpoint::hit("attach.before_commit");
-                Ok::<_, StoreError>((id, identity, label, done_acks, outstanding))
+                Ok::<_, StoreError>((id, identity, label, done_acks, outstanding, resumed))
             })
             .await?;
+        if let Some((turn, place)) = resumed {
+            let _ = self.previews.try_send(PreviewMsg::Begin {
+                turn,
+                chat: place.chat,
+                thread: place.thread,
+            });
+        }
         let id = InstanceId(id);
         tracing::info!(instance = %id, transport = transport.as_str(), identity = %identity, "instance connected");
         let _ = reply.send(id.clone());
@@ -326,6 +355,8 @@ impl Conductor {
                 outstanding,
                 commands,
                 last_status: None,
+                tools: Vec::new(),
+                tool_args: std::collections::HashMap::new(),
             },
         );
         self.wakes.sender.notify_one();
@@ -413,12 +444,38 @@ impl Conductor {
             None => return Ok(()),
         };
         let several = self.live.len() > 1;
+        // Nothing preview-like for this turn once its answer is queued.
+        self.fence(n).await;
+        let tools = self
+            .live
+            .get_mut(id)
+            .map(|l| std::mem::take(&mut l.tools))
+            .unwrap_or_default();
+        let settings = self.assistant.current();
         let now = now_ms();
         let r = result.clone();
-        let rendering = self.assistant.current().rendering;
+        let rendering = settings.rendering;
+        let show_tools = settings.activity.tools();
         self.db
             .write(move |tx| {
                 if let Some(t) = turns::get(tx, n)? {
+                    if show_tools && !tools.is_empty() && t.state != TurnState::Done {
+                        let place = answers::place_of_turn(tx, &t, &identity)?;
+                        let (h, p) = activity::tools_message(&tools);
+                        answers::enqueue_html(
+                            tx,
+                            place,
+                            (&h, &p),
+                            answers::Meta {
+                                purpose: &format!("tools:{n}:last"),
+                                source_update_id: t.source_update_id,
+                                identity: &identity,
+                                turn_id: Some(n),
+                                resend: false,
+                            },
+                            now,
+                        )?;
+                    }
                     let label = several.then_some(label.as_str());
                     finish(
                         tx,
@@ -451,6 +508,9 @@ impl Conductor {
         let Some(l) = self.live.remove(id) else {
             return Ok(());
         };
+        if let Some(turn) = l.outstanding {
+            self.fence(turn).await;
+        }
         tracing::info!(instance = %id, reason = ?reason, "instance gone");
         let others: Vec<(String, String)> = self
             .live
@@ -557,6 +617,192 @@ impl Conductor {
         Ok(())
     }
 
+    /// Ends a turn's previews, waiting (a little) until no preview call for it is in flight.
+    async fn fence(&self, turn: i64) {
+        let (fenced, done) = oneshot::channel();
+        let end = PreviewMsg::End { turn, fenced };
+        if tokio::time::timeout(FENCE_WAIT, self.previews.send(end))
+            .await
+            .is_ok_and(|r| r.is_ok())
+        {
+            let _ = tokio::time::timeout(FENCE_WAIT, done).await;
+        }
+    }
+
+    /// One of pi's streamed events: to the preview task, and what lasts into the outbox:
+    /// activity (tools, thinking), commentary before the final answer, and work pi did that
+    /// did not come from Telegram.
+    async fn pi_event(
+        &mut self,
+        id: &InstanceId,
+        turn: Option<TurnId>,
+        event: PiEvent,
+    ) -> Result<(), HubError> {
+        let Some(l) = self.live.get_mut(id) else {
+            return Ok(());
+        };
+        let turn = turn.as_ref().and_then(TurnId::number);
+        let kind = event
+            .0
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // pi names a tool's arguments when it starts, not when it ends.
+        let call = || {
+            event
+                .0
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if kind == "tool_execution_start" && turn.is_some() {
+            let args = event.0.get("args").cloned().unwrap_or(Value::Null);
+            l.tool_args.insert(call(), args);
+        }
+        if kind == "tool_execution_end" && turn.is_some() {
+            if let Some(mut r) = ToolRecord::from_event(&event.0) {
+                if let Some(args) = l.tool_args.remove(&call()) {
+                    r.args = args;
+                }
+                l.tools.push(r);
+            }
+        }
+        let message_end = kind == "message_end";
+        if let Some(n) = turn {
+            // Best effort: a full queue drops a delta; the next block end corrects the text.
+            let _ = self.previews.try_send(PreviewMsg::Event {
+                turn: n,
+                event: event.clone(),
+            });
+        }
+        if !message_end {
+            return Ok(());
+        }
+        let Some((text, stop, _)) = event.assistant_message() else {
+            return Ok(());
+        };
+        let thinking = event
+            .message()
+            .map(activity::thinking_of)
+            .unwrap_or_default();
+        let at = event
+            .message()
+            .and_then(|m| m.get("timestamp"))
+            .and_then(Value::as_i64)
+            .unwrap_or_else(now_ms);
+        let settings = self.assistant.current();
+        let tools = std::mem::take(&mut l.tools);
+        let identity = l.identity.clone();
+        let label = l.label.clone();
+        let several = self.live.len() > 1;
+        let now = now_ms();
+        let written = self
+            .db
+            .write(move |tx| {
+                let mut written = 0;
+                match turn {
+                    Some(n) => {
+                        let Some(t) = turns::get(tx, n)? else {
+                            return Ok(0);
+                        };
+                        if t.state == TurnState::Done {
+                            return Ok(0);
+                        }
+                        let place = answers::place_of_turn(tx, &t, &identity)?;
+                        let meta = |purpose: &'static str| answers::Meta {
+                            purpose,
+                            source_update_id: t.source_update_id,
+                            identity: &identity,
+                            turn_id: Some(n),
+                            resend: false,
+                        };
+                        if settings.activity.tools() && !tools.is_empty() {
+                            let (h, p) = activity::tools_message(&tools);
+                            let purpose = format!("tools:{n}:{at}");
+                            answers::enqueue_html(
+                                tx,
+                                place,
+                                (&h, &p),
+                                answers::Meta {
+                                    purpose: &purpose,
+                                    ..meta("")
+                                },
+                                now,
+                            )?;
+                            written += 1;
+                        }
+                        if settings.activity.thinking() && !thinking.trim().is_empty() {
+                            let (h, p) = activity::thinking_message(&thinking);
+                            let purpose = format!("thinking:{n}:{at}");
+                            answers::enqueue_html(
+                                tx,
+                                place,
+                                (&h, &p),
+                                answers::Meta {
+                                    purpose: &purpose,
+                                    ..meta("")
+                                },
+                                now,
+                            )?;
+                            written += 1;
+                        }
+                        // Text pi wrote before calling tools: delivered once, before the
+                        // final answer (which comes with the turn's result).
+                        if stop.as_deref() == Some("toolUse") && !text.trim().is_empty() {
+                            let purpose = format!("commentary:{n}:{at}");
+                            written += answers::enqueue_markdown(
+                                tx,
+                                place,
+                                text.trim(),
+                                settings.rendering,
+                                answers::Meta {
+                                    purpose: &purpose,
+                                    resend: true,
+                                    ..meta("")
+                                },
+                                now,
+                            )?;
+                        }
+                    }
+                    // Work that did not come from Telegram: pushed where this pi lives.
+                    None => {
+                        let pushed = matches!(stop.as_deref(), Some("stop" | "toolUse"));
+                        let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+                            return Ok(0);
+                        };
+                        if !settings.proactive_push || !pushed || text.trim().is_empty() {
+                            return Ok(0);
+                        }
+                        let place = answers::place_of_instance(tx, &identity, owner)?;
+                        let label = (several && !place.own_topic).then_some(label.as_str());
+                        let markdown = texts::local_work_markdown(label, text.trim());
+                        let purpose = format!("local:{identity}:{at}");
+                        written += answers::enqueue_markdown(
+                            tx,
+                            place,
+                            &markdown,
+                            settings.rendering,
+                            answers::Meta {
+                                purpose: &purpose,
+                                source_update_id: None,
+                                identity: &identity,
+                                turn_id: None,
+                                resend: true,
+                            },
+                            now,
+                        )?;
+                    }
+                }
+                Ok(written)
+            })
+            .await?;
+        if written > 0 {
+            self.wakes.sender.notify_one();
+        }
+        Ok(())
+    }
+
     /// Gives each ready instance its next queued turn.
     async fn dispatch(&mut self) -> Result<(), HubError> {
         let ready: Vec<InstanceId> = self
@@ -579,11 +825,12 @@ impl Conductor {
                         return Ok(None);
                     };
                     turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
+                    let place = answers::place_of_turn(tx, &t, &identity)?;
                     crashpoint::hit("dispatch.before_commit");
-                    Ok(Some(t))
+                    Ok(Some((t, place)))
                 })
                 .await?;
-            let Some(turn) = turn else { continue };
+            let Some((turn, place)) = turn else { continue };
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
@@ -602,6 +849,11 @@ impl Conductor {
             }
             // Busy-ness comes from pi's own events; `outstanding` alone keeps a second turn out.
             l.outstanding = Some(turn.id);
+            let _ = self.previews.try_send(PreviewMsg::Begin {
+                turn: turn.id,
+                chat: place.chat,
+                thread: place.thread,
+            });
             tracing::debug!(instance = %id, turn = turn.id, "dispatched");
             crashpoint::hit("dispatch.after_send");
         }
@@ -660,6 +912,9 @@ pub fn folder_of(identity: &str) -> &str {
         _ => identity,
     }
 }
+
+/// How long the conductor waits for the preview task to fence a turn.
+const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `gone_reason` of instances that were live when a hub stopped.
 const HUB_RESTARTED: &str = "the hub restarted";
@@ -802,56 +1057,26 @@ fn finish(
     if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
         return Ok(());
     }
-    // Threaded Mode: the answer goes to the instance's topic (waiting while that topic is being
-    // replaced); otherwise where the question was asked, labelled when several instances talk.
-    let binding = if topics::threaded(tx)? {
-        tables::binding(tx, ctx.identity)?
-    } else {
-        None
-    };
-    let (thread, label, waiting) = match &binding {
-        Some(b) => (Some(b.thread_id), None, b.state == BindingState::Lost),
-        None => (t.thread_id, ctx.label, false),
-    };
+    let place = answers::place_of_turn(tx, t, ctx.identity)?;
+    // In its own topic the instance is known; elsewhere a label says which pi answers when
+    // several talk.
+    let label = if place.own_topic { None } else { ctx.label };
     let markdown = texts::answer_markdown(label, &r.text, r.aborted, r.error.as_deref());
-    let target = delivery::Target {
-        chat_id: t.chat_id,
-        thread_id: thread,
-        reply_to: t.message_id.filter(|_| thread == t.thread_id),
-    };
-    for (i, plan) in delivery::plans(&markdown, ctx.rendering, &target)
-        .into_iter()
-        .enumerate()
-    {
-        let Some((method, params)) = plan.current() else {
-            continue;
-        };
-        let id = outbox::enqueue(
-            tx,
-            &outbox::NewRow {
-                chat_id: t.chat_id,
-                thread_id: thread,
-                method,
-                params,
-                purpose: &format!("answer:{}:{i}", t.id),
-                source_update_id: t.source_update_id,
-                // A final answer must arrive: after a crash mid-send it is sent again.
-                resend_if_unknown: true,
-                identity: Some(ctx.identity),
-                turn_id: Some(t.id),
-                plan: Some(&plan.to_value()),
-            },
-            now,
-        )?;
-        if let (Some(id), true) = (id, waiting) {
-            outbox::hold(
-                tx,
-                id,
-                topics::WAITING_FOR_THREAD,
-                "waiting for a new thread: the topic was deleted",
-            )?;
-        }
-    }
+    answers::enqueue_markdown(
+        tx,
+        place,
+        &markdown,
+        ctx.rendering,
+        answers::Meta {
+            purpose: &format!("answer:{}", t.id),
+            source_update_id: t.source_update_id,
+            identity: ctx.identity,
+            turn_id: Some(t.id),
+            // A final answer must arrive: after a crash mid-send it is sent again.
+            resend: true,
+        },
+        now,
+    )?;
     Ok(())
 }
 

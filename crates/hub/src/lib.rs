@@ -11,6 +11,8 @@
 //! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
+pub mod activity;
+pub mod answers;
 pub mod assistant;
 pub mod buttons;
 pub mod conductor;
@@ -27,6 +29,7 @@ pub mod lock;
 pub mod pairing;
 pub mod paths;
 pub mod poller;
+pub mod preview;
 pub mod secret;
 pub mod sender;
 pub mod serve;

@@ -238,6 +238,8 @@ pub async fn serve(
         opts.profile.clone(),
     ));
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
+    let (preview_tx, preview_rx) = mpsc::channel(4096);
     let wakes = Wakes::default();
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
     let conduct = {
@@ -248,9 +250,14 @@ pub async fn serve(
             wakes.clone(),
             epoch,
             assistant.clone(),
+            preview_tx,
         );
         tokio::spawn(conductor.run(stop_rx.clone()))
     };
+    let preview_task = tokio::spawn(
+        crate::preview::Previews::new(client.clone(), assistant.clone())
+            .run(preview_rx, stop_rx.clone()),
+    );
     let topic_task = {
         let topic_settings = TopicSettings {
             title_template: settings.thread_title.clone(),
@@ -334,6 +341,7 @@ pub async fn serve(
     let mut send = send;
     let mut conduct = conduct;
     let mut topic_task = topic_task;
+    let mut preview_task = preview_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
         r = &mut poll => Some(joined(r)),
@@ -341,6 +349,7 @@ pub async fn serve(
         r = &mut send => Some(joined(r)),
         r = &mut conduct => Some(joined(r)),
         r = &mut topic_task => Some(joined(r)),
+        r = &mut preview_task => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
@@ -351,6 +360,7 @@ pub async fn serve(
         ("sender", send),
         ("conductor", conduct),
         ("topics", topic_task),
+        ("previews", preview_task),
     ] {
         if task.is_finished() {
             continue;

@@ -200,6 +200,18 @@ pub fn answer_markdown(
     }
 }
 
+/// Work pi did that did not come from Telegram (a prompt typed in the terminal, a follow-up
+/// an extension started), pushed to Telegram: marked as such, with the instance's label when
+/// several pi share the chat.
+pub fn local_work_markdown(label: Option<&str>, text: &str) -> String {
+    use crate::delivery::escape_markdown;
+    let head = match label {
+        Some(l) => format!("💻 {l}, from the terminal:"),
+        None => "💻 From the terminal:".to_owned(),
+    };
+    format!("{}\n\n{text}", escape_markdown(&head))
+}
+
 /// The instance list for `/start`.
 pub fn instances_intro(labels: &[(String, String, bool)]) -> String {
     if labels.is_empty() {

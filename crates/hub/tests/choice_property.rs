@@ -93,7 +93,17 @@ async fn start_conductor(
         std::env::temp_dir().join("pi-telegram-no-such-config.json"),
         hub::paths::ProfileName::default_profile(),
     ));
-    let c = Conductor::new(db.clone(), rx, tx.clone(), wakes.clone(), epoch, settings);
+    // No preview task: previews are best effort and never block the conductor.
+    let (previews, _) = mpsc::channel(1);
+    let c = Conductor::new(
+        db.clone(),
+        rx,
+        tx.clone(),
+        wakes.clone(),
+        epoch,
+        settings,
+        previews,
+    );
     let task = tokio::spawn(c.run(stop_rx));
     (tx, stop_tx, task, epoch)
 }
