@@ -35,6 +35,8 @@ use crate::entities::{
 };
 use crate::utf16;
 
+use self::charref::Dialect;
+
 /// Text with entities, as Telegram stores a formatted message.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Parsed {
@@ -129,7 +131,7 @@ pub fn parse(input: &str) -> Result<Parsed, EntityParseError> {
     while i < bytes.len() {
         let c = bytes[i];
         if c == b'&'
-            && let Some((code, next)) = decode_reference(bytes, i)
+            && let Some((code, next)) = charref::decode_at(input, i, Dialect::Telegram)
         {
             match char::from_u32(code) {
                 Some(ch) => {
@@ -234,7 +236,8 @@ pub fn parse(input: &str) -> Result<Parsed, EntityParseError> {
                     let mut value = String::new();
                     while at(i) != quote && at(i) != 0 {
                         if at(i) == b'&'
-                            && let Some((code, next)) = decode_reference(bytes, i)
+                            && let Some((code, next)) =
+                                charref::decode_at(input, i, Dialect::Telegram)
                         {
                             // A lone surrogate can't be kept in a Rust string; Telegram would
                             // keep invalid UTF-8 here, which no valid link or id contains.
@@ -420,45 +423,208 @@ fn close_element(
     Ok(())
 }
 
-/// TDLib's `decode_html_entity` at `bytes[pos] == b'&'`: the code point and the index after
-/// the reference, or `None` when the `&` is literal.
-fn decode_reference(bytes: &[u8], pos: usize) -> Option<(u32, usize)> {
-    let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
-    let mut end = pos + 1;
-    let code = if at(pos + 1) == b'#' {
-        end += 1;
-        let mut code: u32 = 0;
-        if at(pos + 2) == b'x' {
+/// HTML character references (`&lt;`, `&#123;`, `&#x1F600;`), decoded for both HTML readers of
+/// the crate: Telegram's `parse_mode` ([`crate::html::parse`]) and the rich message tokenizer
+/// ([`crate::rich`]).
+///
+/// The two readers accept different references on purpose, see [`Dialect`]:
+/// `parse` must accept and reject exactly what Telegram does, while rich messages keep the
+/// readings their answers have always had. One function decodes both, so that the rules sit
+/// side by side and differ only where stated.
+pub(crate) mod charref {
+    /// Whose rules decide what a reference is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Dialect {
+        /// TDLib's `decode_html_entity`, what Telegram runs for `parse_mode=HTML`: names `lt`,
+        /// `gt`, `amp` and `quot` only, case-sensitive; the `;` is optional; numeric
+        /// references are decimal or hexadecimal with a lowercase `x`, shorter than 10 bytes
+        /// with the `&`, and between 1 and 0x10FFFE. Surrogates are returned as code points:
+        /// Telegram rejects a text containing one, which only the caller can report.
+        Telegram,
+        /// The rich message html form's lenient reading: the `;` is required within 32 bytes
+        /// of the `&`; `apos` and `nbsp` are known too; hexadecimal takes `x` or `X`; numbers
+        /// read as Rust reads a `u32` (a leading `+` is accepted) and must be a Unicode scalar
+        /// value (`&#0;` is one).
+        Rich,
+    }
+
+    /// Named references, and whether Telegram knows each (rich messages know all of them).
+    const NAMED: [(&str, char, bool); 6] = [
+        ("lt", '<', true),
+        ("gt", '>', true),
+        ("amp", '&', true),
+        ("quot", '"', true),
+        ("apos", '\'', false),
+        ("nbsp", '\u{a0}', false),
+    ];
+
+    /// The reference starting at `s[pos]`, an `&`: its code point and the byte offset just
+    /// after it, or `None` when the `&` is literal.
+    pub(crate) fn decode_at(s: &str, pos: usize, dialect: Dialect) -> Option<(u32, usize)> {
+        let (body, next) = match dialect {
+            Dialect::Telegram => telegram_extent(s, pos),
+            Dialect::Rich => rich_extent(s, pos)?,
+        };
+        let code = match body.strip_prefix('#') {
+            Some(number) => match dialect {
+                Dialect::Telegram => telegram_number(number)?,
+                Dialect::Rich => rich_number(number)?,
+            },
+            None => NAMED
+                .iter()
+                .find(|&&(name, _, telegram)| {
+                    name == body && (telegram || dialect == Dialect::Rich)
+                })
+                .map(|&(_, c, _)| u32::from(c))?,
+        };
+        Some((code, next))
+    }
+
+    /// `s` with its references decoded; an `&` that starts none, or one whose code point is
+    /// not a `char` (a surrogate, in the Telegram dialect), stays as written.
+    pub(crate) fn decode(s: &str, dialect: Dialect) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut i = 0;
+        while let Some(off) = s[i..].find('&') {
+            let amp = i + off;
+            out.push_str(&s[i..amp]);
+            let decoded = decode_at(s, amp, dialect)
+                .and_then(|(code, next)| Some((char::from_u32(code)?, next)));
+            match decoded {
+                Some((c, next)) => {
+                    out.push(c);
+                    i = next;
+                }
+                None => {
+                    out.push('&');
+                    i = amp + 1;
+                }
+            }
+        }
+        out.push_str(&s[i..]);
+        out
+    }
+
+    /// TDLib reads `&` then `#x` hex digits, `#` decimal digits or letters, then an optional
+    /// `;`: the text after the `&` up to the `;`, and where the reference ends.
+    fn telegram_extent(s: &str, pos: usize) -> (&str, usize) {
+        let bytes = s.as_bytes();
+        // TDLib walks a NUL-terminated string: reading past the end yields 0.
+        let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
+        let mut end = pos + 1;
+        if at(end) == b'#' {
             end += 1;
-            while let Some(digit) = char::from(at(end)).to_digit(16) {
-                code = code.wrapping_mul(16).wrapping_add(digit);
+            if at(end) == b'x' {
                 end += 1;
+                while at(end).is_ascii_hexdigit() {
+                    end += 1;
+                }
+            } else {
+                while at(end).is_ascii_digit() {
+                    end += 1;
+                }
             }
         } else {
-            while let Some(digit) = char::from(at(end)).to_digit(10) {
-                code = code.wrapping_mul(10).wrapping_add(digit);
+            while at(end).is_ascii_alphabetic() {
                 end += 1;
             }
         }
-        // Overlong references are rejected whatever their value, so wrapping is harmless.
-        if code == 0 || code >= 0x10ffff || end - pos >= 10 {
+        // Only ASCII was read, so `end` is a character boundary.
+        let body = s.get(pos + 1..end).unwrap_or_default();
+        let next = if at(end) == b';' { end + 1 } else { end };
+        (body, next)
+    }
+
+    /// `number` is what follows `&#`; TDLib's digits were checked by [`telegram_extent`].
+    fn telegram_number(number: &str) -> Option<u32> {
+        let (digits, radix) = match number.strip_prefix('x') {
+            Some(hex) => (hex, 16),
+            None => (number, 10),
+        };
+        let mut code: u32 = 0;
+        for digit in digits.chars().filter_map(|c| c.to_digit(radix)) {
+            code = code.wrapping_mul(radix).wrapping_add(digit);
+        }
+        // `&#` and the number make 10 bytes or more: rejected whatever the value, so the
+        // wrapping above is harmless.
+        let length = 2 + number.len();
+        if code == 0 || code >= 0x10ffff || length >= 10 {
             return None;
         }
-        code
-    } else {
-        while at(end).is_ascii_alphabetic() {
-            end += 1;
+        Some(code)
+    }
+
+    /// The rich reading: everything between the `&` and the first `;`, if that `;` is close.
+    fn rich_extent(s: &str, pos: usize) -> Option<(&str, usize)> {
+        let rest = s.get(pos..)?;
+        let semi = rest.find(';').filter(|&semi| semi <= 32)?;
+        Some((rest.get(1..semi)?, pos + semi + 1))
+    }
+
+    fn rich_number(number: &str) -> Option<u32> {
+        let code = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => number.parse().ok()?,
+        };
+        char::from_u32(code).map(u32::from)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn both(s: &str) -> (String, String) {
+            (decode(s, Dialect::Telegram), decode(s, Dialect::Rich))
         }
-        match &bytes[pos + 1..end] {
-            b"lt" => u32::from('<'),
-            b"gt" => u32::from('>'),
-            b"amp" => u32::from('&'),
-            b"quot" => u32::from('"'),
-            _ => return None,
+
+        #[test]
+        fn dialects_agree_on_the_common_references() {
+            for (input, decoded) in [
+                ("&lt;&gt;&amp;&quot;", "<>&\""),
+                ("&#65;&#x41;&#128512;", "AA\u{1F600}"),
+                ("a & b", "a & b"),
+                ("&bogus;", "&bogus;"),
+            ] {
+                assert_eq!(both(input), (decoded.into(), decoded.into()), "{input}");
+            }
         }
-    };
-    let next = if at(end) == b';' { end + 1 } else { end };
-    Some((code, next))
+
+        #[test]
+        fn dialects_differ_where_documented() {
+            let cases = [
+                // Telegram's `;` is optional, the rich one required.
+                ("&lt", "<", "&lt"),
+                ("&#65x", "Ax", "&#65x"),
+                // Names only the rich reading knows.
+                ("&nbsp;&apos;", "&nbsp;&apos;", "\u{a0}'"),
+                // Uppercase X, a leading +, zero, long zero padding.
+                ("&#X41;", "&#X41;", "A"),
+                ("&#+65;", "&#+65;", "A"),
+                ("&#0;", "&#0;", "\0"),
+                ("&#00000000065;", "&#00000000065;", "A"),
+                // Telegram's upper bound excludes U+10FFFF.
+                ("&#1114111;", "&#1114111;", "\u{10FFFF}"),
+                // A surrogate is no char: literal in both strings, Telegram's caller sees it.
+                ("&#xD83D;", "&#xD83D;", "&#xD83D;"),
+            ];
+            for (input, telegram, rich) in cases {
+                assert_eq!(both(input), (telegram.into(), rich.into()), "{input}");
+            }
+            assert_eq!(
+                decode_at("&#xD83D;", 0, Dialect::Telegram),
+                Some((0xD83D, 8))
+            );
+            assert_eq!(decode_at("&#xD83D;", 0, Dialect::Rich), None);
+        }
+
+        #[test]
+        fn rich_semicolon_must_be_near() {
+            let far = format!("&{};", "a".repeat(31));
+            assert_eq!(rich_extent(&far, 0).map(|(_, next)| next), Some(33));
+            let too_far = format!("&{};", "a".repeat(32));
+            assert_eq!(rich_extent(&too_far, 0), None);
+        }
+    }
 }
 
 /// TDLib's `to_integer<int32>`: optional `-`, leading digits, wrapping on overflow; 0 when
