@@ -392,3 +392,78 @@ fn in_threaded_mode_previews_and_answers_are_in_the_instances_topic() {
     assert_eq!(floods(env), 0);
     assert_eq!(hub.stop(), Some(0));
 }
+
+/// The hub is killed while a preview streams (`None`), or at a crash point; after the restart
+/// the answer arrives once and no preview of the finished turn follows it.
+fn crash_while_previewing(point: Option<&str>) {
+    let Some(s) = setup(false) else { return };
+    let env = &s.env;
+    let mut hub = match point {
+        Some(p) => env.serve_with(&[("PI_TELEGRAM_CRASH_AT", p)]),
+        None => env.serve(),
+    };
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let pi = pi_with_extension(&s, &project(&s.pi, "web"));
+    wait_text(env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    let prompt = "[[slow]] one two three four five six seven eight nine ten eleven twelve";
+    env.say(prompt);
+    match point {
+        None => {
+            // Killed while drafts stream.
+            wait_for("a draft with text", 60, || {
+                env.fake
+                    .control()
+                    .chat(Some(OWNER), None)
+                    .unwrap()
+                    .drafts
+                    .iter()
+                    .any(|d| d.draft.text.contains("three"))
+            });
+            hub.kill();
+        }
+        Some(p) => {
+            assert_eq!(
+                hub.wait(Duration::from_secs(60)),
+                None,
+                "{p}: the hub aborts"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(env.profile_dir().join("hub.sock"));
+    let mut hub = env.serve();
+    let answer = format!("echo: {prompt}");
+    wait_text(env, "the answer after the restart", |t| t == answer);
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = env.status();
+    let ambiguous = st["outbox"]["ambiguous"].as_i64().unwrap_or(0);
+    let copies = texts(env).iter().filter(|t| **t == answer).count();
+    assert!(
+        copies == 1
+            || (copies == 2 && ambiguous + st["outbox"]["resent"].as_i64().unwrap_or(0) > 0),
+        "answered {copies} times, status {st:#}"
+    );
+    assert_eq!(
+        prompts_containing(&s.llm, "eleven twelve"),
+        1,
+        "pi got the prompt once"
+    );
+    let final_req = last_send(env);
+    let after = previews_after(env, final_req.seq);
+    assert!(after.is_empty(), "previews after the answer: {after:#?}");
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn a_hub_killed_while_previews_stream_answers_once_and_previews_nothing_after() {
+    crash_while_previewing(None);
+}
+
+#[test]
+fn a_hub_killed_right_after_the_answer_was_queued_answers_once_and_previews_nothing_after() {
+    crash_while_previewing(Some("turn_done.after_commit"));
+}
