@@ -660,13 +660,14 @@ impl Conductor {
             let args = event.0.get("args").cloned().unwrap_or(Value::Null);
             l.tool_args.insert(call(), args);
         }
-        if kind == "tool_execution_end" && turn.is_some() {
-            if let Some(mut r) = ToolRecord::from_event(&event.0) {
-                if let Some(args) = l.tool_args.remove(&call()) {
-                    r.args = args;
-                }
-                l.tools.push(r);
+        if kind == "tool_execution_end"
+            && turn.is_some()
+            && let Some(mut r) = ToolRecord::from_event(&event.0)
+        {
+            if let Some(args) = l.tool_args.remove(&call()) {
+                r.args = args;
             }
+            l.tools.push(r);
         }
         let message_end = kind == "message_end";
         if let Some(n) = turn {

@@ -95,10 +95,9 @@ fn last_send(env: &Env) -> tg_fake::log::RequestEntry {
         .control()
         .requests(0, None)
         .into_iter()
-        .filter(|r| {
+        .rfind(|r| {
             r.status == Some(200) && (r.method == "sendRichMessage" || r.method == "sendMessage")
         })
-        .next_back()
         .unwrap()
 }
 
