@@ -101,6 +101,7 @@ pub async fn run() -> Result<(), HubError> {
     let control = fake.control().clone();
     let mut changes = control.changes();
     let mut shown = 0i64;
+    let mut drafts_shown = 0u64;
     let mut buttons: Vec<(i64, String)> = Vec::new();
     let connected = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
@@ -172,6 +173,7 @@ pub async fn run() -> Result<(), HubError> {
                 if changed.is_err() {
                     break;
                 }
+                show_drafts(&control, &mut drafts_shown);
                 show_new(&control, &mut shown, &mut buttons);
             }
         }
@@ -183,6 +185,23 @@ pub async fn run() -> Result<(), HubError> {
     }
     fake.shutdown().await;
     Ok(())
+}
+
+/// Prints the live preview (the draft the bot streams while pi works), each new state on a
+/// line of its own, as the tail of what it shows.
+fn show_drafts(control: &tg_fake::Control, shown: &mut u64) {
+    let Ok(chat) = control.chat(None, None) else {
+        return;
+    };
+    let since = *shown;
+    for d in chat.drafts.iter().filter(|d| d.draft.seq > since) {
+        *shown = d.draft.seq;
+        let text = d.draft.text.replace('\n', " ");
+        let n = text.chars().count();
+        let tail: String = text.chars().skip(n.saturating_sub(70)).collect();
+        let more = if n > 70 { "…" } else { "" };
+        println!("  ✎ {more}{tail}");
+    }
 }
 
 /// Prints the bot's messages that were not shown yet, with their buttons numbered.

@@ -466,3 +466,41 @@ fn a_hub_killed_while_previews_stream_answers_once_and_previews_nothing_after() 
 fn a_hub_killed_right_after_the_answer_was_queued_answers_once_and_previews_nothing_after() {
     crash_while_previewing(Some("turn_done.after_commit"));
 }
+
+#[test]
+fn without_draft_previews_typing_says_pi_works_and_stops_at_the_answer() {
+    let Some(s) = setup(false) else { return };
+    let env = &s.env;
+    write_config(env, json!({ "draftPreviews": false }));
+    let mut hub = start(&s);
+    env.spawn_pi(&project(&s.pi, "web"));
+    wait_text(env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    let since = env
+        .fake
+        .control()
+        .requests(0, None)
+        .last()
+        .map_or(0, |r| r.seq);
+    let prompt = "[[slow]] answer slowly without drafts please";
+    env.say(prompt);
+    wait_text(env, "the answer", |t| t == format!("echo: {prompt}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let reqs = env.fake.control().requests(since, None);
+    assert!(
+        !reqs.iter().any(|r| r.method.ends_with("Draft")),
+        "no drafts when they are switched off"
+    );
+    let typing = reqs
+        .iter()
+        .filter(|r| r.method == "sendChatAction" && r.params["action"] == json!("typing"))
+        .count();
+    assert!(typing >= 1, "typing while pi works");
+    let final_req = last_send(env);
+    assert!(
+        previews_after(env, final_req.seq).is_empty(),
+        "no typing after the answer"
+    );
+    assert_eq!(hub.stop(), Some(0));
+}
