@@ -245,7 +245,8 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		const starting = { ...turn, inputSeen: false, at: Date.now() };
 		G.starting = starting;
 		try {
-			pi.sendUserMessage(turn.text);
+			// "/template args" from Telegram runs like typed in pi: templates and commands expand.
+			pi.sendUserMessage(turn.text, { expandPromptTemplates: turn.text.startsWith("/") });
 		} catch {
 			// stale pi (shutting down): try again in the next session
 			if (G.starting === starting) G.starting = undefined;
@@ -330,6 +331,73 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		});
 	};
 
+	/** The hub's requests about pi itself (the menu, /model, /thinking, /compact, commands). */
+	const answerRequest = async (m: Json) => {
+		const c = ctx;
+		const fail = (e: unknown) => respond(m, false, undefined, e instanceof Error ? e.message : String(e));
+		try {
+			switch (m.type) {
+				case "get_stats": {
+					const usage = c?.getContextUsage();
+					respond(m, true, {
+						model: modelOf(c?.model),
+						thinking_level: pi.getThinkingLevel() ?? null,
+						context: usage ? { tokens: usage.tokens, contextWindow: usage.contextWindow, percent: usage.percent } : null,
+						cost: null,
+					});
+					return;
+				}
+				case "get_models": {
+					const models = (c?.modelRegistry.getAvailable() ?? []).map((x: AnyEvent) => ({
+						provider: String(x.provider ?? ""),
+						id: String(x.id ?? ""),
+						name: String(x.name ?? x.id ?? ""),
+					}));
+					respond(m, true, { models, current: modelOf(c?.model) });
+					return;
+				}
+				case "set_model": {
+					const model = c?.modelRegistry.find(String(m.provider ?? ""), String(m.model_id ?? ""));
+					if (!model) return fail(`no model ${String(m.provider)}/${String(m.model_id)}`);
+					const ok = await pi.setModel(model);
+					if (!ok) return fail(`no credentials for ${String(m.provider)}`);
+					respond(m, true, { model: modelOf(model) });
+					return;
+				}
+				case "get_thinking_levels": {
+					// pi clamps a level to what the model supports; these are the levels it offers.
+					const reasoning = Boolean((c?.model as AnyEvent)?.reasoning);
+					const levels = reasoning ? ["off", "minimal", "low", "medium", "high"] : ["off"];
+					respond(m, true, { levels, current: pi.getThinkingLevel() ?? null });
+					return;
+				}
+				case "set_thinking_level":
+					pi.setThinkingLevel(String(m.level ?? "off") as AnyEvent);
+					respond(m, true, { level: pi.getThinkingLevel() ?? null });
+					return;
+				case "get_commands": {
+					const commands = pi.getCommands().map((x: AnyEvent) => ({
+						name: String(x.name ?? ""),
+						description: typeof x.description === "string" ? x.description : null,
+						source: String(x.source ?? ""),
+					}));
+					respond(m, true, { commands });
+					return;
+				}
+				case "compact":
+					if (!c) return fail("pi has no session");
+					c.compact({
+						onComplete: (result: AnyEvent) =>
+							respond(m, true, { tokensBefore: result?.tokensBefore ?? null, summary: result?.summary ?? null }),
+						onError: (e: Error) => fail(e),
+					});
+					return;
+			}
+		} catch (e) {
+			fail(e);
+		}
+	};
+
 	const onHubMessage = (m: Json) => {
 		switch (m.type) {
 			case "prompt":
@@ -346,6 +414,15 @@ export default function piTelegram(pi: ExtensionAPI): void {
 			}
 			case "get_state":
 				respond(m, true, stateFields());
+				return;
+			case "get_stats":
+			case "get_models":
+			case "set_model":
+			case "get_thinking_levels":
+			case "set_thinking_level":
+			case "get_commands":
+			case "compact":
+				void answerRequest(m);
 				return;
 			case "notify": {
 				const level: Level = m.level === "warning" || m.level === "error" ? m.level : "info";

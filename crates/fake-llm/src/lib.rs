@@ -41,7 +41,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
-pub use pi_config::{MODEL_ID, PROVIDER, write_pi_agent_config};
+pub use pi_config::{MODEL_ID, PROVIDER, REASONING_MODEL_ID, write_pi_agent_config};
 pub use plan::{Reply, ScriptEntryError};
 
 /// The default delay between words of a `[[slow]]` reply.

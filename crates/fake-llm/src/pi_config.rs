@@ -11,6 +11,9 @@ pub const PROVIDER: &str = "fake";
 /// The model id the written `models.json` declares (and the fake's default model id).
 pub const MODEL_ID: &str = "fake-model";
 
+/// A second model the written `models.json` declares, with reasoning (thinking levels).
+pub const REASONING_MODEL_ID: &str = "fake-reasoner";
+
 /// Writes `models.json` and `settings.json` into pi's agent dir (`PI_CODING_AGENT_DIR`, created
 /// if missing) so that pi uses the fake at `base_url` (e.g. [`crate::FakeLlm::base_url`]) by
 /// default, with no thinking, no project trust, a quiet startup, and compaction settings small
@@ -30,7 +33,7 @@ pub fn write_pi_agent_config(agent_dir: &Path, base_url: &str) -> io::Result<()>
         "apiKey": "fake-key",
         "compat": {
             "supportsDeveloperRole": false,
-            "supportsReasoningEffort": false,
+            "supportsReasoningEffort": true,
             "supportsStore": false,
         },
         "models": [{
@@ -41,6 +44,15 @@ pub fn write_pi_agent_config(agent_dir: &Path, base_url: &str) -> io::Result<()>
             "contextWindow": 32000,
             "maxTokens": 4096,
             "cost": { "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0 },
+        }, {
+            // A second model, with reasoning: something to switch to, and thinking levels.
+            "id": REASONING_MODEL_ID,
+            "name": "Fake Reasoner",
+            "reasoning": true,
+            "input": ["text"],
+            "contextWindow": 64000,
+            "maxTokens": 4096,
+            "cost": { "input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0 },
         }],
     });
     update_object(&mut models, "providers", |providers| {

@@ -40,6 +40,119 @@ pub enum Button {
         /// `true`: create a new thread; `false`: forget it.
         create: bool,
     },
+    /// Open a section of the menu (edits the menu message).
+    Menu {
+        /// The instance it is about (`None`: pick one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<String>,
+        /// The section.
+        section: Section,
+    },
+    /// Switch an instance's model.
+    Model {
+        /// The instance.
+        identity: String,
+        /// Provider.
+        provider: String,
+        /// Model id.
+        id: String,
+    },
+    /// Set an instance's thinking level.
+    Thinking {
+        /// The instance.
+        identity: String,
+        /// The level.
+        level: String,
+    },
+    /// Change a waiting turn.
+    Queue {
+        /// The turn.
+        turn: i64,
+        /// What to do.
+        op: QueueOp,
+    },
+    /// Change an `assistant` setting in telegram.json.
+    Setting {
+        /// The key under `assistant`.
+        key: String,
+        /// The new value (a JSON string or boolean, as text).
+        value: String,
+    },
+    /// Confirm a compaction.
+    Compact {
+        /// The instance.
+        identity: String,
+    },
+    /// Close a question without doing anything.
+    Dismiss,
+}
+
+/// A section of the menu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    /// The overview with the section buttons.
+    Main,
+    /// Instance, folder, model, thinking, busy/idle, queue, context, cost.
+    Status,
+    /// The models to switch to.
+    Model,
+    /// The thinking levels.
+    Thinking,
+    /// The waiting prompts.
+    Queue,
+    /// The `assistant` settings.
+    Settings,
+    /// The instances (switch, or their topics).
+    Instances,
+    /// What the bot does and its commands.
+    Help,
+}
+
+impl Section {
+    /// From a command name (`/model` opens the model section).
+    pub fn of_command(name: &str) -> Option<Section> {
+        Some(match name {
+            "start" => Self::Main,
+            "status" => Self::Status,
+            "model" => Self::Model,
+            "thinking" => Self::Thinking,
+            "queue" => Self::Queue,
+            "settings" => Self::Settings,
+            "help" => Self::Help,
+            _ => return None,
+        })
+    }
+
+    /// The name on its button.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Main => "Menu",
+            Self::Status => "Status",
+            Self::Model => "Model",
+            Self::Thinking => "Thinking",
+            Self::Queue => "Queue",
+            Self::Settings => "Settings",
+            Self::Instances => "Instances",
+            Self::Help => "Help",
+        }
+    }
+}
+
+/// What a queue button does to a waiting turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueOp {
+    /// To the tail of the priority lane.
+    Priority,
+    /// To the tail of the normal lane.
+    Normal,
+    /// Dropped when dispatch reaches it.
+    Skip,
+    /// Not skipped any more.
+    Keep,
+    /// Removed now.
+    Remove,
 }
 
 impl Button {
@@ -117,6 +230,19 @@ mod tests {
             Button::Intent {
                 id: 3,
                 create: false,
+            },
+            Button::Menu {
+                identity: Some("/a".into()),
+                section: Section::Queue,
+            },
+            Button::Queue {
+                turn: 4,
+                op: QueueOp::Skip,
+            },
+            Button::Model {
+                identity: "/a".into(),
+                provider: "p".into(),
+                id: "m:1".into(),
             },
         ];
         for b in all {

@@ -21,23 +21,20 @@ use tokio::sync::{mpsc, oneshot, watch};
 use wire::{PiEvent, TurnId, TurnResult};
 
 use crate::activity::{self, ToolRecord};
-use crate::answers;
 use crate::assistant::{self, Rendering};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
-use crate::handlers::{HELD_NOTICE, waits_notice_key};
 use crate::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
 };
 use crate::links;
+use crate::names::label_of;
+use crate::outbound;
 use crate::preview::PreviewMsg;
+use crate::state::{self, HELD_NOTICE, HUB_RESTARTED, SELECTED, waits_notice_key};
 use crate::texts;
-use crate::topics;
 use crate::wakes::Wakes;
-
-/// Key of the identity new owner messages go to (classic mode).
-pub const SELECTED: &str = "classic.selected";
 
 #[derive(Debug)]
 struct Live {
@@ -160,12 +157,13 @@ impl Conductor {
                 for ((chat, thread), list) in &by_place {
                     let prompts: Vec<String> = list.iter().map(|t| t.text.clone()).collect();
                     let first = list.first().map_or(0, |t| t.id);
-                    topics::notice(
+                    outbound::notice(
                         tx,
                         *chat,
                         *thread,
                         &texts::restart_interrupted(&prompts),
                         &format!("notice:interrupted:{first}"),
+                        now_ms(),
                     )?;
                 }
                 Ok(by_place.len())
@@ -192,7 +190,7 @@ impl Conductor {
             ConductorMsg::ResolveIntent(intent, create, reply) => {
                 let result = self
                     .db
-                    .write(move |tx| topics::resolve_intent(tx, intent, create))
+                    .write(move |tx| crate::topics::resolve_intent(tx, intent, create))
                     .await?;
                 self.wakes.topics.notify_one();
                 let _ = reply.send(match result {
@@ -250,7 +248,7 @@ impl Conductor {
                 let label = label_of(&identity);
                 // Was it live when the last hub stopped? Then this is a reconnect the person
                 // did not ask for, and it is quiet.
-                let returning = returning(tx, &identity)?;
+                let returning = state::returning(tx, &identity)?;
                 instances::insert(
                     tx,
                     &instances::InstanceRow {
@@ -288,7 +286,7 @@ impl Conductor {
                     .transpose()?
                     .flatten()
                 {
-                    Some(t) => Some((t.id, answers::place_of_turn(tx, &t, &identity)?)),
+                    Some(t) => Some((t.id, outbound::place_of_turn(tx, &t, &identity)?)),
                     None => None,
                 };
                 // The person's selection stays theirs across restarts and reconnects; only a
@@ -307,7 +305,7 @@ impl Conductor {
                 kv::delete(tx, &waits_notice_key(&identity))?;
                 if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
                     // In Threaded Mode the instance's own topic greets it (the topics task).
-                    let text = if topics::threaded(tx)? {
+                    let text = if state::threaded(tx)? {
                         (handed > 0).then(|| texts::took_waiting(&label, handed, true))
                     } else if returning {
                         (handed > 0).then(|| texts::took_waiting(&label, handed, false))
@@ -320,7 +318,14 @@ impl Conductor {
                         ))
                     };
                     if let Some(text) = text {
-                        topics::notice(tx, owner, None, &text, &format!("notice:connected:{id}"))?;
+                        outbound::notice(
+                            tx,
+                            owner,
+                            None,
+                            &text,
+                            &format!("notice:connected:{id}"),
+                            now_ms(),
+                        )?;
                     }
                 }
                 crashpoint::hit("attach.before_commit");
@@ -460,13 +465,13 @@ impl Conductor {
             .write(move |tx| {
                 if let Some(t) = turns::get(tx, n)? {
                     if show_tools && !tools.is_empty() && t.state != TurnState::Done {
-                        let place = answers::place_of_turn(tx, &t, &identity)?;
+                        let place = outbound::place_of_turn(tx, &t, &identity)?;
                         let (h, p) = activity::tools_message(&tools);
-                        answers::enqueue_html(
+                        outbound::enqueue_html(
                             tx,
                             place,
                             (&h, &p),
-                            answers::Meta {
+                            outbound::Meta {
                                 purpose: &format!("tools:{n}:last"),
                                 source_update_id: t.source_update_id,
                                 identity: &identity,
@@ -535,12 +540,13 @@ impl Conductor {
                         .filter(|t| t.instance_id.as_deref() == Some(key.as_str()))
                     {
                         if turns::mark_interrupted(tx, t.id, &detail, now)? {
-                            topics::notice(
+                            outbound::notice(
                                 tx,
                                 t.chat_id,
                                 t.thread_id,
                                 &texts::turn_interrupted(&l.label, &t.text),
                                 &format!("notice:interrupted:{}", t.id),
+                                now_ms(),
                             )?;
                         }
                     }
@@ -567,7 +573,7 @@ impl Conductor {
                     .map_or(0, |(_, n)| n);
                 // The binding: kept (offline) for a lost connection, released with proof for a
                 // disconnect. Each notice says what happens in the place it is posted.
-                let threaded = topics::threaded(tx)?;
+                let threaded = state::threaded(tx)?;
                 let topic = if disconnected {
                     events::disconnected(tx, &l.identity, epoch, now)?;
                     None
@@ -585,28 +591,31 @@ impl Conductor {
                 let purpose = format!("notice:gone:{key}");
                 match (threaded, topic) {
                     // In its own topic, where messages wait for it.
-                    (true, Some((chat, thread))) => topics::notice(
+                    (true, Some((chat, thread))) => outbound::notice(
                         tx,
                         chat,
                         Some(thread),
                         &texts::topic_went_offline(&l.label, &why, &cwd, queued),
                         &purpose,
+                        now_ms(),
                     )?,
                     // In the main chat, where every message is asked about.
-                    (true, None) => topics::notice(
+                    (true, None) => outbound::notice(
                         tx,
                         owner,
                         None,
                         &texts::threaded_gone(&l.label, &why, queued, disconnected),
                         &purpose,
+                        now_ms(),
                     )?,
                     // Classic mode: the one chat, where the selection decides.
-                    (false, _) => topics::notice(
+                    (false, _) => outbound::notice(
                         tx,
                         owner,
                         None,
                         &texts::instance_gone(&l.label, &why, queued, now_selected.as_deref()),
                         &purpose,
+                        now_ms(),
                     )?,
                 }
                 Ok(())
@@ -710,8 +719,8 @@ impl Conductor {
                         if t.state == TurnState::Done {
                             return Ok(0);
                         }
-                        let place = answers::place_of_turn(tx, &t, &identity)?;
-                        let meta = |purpose: &'static str| answers::Meta {
+                        let place = outbound::place_of_turn(tx, &t, &identity)?;
+                        let meta = |purpose: &'static str| outbound::Meta {
                             purpose,
                             source_update_id: t.source_update_id,
                             identity: &identity,
@@ -721,11 +730,11 @@ impl Conductor {
                         if settings.activity.tools() && !tools.is_empty() {
                             let (h, p) = activity::tools_message(&tools);
                             let purpose = format!("tools:{n}:{at}");
-                            answers::enqueue_html(
+                            outbound::enqueue_html(
                                 tx,
                                 place,
                                 (&h, &p),
-                                answers::Meta {
+                                outbound::Meta {
                                     purpose: &purpose,
                                     ..meta("")
                                 },
@@ -736,11 +745,11 @@ impl Conductor {
                         if settings.activity.thinking() && !thinking.trim().is_empty() {
                             let (h, p) = activity::thinking_message(&thinking);
                             let purpose = format!("thinking:{n}:{at}");
-                            answers::enqueue_html(
+                            outbound::enqueue_html(
                                 tx,
                                 place,
                                 (&h, &p),
-                                answers::Meta {
+                                outbound::Meta {
                                     purpose: &purpose,
                                     ..meta("")
                                 },
@@ -752,12 +761,12 @@ impl Conductor {
                         // final answer (which comes with the turn's result).
                         if stop.as_deref() == Some("toolUse") && !text.trim().is_empty() {
                             let purpose = format!("commentary:{n}:{at}");
-                            written += answers::enqueue_markdown(
+                            written += outbound::enqueue_markdown(
                                 tx,
                                 place,
                                 text.trim(),
                                 settings.rendering,
-                                answers::Meta {
+                                outbound::Meta {
                                     purpose: &purpose,
                                     resend: true,
                                     ..meta("")
@@ -775,16 +784,16 @@ impl Conductor {
                         if !settings.proactive_push || !pushed || text.trim().is_empty() {
                             return Ok(0);
                         }
-                        let place = answers::place_of_instance(tx, &identity, owner)?;
+                        let place = outbound::place_of_instance(tx, &identity, owner)?;
                         let label = (several && !place.own_topic).then_some(label.as_str());
                         let markdown = texts::local_work_markdown(label, text.trim());
                         let purpose = format!("local:{identity}:{at}");
-                        written += answers::enqueue_markdown(
+                        written += outbound::enqueue_markdown(
                             tx,
                             place,
                             &markdown,
                             settings.rendering,
-                            answers::Meta {
+                            outbound::Meta {
                                 purpose: &purpose,
                                 source_update_id: None,
                                 identity: &identity,
@@ -826,7 +835,7 @@ impl Conductor {
                         return Ok(None);
                     };
                     turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
-                    let place = answers::place_of_turn(tx, &t, &identity)?;
+                    let place = outbound::place_of_turn(tx, &t, &identity)?;
                     crashpoint::hit("dispatch.before_commit");
                     Ok(Some((t, place)))
                 })
@@ -892,43 +901,8 @@ impl Conductor {
     }
 }
 
-/// The name people see for an identity: the project folder's name (plus `#n` for a second pi
-/// in the same folder).
-pub fn label_of(identity: &str) -> String {
-    let (path, suffix) = match identity.rsplit_once('#') {
-        Some((p, n)) if n.bytes().all(|b| b.is_ascii_digit()) => (p, format!(" #{n}")),
-        _ => (identity, String::new()),
-    };
-    let name = Path::new(path)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(path);
-    format!("{name}{suffix}")
-}
-
-/// The folder of an identity (`/p#2` -> `/p`).
-pub fn folder_of(identity: &str) -> &str {
-    match identity.rsplit_once('#') {
-        Some((p, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => p,
-        _ => identity,
-    }
-}
-
 /// How long the conductor waits for the preview task to fence a turn.
 const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// `gone_reason` of instances that were live when a hub stopped.
-const HUB_RESTARTED: &str = "the hub restarted";
-
-/// Whether `identity` is a pi with the extension that was live when the last hub stopped and
-/// has not reconnected yet: it reconnects on its own, so waiting for it is quiet.
-pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
-    Ok(instances::last_of(tx, identity)?.is_some_and(|r| {
-        r.state == "gone"
-            && r.transport == Transport::Shim.as_str()
-            && r.gone_reason.as_deref() == Some(HUB_RESTARTED)
-    }))
-}
 
 /// What a connecting instance reports about turns it had.
 struct Reported<'a> {
@@ -979,12 +953,13 @@ fn reconcile_reported(
         {
             // The process that had it is gone for good.
             if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
-                topics::notice(
+                outbound::notice(
                     tx,
                     t.chat_id,
                     t.thread_id,
                     &texts::turn_interrupted(&label_of(r.identity), &t.text),
                     &format!("notice:interrupted:{}", t.id),
+                    now_ms(),
                 )?;
             }
         }
@@ -1058,17 +1033,17 @@ fn finish(
     if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
         return Ok(());
     }
-    let place = answers::place_of_turn(tx, t, ctx.identity)?;
+    let place = outbound::place_of_turn(tx, t, ctx.identity)?;
     // In its own topic the instance is known; elsewhere a label says which pi answers when
     // several talk.
     let label = if place.own_topic { None } else { ctx.label };
     let markdown = texts::answer_markdown(label, &r.text, r.aborted, r.error.as_deref());
-    answers::enqueue_markdown(
+    outbound::enqueue_markdown(
         tx,
         place,
         &markdown,
         ctx.rendering,
-        answers::Meta {
+        outbound::Meta {
             purpose: &format!("answer:{}", t.id),
             source_update_id: t.source_update_id,
             identity: ctx.identity,
@@ -1079,16 +1054,4 @@ fn finish(
         now,
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels() {
-        assert_eq!(label_of("/home/me/web"), "web");
-        assert_eq!(label_of("/home/me/web#2"), "web #2");
-        assert_eq!(label_of("/"), "/");
-    }
 }

@@ -315,6 +315,24 @@ impl ConfigFile {
         self.set_profile_key(name, "apiBase", Value::String(base.to_owned()));
     }
 
+    /// Sets `assistant.<key>` at the top level (where the reference keeps it), keeping every
+    /// other key. A profile's own `assistant.<key>` would hide it, so that one goes.
+    pub fn set_assistant(&mut self, profile: &ProfileName, key: &str, value: Value) {
+        if !matches!(self.doc.get("assistant"), Some(Value::Object(_))) {
+            self.doc
+                .insert("assistant".into(), Value::Object(Map::new()));
+        }
+        if let Some(Value::Object(a)) = self.doc.get_mut("assistant") {
+            a.insert(key.into(), value);
+        }
+        if let Some(Value::Object(profiles)) = self.doc.get_mut("profiles")
+            && let Some(Value::Object(p)) = profiles.get_mut(profile.as_str())
+            && let Some(Value::Object(a)) = p.get_mut("assistant")
+        {
+            a.remove(key);
+        }
+    }
+
     /// Sets the top-level `hubBinary` (the binary the extension starts when no hub runs).
     pub fn set_hub_binary(&mut self, path: &str) {
         self.doc

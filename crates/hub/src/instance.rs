@@ -40,8 +40,35 @@ impl Transport {
     }
 }
 
+/// What the hub asks an instance and waits for the answer to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Model, thinking level, context use and cost, as far as pi reports them.
+    Stats,
+    /// The models it can use, and the current one.
+    Models,
+    /// Switch to a model.
+    SetModel {
+        /// Provider.
+        provider: String,
+        /// Model id.
+        id: String,
+    },
+    /// The thinking levels of the current model, and the current level.
+    ThinkingLevels,
+    /// Set the thinking level.
+    SetThinking(String),
+    /// Its commands: prompt templates, extension commands, skills.
+    Commands,
+    /// Compact the session (answers when the compaction is over).
+    Compact,
+}
+
+/// Where the answer to a [`Request`] goes.
+pub type Answer = oneshot::Sender<Result<serde_json::Value, String>>;
+
 /// What the hub asks of an instance.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Command {
     /// Run a turn.
     Prompt {
@@ -65,6 +92,8 @@ pub enum Command {
     SetStatus(Option<String>),
     /// Close the link (the reason is shown where possible).
     Close(String),
+    /// Ask something and wait for the answer.
+    Request(Request, Answer),
 }
 
 /// Why an instance left.

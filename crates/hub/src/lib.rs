@@ -12,7 +12,6 @@
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
-pub mod answers;
 pub mod assistant;
 pub mod buttons;
 pub mod conductor;
@@ -26,6 +25,9 @@ pub mod handlers;
 pub mod instance;
 pub mod links;
 pub mod lock;
+pub mod menu;
+pub mod names;
+pub mod outbound;
 pub mod pairing;
 pub mod paths;
 pub mod poller;
@@ -34,6 +36,7 @@ pub mod secret;
 pub mod sender;
 pub mod serve;
 pub mod setup;
+pub mod state;
 pub mod status;
 pub mod texts;
 pub mod threads_cli;

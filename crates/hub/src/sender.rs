@@ -217,7 +217,7 @@ async fn send_one(
                     let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
                     if threaded && bound {
                         // Pending again, so the hold below takes this row with the others.
-                        outbox::mark_retry(tx, id, topics::WAITING_FOR_THREAD, &text, now)?;
+                        outbox::mark_retry(tx, id, crate::state::WAITING_FOR_THREAD, &text, now)?;
                         topics::topic_gone(tx, chat, thread, now)?;
                     } else {
                         outbox::move_to_main_chat(tx, id, &text, now)?;

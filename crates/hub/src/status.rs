@@ -272,7 +272,7 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             .into_iter()
             .map(|(s, n)| (s.as_str().to_owned(), n))
             .collect();
-        let selected = kv::get(c, crate::conductor::SELECTED)?;
+        let selected = kv::get(c, crate::state::SELECTED)?;
         st.instances = instances::recent(c, 20)?
             .into_iter()
             .map(|i| InstanceStatus {

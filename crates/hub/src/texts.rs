@@ -6,8 +6,12 @@ pub fn help(bot_username: &str) -> String {
         "pi-telegram is running for @{bot_username}.\n\n\
          To work with pi from here, open a terminal where pi runs and type /telegram-connect \
          (install the extension once with `pi-telegram install-extension`).\n\n\
-         Messages you send before a pi instance connects are kept and handed over in order.\n\n\
-         Commands: /help shows this."
+         Messages you send before a pi instance connects are kept and handed over in order. \
+         React 👍 to a waiting message to move it to the front, 👎 to skip it; edit it to change \
+         what pi gets.\n\n\
+         Commands: /start the menu · /status · /model · /thinking · /queue · /settings · /abort \
+         the running turn · /stop it and drop what waits · /next · /continue · /compact · /help \
+         this. pi's prompt templates work as commands too."
     )
 }
 
@@ -189,8 +193,10 @@ pub fn answer_markdown(
     use crate::delivery::escape_markdown;
     let body = match (text.trim().is_empty(), error, aborted) {
         (true, Some(e), _) => escape_markdown(&format!("pi reported an error: {e}")),
-        (true, None, true) => escape_markdown("(aborted before answering)"),
+        (true, None, true) => escape_markdown("⏹ Aborted before answering."),
         (true, None, false) => escape_markdown("(pi finished without a text answer)"),
+        // The answer so far, marked.
+        (false, _, true) => format!("{}\n\n{}", text.trim(), escape_markdown("⏹ Aborted.")),
         _ => text.trim().to_owned(),
     };
     match label {
@@ -366,4 +372,111 @@ pub fn moved_here(label: &str, cwd: &str) -> String {
 /// A button for an intent that was settled already.
 pub fn intent_settled() -> String {
     "That was settled already.".to_owned()
+}
+
+/// An edit of a message pi has already.
+pub fn edit_too_late() -> String {
+    "pi has this message already, so the edit does not reach it. Send a new message instead."
+        .to_owned()
+}
+
+/// A control about a pi that is not connected.
+pub fn not_connected(label: &str) -> String {
+    format!("pi {label} is not connected.")
+}
+
+/// A menu about an instance, where there is none.
+pub fn no_instance_here() -> String {
+    "No pi instance is connected here. In a terminal where pi runs, type /telegram-connect."
+        .to_owned()
+}
+
+/// A control in a place that does not say which pi it is for.
+pub fn which_pi(command: &str) -> String {
+    format!(
+        "Which pi? Use /{command} in the thread of the pi you mean (or open /start to see them)."
+    )
+}
+
+/// What `/abort`, `/stop` or `/next` did.
+pub fn stopped(
+    label: &str,
+    stop: bool,
+    running: bool,
+    dropped: usize,
+    waiting: usize,
+    next: bool,
+) -> String {
+    let mut t = if running {
+        format!("⏹ Aborting {label}'s current turn; its answer so far comes marked as aborted.")
+    } else {
+        format!("Nothing is running on {label}.")
+    };
+    if stop {
+        t.push_str(&format!(" Dropped {dropped} waiting message(s)."));
+    } else if next && waiting > 0 {
+        t.push_str(&format!(
+            " Its next waiting message goes next ({waiting} waiting)."
+        ));
+    } else if next {
+        t.push_str(" Nothing is waiting for it.");
+    } else if waiting > 0 {
+        t.push_str(&format!(" {waiting} message(s) still wait for it."));
+    }
+    t
+}
+
+/// The question before a compaction.
+pub fn compact_question(label: &str) -> String {
+    format!(
+        "Compact {label}'s session? pi summarises the conversation so far and continues from the \
+         summary."
+    )
+}
+
+/// A command nobody knows.
+pub fn unknown_command(cmd: &str) -> String {
+    format!("/{cmd} is not a command here or in pi, so it was not sent. /help lists the commands.")
+}
+
+/// A queue button did its job.
+pub fn queue_changed(op: crate::buttons::QueueOp) -> String {
+    use crate::buttons::QueueOp;
+    match op {
+        QueueOp::Priority => "Moved to the front lane",
+        QueueOp::Normal => "Back in the normal lane",
+        QueueOp::Skip => "It will be skipped",
+        QueueOp::Keep => "It will run",
+        QueueOp::Remove => "Removed",
+    }
+    .to_owned()
+}
+
+/// A queue button for a prompt pi has already.
+pub fn queue_too_late() -> String {
+    "pi has that message already.".to_owned()
+}
+
+/// A skipped prompt, dropped without a model turn.
+pub fn skipped(prompt: &str) -> String {
+    let short: String = prompt.chars().take(80).collect();
+    let more = if prompt.chars().count() > 80 {
+        "…"
+    } else {
+        ""
+    };
+    format!("⏭ Skipped \"{short}{more}\": it did not reach pi.")
+}
+
+/// The outcome of a compaction.
+pub fn compacted(label: &str, tokens_before: Option<u64>) -> String {
+    match tokens_before {
+        Some(t) => format!("✓ {label}'s session is compacted (it had {t} tokens of context)."),
+        None => format!("✓ {label}'s session is compacted."),
+    }
+}
+
+/// A compaction that failed.
+pub fn compact_failed(label: &str, why: &str) -> String {
+    format!("{label}'s session was not compacted: {why}")
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use store::lease::Epoch;
 use store::threads::{self as tables, BindingState, Intent, IntentState};
-use store::{Connection, StoreError, instances, kv, outbox};
+use store::{Connection, StoreError, instances, kv};
 use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
 use threads::provision::{self, Outcome, Request};
 use threads::{Point, TopicApi, TopicError, events, reconcile};
@@ -19,13 +19,10 @@ use crate::buttons::Button;
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
-use crate::handlers::button_token;
+use crate::outbound;
+use crate::state;
 use crate::texts;
 use crate::wakes::Wakes;
-
-/// Rows waiting for a topic that does not exist yet (the old one was deleted) carry this
-/// `not_before_ms`; provisioning retargets and releases them.
-pub const WAITING_FOR_THREAD: i64 = i64::MAX;
 
 /// Threaded Mode settings.
 #[derive(Debug, Clone)]
@@ -129,11 +126,6 @@ impl TopicApi for ClientTopics {
     }
 }
 
-/// Whether the hub runs in Threaded Mode (the last probe said so).
-pub fn threaded(tx: &Connection) -> Result<bool, StoreError> {
-    Ok(kv::get(tx, tables::MODE)?.as_deref() == Some("threaded"))
-}
-
 /// Runs the Threaded Mode task until `stop`. `wake` is notified whenever something may need a
 /// topic (an instance connected, a topic was reported gone, an intent was settled, a cleanup
 /// was queued).
@@ -161,7 +153,7 @@ pub async fn run(
     let mut next_probe = tokio::time::Instant::now() + settings.probe_every;
     loop {
         let mut next_due = None;
-        if db.read(threaded).await? {
+        if db.read(state::threaded).await? {
             if provision_all(&db, &api, epoch, &settings, &sender).await? {
                 // Telegram refused a topic: maybe the capability changed.
                 probe(&db, &client, &sender).await?;
@@ -232,18 +224,19 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
         .unwrap_or(false);
     let changed = db
         .write(move |tx| {
-            let was = threaded(tx)?;
+            let was = state::threaded(tx)?;
             kv::set(tx, tables::MODE, if on { "threaded" } else { "classic" })?;
             kv::set(tx, kv::BOT_TOPICS, if on { "true" } else { "false" })?;
             if was != on
                 && let Some(owner) = kv::get_i64(tx, kv::OWNER)?
             {
-                notice(
+                outbound::notice(
                     tx,
                     owner,
                     None,
                     &texts::mode_changed(on),
                     &format!("notice:mode:{}", now_ms()),
+                    now_ms(),
                 )?;
             }
             Ok(was != on)
@@ -269,7 +262,7 @@ async fn provision_all(
             let live = instances::live(c)?;
             let mut skipped = Vec::new();
             for i in &live {
-                if kv::get(c, &skip_key(&i.identity))?.as_deref() == Some(i.id.as_str()) {
+                if kv::get(c, &state::skip_key(&i.identity))?.as_deref() == Some(i.id.as_str()) {
                     skipped.push(i.id.clone());
                 }
             }
@@ -362,12 +355,13 @@ async fn after_provision(
                     return Ok(());
                 }
                 let text = texts::thread_greeting(&label, &cwd, fresh, moved);
-                notice(
+                outbound::notice(
                     tx,
                     b.chat_id,
                     Some(b.thread_id),
                     &text,
                     &format!("notice:thread:{id}:{}", b.thread_id),
+                    now_ms(),
                 )
             })
             .await?;
@@ -379,13 +373,14 @@ async fn after_provision(
             db.write(move |tx| {
                 // Not asked again (nor said again) until this pi reconnects: it works in the
                 // main chat meanwhile.
-                kv::set(tx, &skip_key(&identity), &id)?;
-                notice(
+                kv::set(tx, &state::skip_key(&identity), &id)?;
+                outbound::notice(
                     tx,
                     chat,
                     None,
                     &texts::thread_refused(&label, &why),
                     &format!("notice:refused:{}", now_ms()),
+                    now_ms(),
                 )
             })
             .await?;
@@ -393,12 +388,13 @@ async fn after_provision(
         Outcome::NoSlot => {
             let label = inst.label.clone();
             db.write(move |tx| {
-                notice(
+                outbound::notice(
                     tx,
                     chat,
                     None,
                     &texts::no_slot(&label),
                     &format!("notice:noslot:{}", now_ms()),
+                    now_ms(),
                 )
             })
             .await?;
@@ -419,7 +415,7 @@ fn retarget_waiting(
         "UPDATE outbox SET thread_id = ?3, params = json_set(params, '$.message_thread_id', ?3),
                 not_before_ms = 0, handling = 'delivered to the new thread'
          WHERE state = 'pending' AND identity = ?1 AND chat_id = ?2 AND not_before_ms = ?4",
-        (identity, chat, thread, WAITING_FOR_THREAD),
+        (identity, chat, thread, state::WAITING_FOR_THREAD),
     )
     .map_err(StoreError::sqlite("retargeting waiting messages"))
 }
@@ -437,38 +433,32 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
             return Ok(());
         };
         let now = now_ms();
-        let mut tokens = Vec::new();
-        for create in [true, false] {
-            let action = Button::Intent { id: i.id, create }.encode();
-            tokens.push(button_token(tx, owner, &action, now, ASK_TTL_MS)?);
-        }
+        let create = Button::Intent { id: i.id, create: true };
+        let forget = Button::Intent { id: i.id, create: false };
         let markup = json!({ "inline_keyboard": [[
-            { "text": "Create a new thread", "callback_data": tokens[0] },
-            { "text": "Forget it", "callback_data": tokens[1] },
+            outbound::button(tx, owner, "Create a new thread", &create, now, outbound::QUESTION_TTL_MS)?,
+            outbound::button(tx, owner, "Forget it", &forget, now, outbound::QUESTION_TTL_MS)?,
         ]] });
         let hub_stopped = i.detail.as_deref() == Some(provision::HUB_STOPPED);
         let text = texts::ambiguous_intent(&i.title, hub_stopped);
-        notice_with(
+        outbound::text(
             tx,
-            owner,
-            None,
-            &text,
-            Some(markup),
-            &format!("notice:intent:{}", i.id),
+            &outbound::Text {
+                chat: owner,
+                thread: None,
+                text: &text,
+                reply_to: None,
+                markup: Some(markup),
+                purpose: &format!("notice:intent:{}", i.id),
+                source_update_id: None,
+            },
+            now,
         )
+        .map(drop)
     })
     .await?;
     Ok(())
 }
-
-/// Key marking that provisioning skips `identity` while this instance id stays connected (the
-/// person chose "forget" for its intent of unknown outcome, or Telegram refused its topic).
-pub fn skip_key(identity: &str) -> String {
-    format!("threads.skip.{identity}")
-}
-
-/// How long the buttons of a question about an intent work.
-const ASK_TTL_MS: i64 = 7 * 24 * 3_600_000;
 
 /// Settles an intent of unknown outcome: it is removed (freeing its slot). `create`: the
 /// identity provisions again right away (a duplicate topic is possible, the person accepted
@@ -483,7 +473,7 @@ pub fn resolve_intent(
         return Ok(None);
     };
     tables::delete_intent(tx, intent_id)?;
-    let skip = skip_key(&intent.identity);
+    let skip = state::skip_key(&intent.identity);
     if create {
         kv::delete(tx, &skip)?;
     } else if let Some(i) = instances::live(tx)?
@@ -493,52 +483,6 @@ pub fn resolve_intent(
         kv::set(tx, &skip, &i.id)?;
     }
     Ok(Some(intent))
-}
-
-/// A plain notice, in a topic or the main chat.
-pub fn notice(
-    tx: &Connection,
-    chat: i64,
-    thread: Option<i64>,
-    text: &str,
-    purpose: &str,
-) -> Result<(), StoreError> {
-    notice_with(tx, chat, thread, text, None, purpose)
-}
-
-/// A notice with buttons.
-fn notice_with(
-    tx: &Connection,
-    chat: i64,
-    thread: Option<i64>,
-    text: &str,
-    markup: Option<Value>,
-    purpose: &str,
-) -> Result<(), StoreError> {
-    let mut params = json!({ "chat_id": chat, "text": text });
-    if let Some(t) = thread {
-        params["message_thread_id"] = json!(t);
-    }
-    if let Some(m) = markup {
-        params["reply_markup"] = m;
-    }
-    outbox::enqueue(
-        tx,
-        &outbox::NewRow {
-            chat_id: chat,
-            thread_id: thread,
-            method: "sendMessage",
-            params: &params,
-            purpose,
-            source_update_id: None,
-            resend_if_unknown: false,
-            identity: None,
-            turn_id: None,
-            plan: None,
-        },
-        now_ms(),
-    )
-    .map(drop)
 }
 
 /// Marks the binding of a deleted topic lost and holds its pending output (called by the
@@ -552,7 +496,7 @@ pub fn topic_gone(tx: &Connection, chat: i64, thread: i64, now: i64) -> Result<b
         "UPDATE outbox SET not_before_ms = ?3, identity = ?4,
                 handling = 'waiting for a new thread: the topic was deleted'
          WHERE state = 'pending' AND chat_id = ?1 AND thread_id = ?2",
-        (chat, thread, WAITING_FOR_THREAD, identity),
+        (chat, thread, state::WAITING_FOR_THREAD, identity),
     )
     .map_err(StoreError::sqlite("holding output for a deleted topic"))?;
     Ok(true)

@@ -85,6 +85,8 @@ async fn handle_batch(
         now_ms: now_ms(),
         epoch: settings.epoch,
         title_template: settings.title_template.clone(),
+        config_path: settings.config_path.clone(),
+        profile: settings.profile.clone(),
     };
     db.write(move |tx| {
         let mut after = AfterCommit::default();

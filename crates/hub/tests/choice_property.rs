@@ -202,6 +202,8 @@ impl Sim {
                     now_ms: hub::db::now_ms(),
                     epoch,
                     title_template: "{slot} · {project}".into(),
+                    config_path: std::env::temp_dir().join("pi-telegram-no-such-config.json"),
+                    profile: hub::paths::ProfileName::default_profile(),
                 };
                 let mut after = AfterCommit::default();
                 handlers::handle(tx, &ctx, &entry, &mut after)?;

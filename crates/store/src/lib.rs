@@ -11,6 +11,7 @@
 //! - Times are Unix milliseconds passed in by the caller; the store never reads a clock.
 
 pub mod callbacks;
+pub mod controls;
 pub mod flood;
 pub mod incidents;
 pub mod instances;

@@ -230,6 +230,37 @@ const MIGRATIONS: &[&str] = &[
     r"
     ALTER TABLE outbox ADD COLUMN plan TEXT;
     ",
+    // 6: the queue: each waiting turn has a lane (priority first, FIFO within a lane, a move
+    // goes to the tail of the other lane) and a skip flag (dropped without a model turn when
+    // dispatch reaches it); turns are found by the message they came from (reactions, edits).
+    r"
+    ALTER TABLE turns ADD COLUMN lane TEXT NOT NULL DEFAULT 'normal'
+        CHECK (lane IN ('normal', 'priority'));
+    ALTER TABLE turns ADD COLUMN lane_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE turns ADD COLUMN skip INTEGER NOT NULL DEFAULT 0;
+    UPDATE turns SET lane_seq = id;
+    CREATE INDEX turns_by_message ON turns(chat_id, message_id);
+
+    -- What the person asked of a pi beyond prompts (abort, compact, a menu, a model...), kept
+    -- until the conductor carried it out: a crash between the tap and the effect loses nothing.
+    CREATE TABLE controls (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        source_update_id INTEGER,
+        kind             TEXT NOT NULL,
+        identity         TEXT,
+        turn_id          INTEGER,
+        chat_id          INTEGER NOT NULL,
+        thread_id        INTEGER,
+        message_id       INTEGER,
+        params           TEXT NOT NULL DEFAULT '{}',
+        state            TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'done')),
+        created_ms       INTEGER NOT NULL,
+        done_ms          INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX controls_once ON controls(source_update_id, kind)
+        WHERE source_update_id IS NOT NULL;
+    CREATE INDEX controls_open ON controls(id) WHERE state != 'done';
+    ",
 ];
 
 /// The schema version this build writes.

@@ -99,6 +99,36 @@ pub enum Target<'a> {
     Unassigned(Waits),
 }
 
+/// A waiting turn's lane: priority turns go first; each lane is first in, first out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The default.
+    Normal,
+    /// Ahead of every normal turn.
+    Priority,
+}
+
+impl Lane {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Priority => "priority",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        if s == "priority" {
+            Self::Priority
+        } else {
+            Self::Normal
+        }
+    }
+}
+
+/// The `error` of a turn that was skipped (it is `cancelled` without a model turn).
+pub const SKIPPED: &str = "skipped";
+
 /// A new turn.
 #[derive(Debug, Clone)]
 pub struct NewTurn<'a> {
@@ -114,6 +144,8 @@ pub struct NewTurn<'a> {
     pub target: Target<'a>,
     /// The prompt.
     pub text: &'a str,
+    /// Its lane.
+    pub lane: Lane,
 }
 
 /// A stored turn.
@@ -145,10 +177,14 @@ pub struct Turn {
     pub result_text: Option<String>,
     /// What it waited for before it had an identity (`None`: it was created with one).
     pub waits: Option<Waits>,
+    /// Its lane while it waits.
+    pub lane: Lane,
+    /// Dropped without a model turn when dispatch reaches it.
+    pub skip: bool,
 }
 
 const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
-    instance_id, instance_pid, transport, result_text, waits";
+    instance_id, instance_pid, transport, result_text, waits, lane, skip";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
     Ok((
@@ -166,6 +202,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
             transport: r.get(10)?,
             result_text: r.get(11)?,
             waits: None,
+            lane: Lane::parse(&r.get::<_, String>(13)?),
+            skip: r.get::<_, i64>(14)? != 0,
         },
         r.get(7)?,
         r.get(12)?,
@@ -197,9 +235,13 @@ pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<
     };
     let n = conn
         .execute(
-            "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text, state, created_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8) ON CONFLICT DO NOTHING",
-            params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text, now_ms],
+            "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text,
+                               state, created_ms, lane, lane_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9,
+                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns))
+             ON CONFLICT DO NOTHING",
+            params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text,
+                    now_ms, t.lane.as_str()],
         )
         .map_err(StoreError::sqlite("creating a turn"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
@@ -237,14 +279,95 @@ pub fn assign(
     .map_err(StoreError::sqlite("assigning a turn"))
 }
 
-/// The oldest queued turn for `identity`.
+/// The next queued turn for `identity`: the priority lane first, each lane in order (skipped
+/// turns included: dispatch drops them).
 pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     Ok(select(
         conn,
-        "WHERE identity = ?1 AND state = 'queued' ORDER BY id LIMIT 1",
+        "WHERE identity = ?1 AND state = 'queued'
+         ORDER BY lane = 'priority' DESC, lane_seq LIMIT 1",
         [identity],
     )?
     .pop())
+}
+
+/// The turns waiting for `identity`, in the order dispatch takes them.
+pub fn queue_of(conn: &Connection, identity: &str) -> Result<Vec<Turn>> {
+    select(
+        conn,
+        "WHERE identity = ?1 AND state = 'queued' ORDER BY lane = 'priority' DESC, lane_seq",
+        [identity],
+    )
+}
+
+/// The turn made from message `message_id` of `chat`.
+pub fn by_message(conn: &Connection, chat: i64, message_id: i64) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE chat_id = ?1 AND message_id = ?2 ORDER BY id DESC LIMIT 1",
+        [chat, message_id],
+    )?
+    .pop())
+}
+
+/// Moves a waiting turn to the tail of `lane` (nothing if it is there already). `false` when
+/// it is not waiting.
+pub fn set_lane(conn: &Connection, id: i64, lane: Lane) -> Result<bool> {
+    if let Some(t) = get(conn, id)?.filter(|t| t.state == TurnState::Queued)
+        && t.lane == lane
+    {
+        return Ok(true);
+    }
+    conn.execute(
+        "UPDATE turns SET lane = ?2, lane_seq = (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns)
+         WHERE id = ?1 AND state = 'queued'",
+        params![id, lane.as_str()],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("moving a turn"))
+}
+
+/// Marks a waiting turn to be skipped (or kept again); its place does not change. `false`
+/// when it is not waiting.
+pub fn set_skip(conn: &Connection, id: i64, skip: bool) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET skip = ?2 WHERE id = ?1 AND state = 'queued'",
+        params![id, i64::from(skip)],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("skipping a turn"))
+}
+
+/// Drops a waiting turn that was skipped: `cancelled` as [`SKIPPED`], without a model turn.
+pub fn drop_skipped(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Queued],
+        "state = 'cancelled', error = ?2, done_ms = ?3",
+        &[&SKIPPED, &now_ms],
+    )
+}
+
+/// Removes a waiting turn (the person chose to): `cancelled`.
+pub fn cancel(conn: &Connection, id: i64, why: &str, now_ms: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Queued],
+        "state = 'cancelled', error = ?2, done_ms = ?3",
+        &[&why, &now_ms],
+    )
+}
+
+/// A waiting turn's new text (the person edited their message). `false` when pi has it.
+pub fn edit_text(conn: &Connection, id: i64, text: &str) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET text = ?2 WHERE id = ?1 AND state = 'queued'",
+        params![id, text],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("editing a turn"))
 }
 
 /// Turns handed to an instance and not finished (dispatched or acked), oldest first.

@@ -79,6 +79,7 @@ fn an_update_is_handled_once_with_its_effects() {
             message_id: Some(3),
             target: Target::Unassigned(Waits::Any),
             text: "hi",
+            lane: turns::Lane::Normal,
         };
         turns::create(tx, &turn, 5).map(drop)
     })
@@ -274,6 +275,62 @@ fn flood_waits_incidents_and_the_lease() {
 }
 
 #[test]
+fn the_queue_has_lanes_and_skips() {
+    let (_d, s) = open();
+    let mk = |n: i64| NewTurn {
+        source_update_id: Some(n),
+        chat_id: 5,
+        thread_id: None,
+        message_id: Some(100 + n),
+        target: Target::Identity("/p"),
+        text: "q",
+        lane: turns::Lane::Normal,
+    };
+    let ids: Vec<i64> = (1..=4)
+        .map(|n| s.write(|tx| turns::create(tx, &mk(n), 0)).unwrap().unwrap())
+        .collect();
+    let order = |s: &store::Store| -> Vec<i64> {
+        s.read(|c| turns::queue_of(c, "/p"))
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect()
+    };
+    assert_eq!(order(&s), ids);
+    // The third goes first; the first joins it in priority, behind it.
+    assert!(
+        s.write(|tx| turns::set_lane(tx, ids[2], turns::Lane::Priority))
+            .unwrap()
+    );
+    assert!(
+        s.write(|tx| turns::set_lane(tx, ids[0], turns::Lane::Priority))
+            .unwrap()
+    );
+    assert_eq!(order(&s), vec![ids[2], ids[0], ids[1], ids[3]]);
+    // Back to normal: the tail of the normal lane, not its old place.
+    assert!(
+        s.write(|tx| turns::set_lane(tx, ids[2], turns::Lane::Normal))
+            .unwrap()
+    );
+    assert_eq!(order(&s), vec![ids[0], ids[1], ids[3], ids[2]]);
+    // Skip keeps the place; the turn is found by its message.
+    assert!(s.write(|tx| turns::set_skip(tx, ids[1], true)).unwrap());
+    assert_eq!(order(&s), vec![ids[0], ids[1], ids[3], ids[2]]);
+    let t = s.read(|c| turns::by_message(c, 5, 102)).unwrap().unwrap();
+    assert_eq!((t.id, t.skip), (ids[1], true));
+    assert!(s.write(|tx| turns::drop_skipped(tx, ids[1], 1)).unwrap());
+    assert!(
+        !s.write(|tx| turns::set_skip(tx, ids[1], false)).unwrap(),
+        "gone from the queue"
+    );
+    assert!(s.write(|tx| turns::edit_text(tx, ids[3], "new")).unwrap());
+    assert_eq!(
+        s.read(|c| turns::get(c, ids[3])).unwrap().unwrap().text,
+        "new"
+    );
+}
+
+#[test]
 fn turns_move_through_their_states_once() {
     let (_d, s) = open();
     let new = |update, target| NewTurn {
@@ -283,6 +340,7 @@ fn turns_move_through_their_states_once() {
         message_id: Some(update),
         target,
         text: "q",
+        lane: turns::Lane::Normal,
     };
     let any = Target::Unassigned(Waits::Any);
     let a = s

@@ -231,6 +231,48 @@ pub enum HubMsg {
         /// Request id.
         id: String,
     },
+    /// Ask for model, thinking level, context use and cost.
+    GetStats {
+        /// Request id.
+        id: String,
+    },
+    /// Ask for the models pi can use (`data`: `{"models": [{"provider","id","name"}], "current":
+    /// {"provider","id"}}`).
+    GetModels {
+        /// Request id.
+        id: String,
+    },
+    /// Switch model.
+    SetModel {
+        /// Request id.
+        id: String,
+        /// Provider.
+        provider: String,
+        /// Model id.
+        model_id: String,
+    },
+    /// Ask for the thinking levels of the current model (`data`: `{"levels": [...], "current"}`).
+    GetThinkingLevels {
+        /// Request id.
+        id: String,
+    },
+    /// Set the thinking level.
+    SetThinkingLevel {
+        /// Request id.
+        id: String,
+        /// `off`, `minimal`, `low`, `medium`, `high`, ...
+        level: String,
+    },
+    /// Ask for pi's commands (`data`: `{"commands": [{"name","description","source"}]}`).
+    GetCommands {
+        /// Request id.
+        id: String,
+    },
+    /// Compact the session; answered when the compaction is over (`data`: pi's result).
+    Compact {
+        /// Request id.
+        id: String,
+    },
     /// Show a notification in pi.
     Notify {
         /// Text.

@@ -11,8 +11,10 @@ use tokio::process::{Child, ChildStdin, Command as Process};
 use tokio::sync::{mpsc, oneshot};
 use wire::{EventKind, LineReader, PiEvent, TurnId, TurnResult};
 
+use std::collections::HashMap;
+
 use crate::instance::{
-    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
+    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Request, Transport,
 };
 
 /// Environment variable that tells the extension it runs inside a hub-spawned child (so it
@@ -150,13 +152,87 @@ impl Rpc {
     }
 }
 
-/// The turn pi is working on, and what its run said so far.
+/// The turn pi is working on, and what its run said so far; the hub's requests waiting for
+/// pi's answers.
 #[derive(Default)]
 struct Current {
     turn: Option<TurnId>,
     prompt_request: Option<String>,
     text: String,
     error: Option<String>,
+    requests: HashMap<String, Pending>,
+}
+
+/// A hub request in progress: the RPC commands still to send, and what the answers said.
+struct Pending {
+    answer: Answer,
+    kind: Request,
+    steps: Vec<Value>,
+    acc: Value,
+}
+
+/// The RPC commands that answer a request, in order (their `data` objects are merged).
+fn rpc_steps(req: &Request) -> Vec<Value> {
+    match req {
+        Request::Stats => vec![
+            json!({ "type": "get_state" }),
+            json!({ "type": "get_session_stats" }),
+        ],
+        Request::Models => vec![
+            json!({ "type": "get_state" }),
+            json!({ "type": "get_available_models" }),
+        ],
+        Request::SetModel { provider, id } => {
+            vec![json!({ "type": "set_model", "provider": provider, "modelId": id })]
+        }
+        Request::ThinkingLevels => vec![
+            json!({ "type": "get_state" }),
+            json!({ "type": "get_available_thinking_levels" }),
+        ],
+        Request::SetThinking(level) => {
+            vec![json!({ "type": "set_thinking_level", "level": level })]
+        }
+        Request::Commands => vec![json!({ "type": "get_commands" })],
+        Request::Compact => vec![json!({ "type": "compact" })],
+    }
+}
+
+/// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md).
+fn normalize(kind: &Request, acc: &Value) -> Value {
+    let model = acc.get("model").map(|m| {
+        json!({ "provider": m.get("provider").cloned().unwrap_or(Value::Null),
+                "id": m.get("id").cloned().unwrap_or(Value::Null) })
+    });
+    match kind {
+        Request::Stats => json!({
+            "model": model,
+            "thinking_level": acc.get("thinkingLevel"),
+            "context": acc.get("contextUsage"),
+            "cost": acc.get("cost"),
+            "tokens": acc.get("tokens"),
+            "messages": acc.get("messageCount"),
+        }),
+        Request::Models => {
+            let models: Vec<Value> = acc
+                .get("models")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .map(|m| {
+                            json!({ "provider": m.get("provider"), "id": m.get("id"),
+                                    "name": m.get("name").or_else(|| m.get("id")) })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({ "models": models, "current": model })
+        }
+        Request::ThinkingLevels => json!({
+            "levels": acc.get("levels").cloned().unwrap_or_else(|| json!([])),
+            "current": acc.get("thinkingLevel"),
+        }),
+        _ => acc.clone(),
+    }
 }
 
 async fn run(
@@ -202,6 +278,21 @@ async fn run(
                     let request = rpc.id("abort");
                     let _ = rpc.send(&json!({ "id": request, "type": "abort" })).await;
                 }
+                Some(Command::Request(kind, answer)) => {
+                    let mut steps = rpc_steps(&kind);
+                    steps.reverse();
+                    let Some(mut first) = steps.pop() else {
+                        let _ = answer.send(Ok(Value::Null));
+                        continue;
+                    };
+                    let request = rpc.id("req");
+                    first["id"] = json!(request);
+                    if rpc.send(&first).await.is_ok() {
+                        current.requests.insert(request, Pending { answer, kind, steps, acc: json!({}) });
+                    } else {
+                        let _ = answer.send(Err("pi is not reading its input".into()));
+                    }
+                }
                 Some(Command::Close(why)) => {
                     // Closing stdin is pi's orderly shutdown.
                     drop(rpc);
@@ -232,9 +323,45 @@ async fn run(
     let _ = conductor.send(report(LinkEvent::Gone(reason))).await;
 }
 
-/// One RPC output line into link events (and answers to UI requests).
+/// One RPC output line into link events (and answers to UI requests and hub requests).
 async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
     let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    if kind == "response"
+        && let Some(mut p) = v
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|i| current.requests.remove(i))
+    {
+        if v.get("success").and_then(Value::as_bool) != Some(true) {
+            let error = v
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("pi refused")
+                .to_owned();
+            let _ = p.answer.send(Err(error));
+            return Vec::new();
+        }
+        if let (Some(acc), Some(Value::Object(data))) = (p.acc.as_object_mut(), v.get("data")) {
+            for (k, val) in data {
+                acc.insert(k.clone(), val.clone());
+            }
+        }
+        match p.steps.pop() {
+            Some(mut next) => {
+                let request = rpc.id("req");
+                next["id"] = json!(request);
+                if rpc.send(&next).await.is_ok() {
+                    current.requests.insert(request, p);
+                } else {
+                    let _ = p.answer.send(Err("pi is not reading its input".into()));
+                }
+            }
+            None => {
+                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
+            }
+        }
+        return Vec::new();
+    }
     if kind == "response" {
         let ours = v
             .get("id")

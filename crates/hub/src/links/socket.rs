@@ -16,7 +16,11 @@ use wire::{
     secrets_match,
 };
 
-use crate::instance::{Attach, Command, ConductorMsg, GoneReason, LinkEvent, Transport};
+use std::collections::HashMap;
+
+use crate::instance::{
+    Answer, Attach, Command, ConductorMsg, GoneReason, LinkEvent, Request, Transport,
+};
 
 /// How long a new connection may take to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -162,6 +166,26 @@ async fn connection(
     }
 }
 
+/// The wire form of a request, with its id.
+fn request_msg(id: String, req: Request) -> HubMsg {
+    match req {
+        Request::Stats => HubMsg::GetStats { id },
+        Request::Models => HubMsg::GetModels { id },
+        Request::SetModel {
+            provider,
+            id: model_id,
+        } => HubMsg::SetModel {
+            id,
+            provider,
+            model_id,
+        },
+        Request::ThinkingLevels => HubMsg::GetThinkingLevels { id },
+        Request::SetThinking(level) => HubMsg::SetThinkingLevel { id, level },
+        Request::Commands => HubMsg::GetCommands { id },
+        Request::Compact => HubMsg::Compact { id },
+    }
+}
+
 fn hub_msg(cmd: Command) -> HubMsg {
     match cmd {
         Command::Prompt { turn, text } => HubMsg::Prompt {
@@ -176,6 +200,11 @@ fn hub_msg(cmd: Command) -> HubMsg {
         },
         Command::SetStatus(text) => HubMsg::SetStatus { text },
         Command::Close(message) => HubMsg::Error { message },
+        // Answered by the connection loop, which keeps the pending requests.
+        Command::Request(_, answer) => {
+            let _ = answer.send(Err("not sent".into()));
+            HubMsg::Unknown
+        }
     }
 }
 
@@ -221,6 +250,9 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
         instance_id: Some(id.0.clone()),
     });
     let report = |event: LinkEvent| ConductorMsg::Link(id.clone(), event);
+    // Requests waiting for pi's answer, by request id.
+    let mut pending: HashMap<String, Answer> = HashMap::new();
+    let mut next_request = 0u64;
     let gone = loop {
         tokio::select! {
             line = conn.lines.next_line() => {
@@ -267,7 +299,17 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
                         conn.send(&HubMsg::Error { message: message.clone() });
                         break GoneReason::Closed(message);
                     }
-                    ClientMsg::Response { .. } | ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
+                    ClientMsg::Response { id, ok, data, error } => {
+                        if let Some(answer) = pending.remove(&id) {
+                            let _ = answer.send(if ok {
+                                Ok(data.unwrap_or(serde_json::Value::Null))
+                            } else {
+                                Err(error.unwrap_or_else(|| "pi refused".into()))
+                            });
+                        }
+                        continue;
+                    }
+                    ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
                         continue;
                     }
                 };
@@ -279,6 +321,15 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
                 Some(Command::Close(why)) => {
                     conn.send(&HubMsg::Error { message: why.clone() });
                     break GoneReason::Closed(why);
+                }
+                Some(Command::Request(req, answer)) => {
+                    next_request += 1;
+                    let rid = format!("r{next_request}");
+                    if conn.send(&request_msg(rid.clone(), req)) {
+                        pending.insert(rid, answer);
+                    } else {
+                        let _ = answer.send(Err("pi is not reading its connection".into()));
+                    }
                 }
                 Some(cmd) => {
                     if !conn.send(&hub_msg(cmd)) {

@@ -1,7 +1,8 @@
-//! What pi says, into the outbox: final answers, commentary (text pi wrote before calling
-//! tools), activity (tools, thinking) and work started outside Telegram. All in the caller's
-//! transaction, each piece one row with its delivery plan, so order and crash safety are the
-//! outbox's.
+//! Everything the bot says, as outbox rows: pi's output (answers, commentary, activity, work
+//! started outside Telegram; rendered, one row per piece with its delivery plan), the hub's own
+//! texts (replies, notices, questions with buttons), edits of its messages and answers to
+//! button taps. Always in the caller's transaction, so an effect and what the bot says about
+//! it commit together; the outbox gives order and crash safety.
 
 use serde_json::{Value, json};
 use store::threads::{self as tables, BindingState};
@@ -9,8 +10,10 @@ use store::turns::Turn;
 use store::{Connection, StoreError, outbox};
 
 use crate::assistant::Rendering;
+use crate::buttons::Button;
 use crate::delivery::{self, Alternative, Plan, Target};
-use crate::topics;
+use crate::pairing;
+use crate::state;
 
 /// Where a turn's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +33,7 @@ pub struct Place {
 /// Where output about turn `t` of `identity` goes: in Threaded Mode the instance's topic (rows
 /// wait while that topic is being replaced), otherwise where the question was asked.
 pub fn place_of_turn(tx: &Connection, t: &Turn, identity: &str) -> Result<Place, StoreError> {
-    let binding = if topics::threaded(tx)? {
+    let binding = if state::threaded(tx)? {
         tables::binding(tx, identity)?
     } else {
         None
@@ -56,7 +59,7 @@ pub fn place_of_turn(tx: &Connection, t: &Turn, identity: &str) -> Result<Place,
 /// Where output of an instance's own work (not a Telegram turn) goes: its topic in Threaded
 /// Mode, else the owner's chat.
 pub fn place_of_instance(tx: &Connection, identity: &str, owner: i64) -> Result<Place, StoreError> {
-    let binding = if topics::threaded(tx)? {
+    let binding = if state::threaded(tx)? {
         tables::binding(tx, identity)?
     } else {
         None
@@ -198,9 +201,183 @@ fn enqueue_plan(
         outbox::hold(
             tx,
             id,
-            topics::WAITING_FOR_THREAD,
+            state::WAITING_FOR_THREAD,
             "waiting for a new thread: the topic was deleted",
         )?;
     }
     Ok(())
+}
+
+/// A message of the hub's own, sent as plain text (no parse mode: nothing in it can fail
+/// entity parsing).
+#[derive(Debug, Clone)]
+pub struct Text<'a> {
+    /// Chat.
+    pub chat: i64,
+    /// Topic.
+    pub thread: Option<i64>,
+    /// The words.
+    pub text: &'a str,
+    /// The message it replies to.
+    pub reply_to: Option<i64>,
+    /// Buttons.
+    pub markup: Option<Value>,
+    /// Why it is sent; with `source_update_id`, at most one row per cause.
+    pub purpose: &'a str,
+    /// The update behind it.
+    pub source_update_id: Option<i64>,
+}
+
+/// Queues one of the hub's own messages. Returns its outbox id (`None`: queued already).
+pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, StoreError> {
+    let mut params = json!({ "chat_id": t.chat, "text": t.text });
+    if let Some(th) = t.thread {
+        params["message_thread_id"] = json!(th);
+    }
+    if let Some(id) = t.reply_to {
+        params["reply_parameters"] =
+            json!({ "message_id": id, "allow_sending_without_reply": true });
+    }
+    if let Some(m) = &t.markup {
+        params["reply_markup"] = m.clone();
+    }
+    raw(
+        tx,
+        t.chat,
+        t.thread,
+        "sendMessage",
+        &params,
+        t.purpose,
+        t.source_update_id,
+        now,
+    )
+}
+
+/// A notice (no reply, no update behind it).
+pub fn notice(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    words: &str,
+    purpose: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    text(
+        tx,
+        &Text {
+            chat,
+            thread,
+            text: words,
+            reply_to: None,
+            markup: None,
+            purpose,
+            source_update_id: None,
+        },
+        now,
+    )
+    .map(drop)
+}
+
+/// Replaces the text and buttons (`None` removes them) of one of the bot's messages.
+#[allow(clippy::too_many_arguments)]
+pub fn edit(
+    tx: &Connection,
+    chat: i64,
+    message_id: i64,
+    words: &str,
+    markup: Option<Value>,
+    purpose: &str,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let params = json!({
+        "chat_id": chat,
+        "message_id": message_id,
+        "text": words,
+        "reply_markup": markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
+    });
+    raw(
+        tx,
+        chat,
+        None,
+        "editMessageText",
+        &params,
+        purpose,
+        source_update_id,
+        now,
+    )
+    .map(drop)
+}
+
+/// Answers a button tap (every tap is answered, so no button keeps spinning).
+pub fn answer_tap(
+    tx: &Connection,
+    chat: i64,
+    query_id: &str,
+    words: &str,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let params = json!({ "callback_query_id": query_id, "text": words });
+    raw(
+        tx,
+        chat,
+        None,
+        "answerCallbackQuery",
+        &params,
+        "answer:callback",
+        source_update_id,
+        now,
+    )
+    .map(drop)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn raw(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    method: &str,
+    params: &Value,
+    purpose: &str,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
+    outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: chat,
+            thread_id: thread,
+            method,
+            params,
+            purpose,
+            source_update_id,
+            resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
+            plan: None,
+        },
+        now,
+    )
+}
+
+/// How long a menu or `/start` button works.
+pub const BUTTON_TTL_MS: i64 = 24 * 3_600_000;
+/// How long the buttons of a question that waits for the person work.
+pub const QUESTION_TTL_MS: i64 = 7 * 24 * 3_600_000;
+
+/// An inline button for `action`: Telegram only sees an opaque token, bound to the owner and
+/// valid for `ttl_ms`; the action stays in the store.
+pub fn button(
+    tx: &Connection,
+    owner: i64,
+    label: &str,
+    action: &Button,
+    now: i64,
+    ttl_ms: i64,
+) -> Result<Value, StoreError> {
+    let token =
+        pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
+    store::callbacks::create(tx, &token, owner, &action.encode(), now, ttl_ms)?;
+    Ok(json!({ "text": label, "callback_data": token }))
 }

@@ -1,0 +1,262 @@
+//! Commands: the menu and its shortcuts, the controls (`/abort`, `/stop`, `/next`,
+//! `/continue`, `/compact`), pi's own commands (prompt templates and extension commands,
+//! published under Telegram-safe names), and a clear answer for anything else. A command is
+//! never sent to pi as text unless it is one of pi's.
+
+use serde_json::{Value, json};
+use store::turns::{self, Lane};
+use store::{StoreError, controls, kv};
+use telegram::view::MessageView;
+
+use super::{Say, messages, target_identity};
+use crate::buttons::{Button, Section};
+use crate::menu;
+use crate::names::label_of;
+use crate::texts;
+
+/// Key of the map from Telegram command names to pi's (`{"review_pr": "review-pr"}`).
+pub const PI_COMMANDS: &str = "commands.pi";
+
+/// Handles `msg` if it is a command; `None` when it is not one (a prompt).
+pub(super) fn handle(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+) -> Result<Option<String>, StoreError> {
+    let Some((cmd, args)) = msg.command() else {
+        return Ok(None);
+    };
+    let cmd = cmd.to_ascii_lowercase();
+    if let Some(section) = Section::of_command(&cmd) {
+        return open_menu(say, msg, section).map(Some);
+    }
+    let outcome = match cmd.as_str() {
+        "abort" => abort(say, msg, Halt::Abort)?,
+        "stop" => abort(say, msg, Halt::Stop)?,
+        "next" => abort(say, msg, Halt::Next)?,
+        "continue" => continue_(say, msg)?,
+        "compact" => compact(say, msg)?,
+        _ => return pi_command(say, msg, &cmd, args).map(Some),
+    };
+    Ok(Some(outcome))
+}
+
+/// Opens the menu at `section` in a new message.
+fn open_menu(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    section: Section,
+) -> Result<String, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let owner = msg.from_id().unwrap_or(chat);
+    match render_local(say, owner, identity.as_deref(), section)? {
+        Some((text, markup)) => {
+            say.reply(
+                msg,
+                &text,
+                markup,
+                &format!("reply:menu:{}", section.title()),
+            )?;
+        }
+        // What pi reports is needed: the conductor asks it and sends the menu.
+        None => {
+            say.control(controls::NewControl {
+                source_update_id: None,
+                kind: "menu",
+                identity: identity.as_deref(),
+                turn_id: None,
+                chat_id: chat,
+                thread_id: msg.thread_id(),
+                message_id: None,
+                params: &json!({ "section": section, "reply_to": msg.id() }),
+            })?;
+        }
+    }
+    Ok(format!("menu:{}", section.title().to_ascii_lowercase()))
+}
+
+/// A menu section that needs nothing from pi, rendered now: `(text, buttons)`. `None` for the
+/// sections pi reports (status, model, thinking).
+pub(super) fn render_local(
+    say: &Say<'_>,
+    owner: i64,
+    identity: Option<&str>,
+    section: Section,
+) -> Result<Option<(String, Option<Value>)>, StoreError> {
+    let tx = say.tx;
+    let list = menu::instances_of(tx)?;
+    let current = identity
+        .and_then(|id| list.iter().find(|i| i.identity == id))
+        .cloned();
+    let waiting = match identity {
+        Some(id) => turns::queue_of(tx, id)?,
+        None => Vec::new(),
+    };
+    let view = match (section, &current) {
+        (Section::Main, _) => menu::main(
+            &say.ctx.bot_username,
+            &list,
+            current.as_ref(),
+            waiting.len(),
+            crate::state::threaded(tx)?,
+        ),
+        (Section::Queue, Some(c)) => menu::queue(c, &waiting),
+        (Section::Settings, _) => {
+            let settings = crate::assistant::Watched::new(
+                say.ctx.config_path.clone(),
+                say.ctx.profile.clone(),
+            )
+            .current();
+            menu::settings(identity, &settings)
+        }
+        (Section::Instances, _) => menu::instances(&list),
+        (Section::Help, _) => menu::help(&say.ctx.bot_username, identity),
+        (Section::Status | Section::Model | Section::Thinking, Some(c)) if c.live => {
+            return Ok(None);
+        }
+        // About a pi that is not there: say so, with the way back.
+        (_, c) => menu::View {
+            text: match c {
+                Some(c) => texts::not_connected(&c.label),
+                None => texts::no_instance_here(),
+            },
+            rows: vec![vec![(
+                "« Menu".into(),
+                Button::Menu {
+                    identity: identity.map(str::to_owned),
+                    section: Section::Main,
+                },
+            )]],
+        },
+    };
+    let markup = menu::buttons_markup(tx, owner, &view, say.ctx.now_ms)?;
+    Ok(Some((view.text, markup)))
+}
+
+/// What `/abort`, `/stop` and `/next` do besides aborting the running turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Halt {
+    /// Only abort; the queue stays.
+    Abort,
+    /// Abort and drop everything waiting.
+    Stop,
+    /// Abort; the next waiting turn goes next.
+    Next,
+}
+
+fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<String, StoreError> {
+    let tx = say.tx;
+    let chat = msg.chat_id().unwrap_or_default();
+    let name = match what {
+        Halt::Abort => "abort",
+        Halt::Stop => "stop",
+        Halt::Next => "next",
+    };
+    let Some(identity) = target_identity(tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi(name), None, "reply:control")?;
+        return Ok(format!("{name}:which"));
+    };
+    let label = label_of(&identity);
+    let running = turns::outstanding(tx)?
+        .into_iter()
+        .find(|t| t.identity.as_deref() == Some(identity.as_str()));
+    if let Some(t) = &running {
+        say.control(controls::NewControl {
+            source_update_id: None,
+            kind: "abort",
+            identity: Some(&identity),
+            turn_id: Some(t.id),
+            chat_id: chat,
+            thread_id: msg.thread_id(),
+            message_id: msg.id(),
+            params: &json!({}),
+        })?;
+    }
+    let mut dropped = 0;
+    if what == Halt::Stop {
+        for t in turns::queue_of(tx, &identity)? {
+            if turns::cancel(tx, t.id, "stopped", say.ctx.now_ms)? {
+                dropped += 1;
+            }
+        }
+    }
+    let waiting = turns::queue_of(tx, &identity)?.len();
+    let text = texts::stopped(
+        &label,
+        what == Halt::Stop,
+        running.is_some(),
+        dropped,
+        waiting,
+        what == Halt::Next,
+    );
+    say.reply(msg, &text, None, "reply:control")?;
+    say.after.turns = true;
+    Ok(format!(
+        "{name}:{}",
+        if running.is_some() { "running" } else { "idle" }
+    ))
+}
+
+fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    if target_identity(say.tx, chat, msg.thread_id())?.is_none() {
+        say.reply(msg, &texts::which_pi("continue"), None, "reply:control")?;
+        return Ok("continue:which".into());
+    }
+    // A prompt like any other, at the head of the priority lane.
+    messages::to_turn_as(say, msg, Some("continue"), Lane::Priority)?;
+    Ok("continue".into())
+}
+
+fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi("compact"), None, "reply:control")?;
+        return Ok("compact:which".into());
+    };
+    let owner = msg.from_id().unwrap_or(chat);
+    let view = menu::View {
+        text: texts::compact_question(&label_of(&identity)),
+        rows: vec![vec![
+            (
+                "Compact".into(),
+                Button::Compact {
+                    identity: identity.clone(),
+                },
+            ),
+            ("Cancel".into(), Button::Dismiss),
+        ]],
+    };
+    let markup = menu::buttons_markup(say.tx, owner, &view, say.ctx.now_ms)?;
+    say.reply(msg, &view.text, markup, "reply:compact")?;
+    Ok("compact:asked".into())
+}
+
+/// One of pi's commands under its Telegram name: a prompt with pi's name for it. Anything else
+/// is not a command anyone knows.
+fn pi_command(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    cmd: &str,
+    args: &str,
+) -> Result<String, StoreError> {
+    let map: Value = kv::get(say.tx, PI_COMMANDS)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or(Value::Null);
+    let Some(name) = map.get(cmd).and_then(Value::as_str) else {
+        say.reply(
+            msg,
+            &texts::unknown_command(cmd),
+            None,
+            "reply:unknown-command",
+        )?;
+        return Ok("command:unknown".into());
+    };
+    let text = if args.is_empty() {
+        format!("/{name}")
+    } else {
+        format!("/{name} {args}")
+    };
+    messages::to_turn_as(say, msg, Some(&text), Lane::Normal)?;
+    Ok("command:pi".into())
+}

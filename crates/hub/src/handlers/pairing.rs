@@ -1,0 +1,79 @@
+//! Establishing the owner: a one-time code sent as `/start CODE`, or (when configured) the first
+//! person who writes.
+
+use store::{StoreError, kv, pairing as codes};
+use telegram::view::{UpdateKind, UpdateView};
+
+use super::Say;
+use crate::config::PairingMode;
+use crate::texts;
+
+/// An update while no owner is paired.
+pub(super) fn unpaired(
+    say: &mut Say<'_>,
+    update: &UpdateView<'_>,
+    sender: i64,
+) -> Result<String, StoreError> {
+    let Some(msg) = update
+        .message()
+        .filter(|_| update.kind() == UpdateKind::Message)
+    else {
+        return Ok("ignored:unpaired".into());
+    };
+    if msg.from_is_bot() {
+        return Ok("ignored:bot".into());
+    }
+    let ctx = say.ctx;
+    if ctx.pairing == PairingMode::FirstContact {
+        become_owner(say, sender)?;
+        say.reply(
+            &msg,
+            &texts::paired_first_contact(&ctx.bot_username),
+            None,
+            "reply:paired",
+        )?;
+        return Ok("paired:first-contact".into());
+    }
+    let Some(("start", code)) = msg.command() else {
+        tracing::info!(
+            update_id = say.entry.update_id,
+            user_id = sender,
+            "ignored a message while no owner is paired"
+        );
+        return Ok("ignored:unpaired".into());
+    };
+    let current = codes::current(say.tx)?;
+    let open = current
+        .as_ref()
+        .filter(|p| p.state == codes::PairingState::Open && p.expires_ms > ctx.now_ms);
+    let Some(open) = open else {
+        say.reply(&msg, &texts::no_code_open(), None, "reply:pairing")?;
+        return Ok("pairing:no-code".into());
+    };
+    if code.is_empty() {
+        say.reply(&msg, &texts::code_needed(), None, "reply:pairing")?;
+        return Ok("pairing:code-needed".into());
+    }
+    if wire::secrets_match(&crate::pairing::hash(code), &open.code_hash) {
+        codes::mark_used(say.tx)?;
+        become_owner(say, sender)?;
+        tracing::info!(user_id = sender, "paired a new owner");
+        say.reply(
+            &msg,
+            &texts::paired(&ctx.bot_username),
+            None,
+            "reply:paired",
+        )?;
+        return Ok("paired:code".into());
+    }
+    let left = codes::record_wrong(say.tx)?;
+    tracing::info!(user_id = sender, attempts_left = left, "wrong pairing code");
+    say.reply(&msg, &texts::wrong_code(left), None, "reply:pairing")?;
+    Ok("pairing:wrong-code".into())
+}
+
+fn become_owner(say: &mut Say<'_>, user: i64) -> Result<(), StoreError> {
+    kv::set_i64(say.tx, kv::OWNER, user)?;
+    say.after.new_owner = Some(user);
+    Ok(())
+}

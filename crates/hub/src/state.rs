@@ -1,0 +1,52 @@
+//! Small facts every part of the hub reads, kept in the store's key-value table: the mode
+//! (Threaded or classic), the classic-mode selection, the "told once" marks of notices, and
+//! whether an instance is expected back after a hub restart.
+
+use store::threads as tables;
+use store::{Connection, StoreError, instances, kv};
+
+/// Key of the identity new owner messages go to (classic mode).
+pub const SELECTED: &str = "classic.selected";
+
+/// Key of the outbox id of the current "no instance connected" notice; present while an episode
+/// of messages waiting for any instance is open (one notice per episode, never one per message).
+pub const HELD_NOTICE: &str = "notice.held.outbox_id";
+
+/// `gone_reason` of instances that were live when a hub stopped.
+pub const HUB_RESTARTED: &str = "the hub restarted";
+
+/// Rows waiting for a topic that does not exist yet (the old one was deleted) carry this
+/// `not_before_ms`; provisioning retargets and releases them.
+pub const WAITING_FOR_THREAD: i64 = i64::MAX;
+
+/// Whether the hub runs in Threaded Mode (the last probe said so).
+pub fn threaded(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(kv::get(tx, tables::MODE)?.as_deref() == Some("threaded"))
+}
+
+/// The classic-mode selection.
+pub fn selected(tx: &Connection) -> Result<Option<String>, StoreError> {
+    kv::get(tx, SELECTED)
+}
+
+/// Key marking that the person was told their messages wait for `identity` (cleared when it
+/// connects).
+pub fn waits_notice_key(identity: &str) -> String {
+    format!("notice.waits.{identity}")
+}
+
+/// Key marking that provisioning skips `identity` while this instance id stays connected (the
+/// person chose "forget" for its intent of unknown outcome, or Telegram refused its topic).
+pub fn skip_key(identity: &str) -> String {
+    format!("threads.skip.{identity}")
+}
+
+/// Whether `identity` is a pi with the extension that was live when the last hub stopped and
+/// has not reconnected yet: it reconnects on its own, so waiting for it is quiet.
+pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
+    Ok(instances::last_of(tx, identity)?.is_some_and(|r| {
+        r.state == "gone"
+            && r.transport == "shim"
+            && r.gone_reason.as_deref() == Some(HUB_RESTARTED)
+    }))
+}
