@@ -208,6 +208,8 @@ pub enum ConductorMsg {
     Link(InstanceId, LinkEvent),
     /// The CLI asks for a headless instance in `cwd`.
     Spawn(String, oneshot::Sender<Result<InstanceId, String>>),
+    /// A control's task is over (`store::controls` id).
+    ControlSettled(i64),
     /// The CLI asks for the live instances.
     List(oneshot::Sender<serde_json::Value>),
     /// The CLI settles a topic intent (`true`: create anyway). The reply says what it was.

@@ -13,6 +13,7 @@
 
 pub mod activity;
 pub mod assistant;
+pub mod bot_commands;
 pub mod buttons;
 pub mod conductor;
 pub mod config;

@@ -200,7 +200,6 @@ pub async fn serve(
             }
         }
         tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
-        set_commands(&client, &db).await;
         // A webhook makes every poll fail: remove it (the poller checks again on a 409).
         if let Err(e) = webhook::clear(&client, &db).await {
             tracing::warn!(error = %e, "could not check the bot's webhook");
@@ -426,18 +425,5 @@ async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError>
                 backoff = (backoff * 2).min(Duration::from_secs(30));
             }
         }
-    }
-}
-
-async fn set_commands(client: &Client, db: &Db) {
-    let commands = json!({ "commands": [
-        { "command": "start", "description": "What to do next" },
-        { "command": "help", "description": "Help" },
-    ]});
-    if let Err(e) = client.call("setMyCommands", &commands).await {
-        let message = e.to_string();
-        let _ = db
-            .write(move |tx| incidents::record(tx, now_ms(), "setMyCommands", &message))
-            .await;
     }
 }

@@ -480,3 +480,31 @@ pub fn compacted(label: &str, tokens_before: Option<u64>) -> String {
 pub fn compact_failed(label: &str, why: &str) -> String {
     format!("{label}'s session was not compacted: {why}")
 }
+
+/// A model switch that took.
+pub fn model_switched(model: &str) -> String {
+    format!("✓ Now using {model}.")
+}
+
+/// The thinking level pi settled on (it clamps to what the model supports).
+pub fn thinking_set(level: &str) -> String {
+    format!("✓ Thinking level: {level}.")
+}
+
+/// A switch pi refused or did not answer.
+pub fn switch_failed(why: &str) -> String {
+    format!("Not switched: {why}")
+}
+
+/// A compaction handed to pi by a hub that stopped before pi answered.
+pub fn compact_unknown(label: &str) -> String {
+    format!(
+        "The hub restarted while {label} was compacting, so whether it finished is not known. \
+         /status shows the context in use now."
+    )
+}
+
+/// A menu section pi could not fill.
+pub fn pi_did_not_answer(label: &str, why: &str) -> String {
+    format!("pi {label} did not answer: {why}")
+}

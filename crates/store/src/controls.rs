@@ -79,6 +79,8 @@ pub struct Control {
     pub params: Value,
     /// State.
     pub state: ControlState,
+    /// When it was recorded.
+    pub created_ms: i64,
 }
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Control, String, String)> {
@@ -94,6 +96,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Control, String, String)> {
             message_id: r.get(7)?,
             params: Value::Null,
             state: ControlState::Pending,
+            created_ms: r.get(10)?,
         },
         r.get(8)?,
         r.get(9)?,
@@ -129,7 +132,7 @@ pub fn open(conn: &Connection) -> Result<Vec<Control>> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT id, source_update_id, kind, identity, turn_id, chat_id, thread_id, message_id,
-                    params, state FROM controls WHERE state != 'done' ORDER BY id",
+                    params, state, created_ms FROM controls WHERE state != 'done' ORDER BY id",
         )
         .map_err(StoreError::sqlite(ctx))?;
     let rows = stmt

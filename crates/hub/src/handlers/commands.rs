@@ -14,9 +14,6 @@ use crate::menu;
 use crate::names::label_of;
 use crate::texts;
 
-/// Key of the map from Telegram command names to pi's (`{"review_pr": "review-pr"}`).
-pub const PI_COMMANDS: &str = "commands.pi";
-
 /// Handles `msg` if it is a command; `None` when it is not one (a prompt).
 pub(super) fn handle(
     say: &mut Say<'_>,
@@ -240,7 +237,7 @@ fn pi_command(
     cmd: &str,
     args: &str,
 ) -> Result<String, StoreError> {
-    let map: Value = kv::get(say.tx, PI_COMMANDS)?
+    let map: Value = kv::get(say.tx, crate::bot_commands::PI_COMMANDS)?
         .and_then(|v| serde_json::from_str(&v).ok())
         .unwrap_or(Value::Null);
     let Some(name) = map.get(cmd).and_then(Value::as_str) else {

@@ -51,6 +51,20 @@ pub async fn start(
                     })
                 }
                 Command::Close(why) => LinkEvent::Gone(GoneReason::Closed(why)),
+                // The echo agent has no model, session or commands of its own.
+                Command::Request(request, answer) => {
+                    let _ = answer.send(match request {
+                        crate::instance::Request::Stats => Ok(serde_json::json!({
+                            "model": { "provider": "pi-telegram", "id": "echo" },
+                        })),
+                        crate::instance::Request::Commands => {
+                            Ok(serde_json::json!({ "commands": [] }))
+                        }
+                        _ => Err("the built-in echo agent is not pi: it has no models,                                   thinking levels or session to compact"
+                            .into()),
+                    });
+                    continue;
+                }
                 _ => continue,
             };
             let gone = matches!(event, LinkEvent::Gone(_));

@@ -243,7 +243,7 @@ impl Shim {
             assert!(
                 matches!(
                     m["type"].as_str(),
-                    Some("set_status" | "notify" | "done_ack")
+                    Some("set_status" | "notify" | "done_ack" | "get_commands")
                 ),
                 "expected {ty}, got {m}"
             );

@@ -20,8 +20,11 @@ use threads::events;
 use tokio::sync::{mpsc, oneshot, watch};
 use wire::{PiEvent, TurnId, TurnResult};
 
+mod controls;
+
 use crate::activity::{self, ToolRecord};
 use crate::assistant::{self, Rendering};
+use crate::bot_commands;
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
@@ -73,6 +76,10 @@ pub struct Conductor {
     assistant: Arc<assistant::Watched>,
     /// The preview task.
     previews: mpsc::Sender<PreviewMsg>,
+    /// Controls carried out by tasks of their own.
+    in_hand: controls::InHand,
+    /// When the earliest control waiting for its pi gives up (ms).
+    controls_deadline: Option<i64>,
 }
 
 /// What an answer row needs.
@@ -103,6 +110,8 @@ impl Conductor {
             live: BTreeMap::new(),
             assistant,
             previews,
+            in_hand: controls::InHand::default(),
+            controls_deadline: None,
         }
     }
 
@@ -127,7 +136,12 @@ impl Conductor {
                     None => return Ok(()),
                 },
                 () = self.wakes.conductor.notified() => {}
+                () = crate::wakes::sleep_for(self.controls_deadline.map(|d| {
+                    std::time::Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
+                })) => {}
             }
+            // Controls first: an abort must not wait behind a dispatch.
+            self.controls_deadline = self.controls().await?;
             self.dispatch().await?;
             self.update_statuses().await?;
         }
@@ -138,10 +152,12 @@ impl Conductor {
     /// instances reconnect and report.
     async fn recover(&mut self) -> Result<(), HubError> {
         let now = now_ms();
-        let notices = self
-            .db
+        self.db
             .write(move |tx| {
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
+                // The bot's command list may have been changed while the hub was down.
+                bot_commands::forget_published(tx)?;
+                bot_commands::refresh(tx, now)?;
                 let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
                     if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
@@ -166,12 +182,10 @@ impl Conductor {
                         now_ms(),
                     )?;
                 }
-                Ok(by_place.len())
+                Ok(())
             })
             .await?;
-        if notices > 0 {
-            self.wakes.sender.notify_one();
-        }
+        self.wakes.sender.notify_one();
         Ok(())
     }
 
@@ -199,6 +213,10 @@ impl Conductor {
                     }
                     None => Err(format!("there is no intent #{intent} (settled already?)")),
                 });
+                Ok(())
+            }
+            ConductorMsg::ControlSettled(id) => {
+                self.control_settled(id);
                 Ok(())
             }
             ConductorMsg::List(reply) => {
@@ -347,6 +365,12 @@ impl Conductor {
         }
         // In Threaded Mode the new instance needs its topic.
         self.wakes.topics.notify_one();
+        tokio::spawn(controls::learn_commands(
+            self.db.clone(),
+            self.wakes.sender.clone(),
+            commands.clone(),
+            identity.clone(),
+        ));
         self.live.insert(
             id,
             Live {
@@ -534,6 +558,8 @@ impl Conductor {
         self.db
             .write(move |tx| {
                 instances::mark_gone(tx, &key, &detail, now)?;
+                // Its commands leave the bot's list (unless another live pi has them too).
+                bot_commands::refresh(tx, now)?;
                 if final_turns {
                     for t in turns::outstanding(tx)?
                         .into_iter()
@@ -828,18 +854,44 @@ impl Conductor {
             let (identity, pid, transport) = (l.identity.clone(), l.pid, l.transport);
             let key = id.0.clone();
             let now = now_ms();
-            let turn = self
+            let (turn, skipped) = self
                 .db
                 .write(move |tx| {
-                    let Some(t) = turns::next_queued(tx, &identity)? else {
-                        return Ok(None);
+                    let mut skipped = 0;
+                    let t = loop {
+                        let Some(t) = turns::next_queued(tx, &identity)? else {
+                            return Ok((None, skipped));
+                        };
+                        if !t.skip {
+                            break t;
+                        }
+                        // Skipped: dropped without a model turn, and the person is told.
+                        if turns::drop_skipped(tx, t.id, now)? {
+                            outbound::text(
+                                tx,
+                                &outbound::Text {
+                                    chat: t.chat_id,
+                                    thread: t.thread_id,
+                                    text: &texts::skipped(&t.text),
+                                    reply_to: t.message_id,
+                                    markup: None,
+                                    purpose: &format!("skipped:{}", t.id),
+                                    source_update_id: t.source_update_id,
+                                },
+                                now,
+                            )?;
+                            skipped += 1;
+                        }
                     };
                     turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
                     let place = outbound::place_of_turn(tx, &t, &identity)?;
                     crashpoint::hit("dispatch.before_commit");
-                    Ok(Some((t, place)))
+                    Ok((Some((t, place)), skipped))
                 })
                 .await?;
+            if skipped > 0 {
+                self.wakes.sender.notify_one();
+            }
             let Some((turn, place)) = turn else { continue };
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
