@@ -252,11 +252,21 @@ fn classic_notices_and_the_start_keyboard_follow_the_selection() {
             })
             .unwrap_or_default()
     };
-    assert_eq!(marked(&env), vec!["▶ web".to_owned(), "api".to_owned()]);
+    // The instances, then the sections of the menu.
+    let sections = ["Status", "Queue", "Help"].map(str::to_owned);
+    assert_eq!(marked(&env)[..2], ["▶ web".to_owned(), "api".to_owned()]);
+    assert_eq!(marked(&env)[2..], sections);
     press(&env, &to_api);
     // The same message now marks api, in its keyboard and its list.
     wait_for("the marker to follow the tap", 20, || {
-        marked(&env) == vec!["web".to_owned(), "▶ api".to_owned()]
+        marked(&env)[..]
+            == [
+                "web".to_owned(),
+                "▶ api".to_owned(),
+                sections[0].clone(),
+                sections[1].clone(),
+                sections[2].clone(),
+            ]
     });
     let text = transcript(&env)
         .into_iter()

@@ -212,7 +212,7 @@ fn pairing_with_wrong_codes_the_right_code_and_strangers_ignored() {
             "pairing:wrong-code",
             "paired:code",
             "ignored:not-owner",
-            "replied:help"
+            "menu:help"
         ]
     );
     let st = env.status();
