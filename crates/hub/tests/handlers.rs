@@ -120,9 +120,7 @@ impl Hub {
             gone_ms: None,
             gone_reason: None,
         };
-        self.store
-            .write(|tx| instances::insert(tx, &row))
-            .unwrap();
+        self.store.write(|tx| instances::insert(tx, &row)).unwrap();
         id
     }
 
@@ -173,10 +171,7 @@ impl Hub {
                 Ok::<_, StoreError>((outcome, after))
             })
             .unwrap();
-        let recorded = self
-            .store
-            .read(|c| journal::outcome(c, update_id))
-            .unwrap();
+        let recorded = self.store.read(|c| journal::outcome(c, update_id)).unwrap();
         assert_eq!(
             recorded.map(|(_, o)| o).as_deref(),
             Some(outcome.as_str()),
@@ -441,7 +436,11 @@ fn a_thumbs_down_marks_a_waiting_prompt_skipped_and_removing_it_keeps_it() {
     let now = h.turn(t.id);
     assert!(now.skip);
     assert_eq!(now.lane, Lane::Normal, "a skip keeps the lane");
-    assert_eq!(now.state, TurnState::Queued, "skipped when dispatch reaches it");
+    assert_eq!(
+        now.state,
+        TurnState::Queued,
+        "skipped when dispatch reaches it"
+    );
     assert!(h.rows_of(d.update_id).is_empty());
 
     let d = h.react(OWNER, mid, &["👎"], &[]);
@@ -532,7 +531,10 @@ fn editing_a_waiting_prompt_changes_what_pi_gets() {
     let now = h.turn(t.id);
     assert_eq!(now.text, "fix the test");
     assert_eq!(now.state, TurnState::Queued);
-    assert!(h.rows_of(d.update_id).is_empty(), "an applied edit is silent");
+    assert!(
+        h.rows_of(d.update_id).is_empty(),
+        "an applied edit is silent"
+    );
     assert_eq!(h.turn_count(), 1, "an edit is no new prompt");
 }
 
@@ -661,7 +663,10 @@ fn stop_drops_everything_waiting_for_that_pi_and_says_how_much() {
     assert_eq!(h.turn(running.id).state, TurnState::Dispatched);
     let c = h.controls();
     assert_eq!(c.len(), 1);
-    assert_eq!((c[0].kind.as_str(), c[0].turn_id), ("abort", Some(running.id)));
+    assert_eq!(
+        (c[0].kind.as_str(), c[0].turn_id),
+        ("abort", Some(running.id))
+    );
     let row = h.only_row_of(d.update_id);
     assert_eq!(
         text_of(&row),
@@ -702,11 +707,16 @@ fn compact_asks_first_with_two_buttons() {
     let mut h = Hub::with_proj();
     let (mid, d) = h.write("/compact");
     assert_eq!(d.outcome, "compact:asked");
-    assert!(h.controls().is_empty(), "nothing happens before the person confirms");
+    assert!(
+        h.controls().is_empty(),
+        "nothing happens before the person confirms"
+    );
     let row = h.only_row_of(d.update_id);
     assert_eq!(text_of(&row), texts::compact_question(PROJ_LABEL));
     assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
-    let keyboard = row.params["reply_markup"]["inline_keyboard"].as_array().unwrap();
+    let keyboard = row.params["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap();
     assert_eq!(keyboard.len(), 1, "one row");
     let buttons = buttons_of(&row);
     assert_eq!(
@@ -745,6 +755,22 @@ fn compact_asks_first_with_two_buttons() {
         rows[1].params["reply_markup"],
         json!({ "inline_keyboard": [] })
     );
+}
+
+/// Possible bug (see the report): tokens are not single use, so a second tap on "Compact"
+/// (a double tap before the edit removes the buttons reaches the hub as two callback queries)
+/// records a second compaction, although taps.rs says a replayed token does nothing.
+#[test]
+#[ignore = "bug: a confirm button's token is not consumed; a double tap compacts twice"]
+fn a_double_tap_on_compact_compacts_once() {
+    let mut h = Hub::with_proj();
+    let (_, d) = h.write("/compact");
+    let row = h.only_row_of(d.update_id);
+    let question = text_of(&row).to_owned();
+    let compact = token(&row, "Compact");
+    h.tap(OWNER, 555, &question, &compact);
+    h.tap(OWNER, 555, &question, &compact);
+    assert_eq!(h.controls().len(), 1, "{:#?}", h.controls());
 }
 
 #[test]
@@ -795,7 +821,12 @@ fn menu_commands_reply_with_a_menu_of_owner_bound_buttons() {
     let mut h = Hub::with_proj();
     let (_, waiting) = h.prompt("waiting prompt");
     for (cmd, outcome, purpose, starts) in [
-        ("/start", "menu:menu", "reply:menu:Menu", "pi-telegram for @pibot."),
+        (
+            "/start",
+            "menu:menu",
+            "reply:menu:Menu",
+            "pi-telegram for @pibot.",
+        ),
         (
             "/queue",
             "menu:queue",
@@ -808,19 +839,31 @@ fn menu_commands_reply_with_a_menu_of_owner_bound_buttons() {
             "reply:menu:Settings",
             "Settings (telegram.json, for every pi)",
         ),
-        ("/help", "menu:help", "reply:menu:Help", "pi-telegram is running for @pibot."),
+        (
+            "/help",
+            "menu:help",
+            "reply:menu:Help",
+            "pi-telegram is running for @pibot.",
+        ),
     ] {
         let (mid, d) = h.write(cmd);
         assert_eq!(d.outcome, outcome, "{cmd}");
         let row = h.only_row_of(d.update_id);
         assert_eq!(row.method, "sendMessage", "{cmd}");
         assert_eq!(row.purpose, purpose, "{cmd}");
-        assert!(text_of(&row).starts_with(starts), "{cmd}: {}", text_of(&row));
+        assert!(
+            text_of(&row).starts_with(starts),
+            "{cmd}: {}",
+            text_of(&row)
+        );
         assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
         let buttons = buttons_of(&row);
         assert!(!buttons.is_empty(), "{cmd}: a menu has buttons");
         for (label, t) in &buttons {
-            assert!(h.action_of(t).is_some(), "{cmd}: {label} works for the owner");
+            assert!(
+                h.action_of(t).is_some(),
+                "{cmd}: {label} works for the owner"
+            );
             let strangers = h
                 .store
                 .read(|c| callbacks::lookup(c, t, STRANGER, h.now))
@@ -856,7 +899,10 @@ fn model_asks_pi_through_a_control_when_the_instance_is_live() {
     let mut h = Hub::with_proj();
     let (mid, d) = h.write("/model");
     assert_eq!(d.outcome, "menu:model");
-    assert!(h.rows_of(d.update_id).is_empty(), "the conductor sends the menu");
+    assert!(
+        h.rows_of(d.update_id).is_empty(),
+        "the conductor sends the menu"
+    );
     let c = h.controls();
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].kind, "menu");
@@ -915,11 +961,17 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(rows.len(), 2, "{rows:#?}");
     assert_eq!(rows[0].method, "answerCallbackQuery");
     assert_eq!(rows[0].params["callback_query_id"], json!(query));
-    assert_eq!(rows[0].params["text"], json!(texts::queue_changed(QueueOp::Priority)));
+    assert_eq!(
+        rows[0].params["text"],
+        json!(texts::queue_changed(QueueOp::Priority))
+    );
     let edit = &rows[1];
     assert_eq!(edit.method, "editMessageText");
     assert_eq!(
-        (edit.params["chat_id"].clone(), edit.params["message_id"].clone()),
+        (
+            edit.params["chat_id"].clone(),
+            edit.params["message_id"].clone()
+        ),
         (json!(OWNER), json!(MENU_MESSAGE))
     );
     assert!(
@@ -942,7 +994,10 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(h.turn(second).state, TurnState::Queued);
     assert_eq!(h.queue(PROJ), vec![fourth, second, third]);
     let rows = h.rows_of(d.update_id);
-    assert_eq!(rows[0].params["text"], json!(texts::queue_changed(QueueOp::Skip)));
+    assert_eq!(
+        rows[0].params["text"],
+        json!(texts::queue_changed(QueueOp::Skip))
+    );
     assert!(text_of(&rows[1]).contains("2. second (skipped)"));
 
     // "2 ✕": the third prompt is removed.
@@ -950,7 +1005,10 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(h.turn(third).state, TurnState::Cancelled);
     assert_eq!(h.queue(PROJ), vec![fourth, second]);
     let rows = h.rows_of(d.update_id);
-    assert_eq!(rows[0].params["text"], json!(texts::queue_changed(QueueOp::Remove)));
+    assert_eq!(
+        rows[0].params["text"],
+        json!(texts::queue_changed(QueueOp::Remove))
+    );
     assert!(text_of(&rows[1]).starts_with("Waiting for proj: 2"));
     assert!(!text_of(&rows[1]).contains("third"));
 }
@@ -970,7 +1028,11 @@ fn a_queue_button_for_a_prompt_pi_has_says_too_late() {
         );
         let rows = h.rows_of(d.update_id);
         assert_eq!(rows[0].method, "answerCallbackQuery");
-        assert_eq!(rows[0].params["text"], json!(texts::queue_too_late()), "{label}");
+        assert_eq!(
+            rows[0].params["text"],
+            json!(texts::queue_too_late()),
+            "{label}"
+        );
     }
 }
 
@@ -1081,14 +1143,22 @@ fn the_same_update_twice_has_its_effect_once() {
     assert_eq!(controls_before.len(), 1);
 
     // Telegram sends them again: the journal keeps the first copy, nothing is pending.
-    for (update_id, message_id, text) in [(d.update_id, mid, "/abort"), (p.update_id, pmid, "a prompt")] {
+    for (update_id, message_id, text) in [
+        (d.update_id, mid, "/abort"),
+        (p.update_id, pmid, "a prompt"),
+    ] {
         let raw = json!({ "update_id": update_id, "message": {
             "message_id": message_id, "from": user(OWNER), "chat": private_chat(OWNER),
             "date": NOW / 1000, "text": text } })
         .to_string();
         assert_eq!(journal_again(&h, update_id, &raw), 0);
     }
-    assert!(h.store.read(|c| journal::pending(c, 10)).unwrap().is_empty());
+    assert!(
+        h.store
+            .read(|c| journal::pending(c, 10))
+            .unwrap()
+            .is_empty()
+    );
 
     // A worker that handled an entry twice is refused, and its transaction rolls back.
     let ctx = h.ctx();
@@ -1221,7 +1291,10 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     let (_, d) = h.write_in(OWNER, None, "/abort");
     assert_eq!(d.outcome, "abort:which");
     assert!(h.controls().is_empty());
-    assert_eq!(text_of(&h.only_row_of(d.update_id)), texts::which_pi("abort"));
+    assert_eq!(
+        text_of(&h.only_row_of(d.update_id)),
+        texts::which_pi("abort")
+    );
 
     // /abort in web's topic aborts web's turn, and answers in that topic.
     let (amid, d) = h.write_in(OWNER, Some(20), "/abort");

@@ -28,7 +28,7 @@ pub fn create(
 /// The action of `token` if it belongs to `owner` and has not expired.
 pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result<Option<String>> {
     conn.query_row(
-        "SELECT action FROM callbacks WHERE token = ?1 AND owner = ?2 AND expires_ms >= ?3",
+        "SELECT action FROM callbacks WHERE token = ?1 AND owner = ?2 AND expires_ms > ?3",
         params![token, owner, now_ms],
         |r| r.get(0),
     )
