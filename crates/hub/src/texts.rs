@@ -380,6 +380,13 @@ pub fn edit_too_late() -> String {
         .to_owned()
 }
 
+/// An edit that would make a waiting message one of the hub's commands (or an unknown one).
+pub fn edit_into_command() -> String {
+    "The message still waits as it was: an edit cannot turn it into a command. Send the command \
+     as a new message."
+        .to_owned()
+}
+
 /// A control about a pi that is not connected.
 pub fn not_connected(label: &str) -> String {
     format!("pi {label} is not connected.")

@@ -566,11 +566,9 @@ fn editing_a_message_that_is_no_prompt_is_ignored() {
     assert_eq!(h.turn_count(), 0);
 }
 
-/// Known bug (see the report): an edit bypasses command handling, so a pi command's prompt
-/// becomes the Telegram name of the command (which pi does not know), and a prompt edited into
-/// a hub command becomes that command's text for pi.
+/// An edit goes through the same command mapping as a new message: a pi command keeps pi's
+/// name for it.
 #[test]
-#[ignore = "bug: queue::edited stores the edited text verbatim, without command mapping"]
 fn editing_a_pi_command_keeps_pis_name_for_it() {
     let mut h = Hub::with_proj();
     h.store
@@ -757,11 +755,10 @@ fn compact_asks_first_with_two_buttons() {
     );
 }
 
-/// Possible bug (see the report): tokens are not single use, so a second tap on "Compact"
-/// (a double tap before the edit removes the buttons reaches the hub as two callback queries)
-/// records a second compaction, although taps.rs says a replayed token does nothing.
+/// A settled question's tokens are used up: a second tap on "Compact" (a double tap before the
+/// edit removes the buttons reaches the hub as two callback queries) records no second
+/// compaction.
 #[test]
-#[ignore = "bug: a confirm button's token is not consumed; a double tap compacts twice"]
 fn a_double_tap_on_compact_compacts_once() {
     let mut h = Hub::with_proj();
     let (_, d) = h.write("/compact");
@@ -1315,4 +1312,22 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     let d = h.react(OWNER, pmid, &[], &["👍"]);
     assert_eq!(d.outcome, "reaction:priority");
     assert_eq!(h.turn(waiting.id).lane, Lane::Priority);
+}
+
+#[test]
+fn a_waiting_prompt_cannot_be_edited_into_one_of_our_commands() {
+    let mut h = Hub::with_proj();
+    let (mid, _) = h.prompt("do the thing");
+    let d = h.edit(mid, "/abort");
+    assert_eq!(d.outcome, "edit:command-refused");
+    assert_eq!(
+        h.turn_of(mid).text,
+        "do the thing",
+        "the prompt stays as it was"
+    );
+    assert!(h.controls().is_empty(), "and nothing was aborted");
+    assert_eq!(
+        text_of(&h.only_row_of(d.update_id)),
+        texts::edit_into_command()
+    );
 }

@@ -35,3 +35,11 @@ pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result
     .optional()
     .map_err(StoreError::sqlite("reading a button"))
 }
+
+/// Uses up `token`: a button whose question is settled does nothing any more, however often
+/// its data is sent again. `false` when there was no such token.
+pub fn consume(conn: &Connection, token: &str) -> Result<bool> {
+    conn.execute("DELETE FROM callbacks WHERE token = ?1", [token])
+        .map(|n| n == 1)
+        .map_err(StoreError::sqlite("using up a button"))
+}

@@ -237,10 +237,7 @@ fn pi_command(
     cmd: &str,
     args: &str,
 ) -> Result<String, StoreError> {
-    let map: Value = kv::get(say.tx, crate::bot_commands::PI_COMMANDS)?
-        .and_then(|v| serde_json::from_str(&v).ok())
-        .unwrap_or(Value::Null);
-    let Some(name) = map.get(cmd).and_then(Value::as_str) else {
+    let Some(text) = pi_text(say.tx, cmd, args)? else {
         say.reply(
             msg,
             &texts::unknown_command(cmd),
@@ -249,11 +246,25 @@ fn pi_command(
         )?;
         return Ok("command:unknown".into());
     };
-    let text = if args.is_empty() {
-        format!("/{name}")
-    } else {
-        format!("/{name} {args}")
-    };
     messages::to_turn_as(say, msg, Some(&text), Lane::Normal)?;
     Ok("command:pi".into())
+}
+
+/// What pi gets for the Telegram command `cmd` (lower case) with `args`: `None` when no live pi
+/// lists it.
+pub(super) fn pi_text(
+    tx: &store::Connection,
+    cmd: &str,
+    args: &str,
+) -> Result<Option<String>, StoreError> {
+    let map: Value = kv::get(tx, crate::bot_commands::PI_COMMANDS)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or(Value::Null);
+    Ok(map.get(cmd).and_then(Value::as_str).map(|name| {
+        if args.is_empty() {
+            format!("/{name}")
+        } else {
+            format!("/{name} {args}")
+        }
+    }))
 }

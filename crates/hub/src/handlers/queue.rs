@@ -103,7 +103,26 @@ pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String,
     else {
         return Ok("ignored:edit".into());
     };
-    if turns::edit_text(say.tx, turn.id, text)? {
+    if turn.state != TurnState::Queued {
+        say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;
+        return Ok("edit:too-late".into());
+    }
+    // What pi gets is what the message would have become had it been sent like this: one of
+    // pi's commands under pi's name. The hub's own commands act when they are sent, so an edit
+    // cannot turn a waiting prompt into one.
+    let text = match msg.command() {
+        None => text.to_owned(),
+        Some((cmd, args)) => {
+            match super::commands::pi_text(say.tx, &cmd.to_ascii_lowercase(), args)? {
+                Some(t) => t,
+                None => {
+                    say.reply(msg, &texts::edit_into_command(), None, "reply:edit")?;
+                    return Ok("edit:command-refused".into());
+                }
+            }
+        }
+    };
+    if turns::edit_text(say.tx, turn.id, &text)? {
         return Ok("edit:applied".into());
     }
     say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;

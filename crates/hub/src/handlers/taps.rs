@@ -67,6 +67,23 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
         None => Tap::answer(texts::unknown_button(), "button:unknown"),
     };
     say.answer_tap(chat, id, &tap.answer)?;
+    // A settled question loses its buttons, here and in the store: data sent again later (a
+    // double tap, a replay) does nothing.
+    if tap.edit.as_ref().is_some_and(|e| e.markup.is_none()) {
+        let keyboard = tapped
+            .as_ref()
+            .and_then(|m| m.0.pointer("/reply_markup/inline_keyboard"))
+            .and_then(Value::as_array);
+        let tokens = keyboard
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|b| b.get("callback_data").and_then(Value::as_str));
+        for token in tokens.chain(cb.data()) {
+            callbacks::consume(say.tx, token)?;
+        }
+    }
     if let Some(edit) = tap.edit
         && let Some((chat, message)) = tapped.and_then(|m| m.chat_id().zip(m.id()))
     {
