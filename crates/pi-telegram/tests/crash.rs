@@ -50,7 +50,10 @@ fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {
     let rows = s.read(store::outbox::all).unwrap();
     let helps = sent.values().filter(|(_, t)| t == "/help").count();
     let plain = sent.len() - helps;
-    let replies: Vec<_> = rows.iter().filter(|r| r.purpose == "reply:menu:Help").collect();
+    let replies: Vec<_> = rows
+        .iter()
+        .filter(|r| r.purpose == "reply:menu:Help")
+        .collect();
     assert_eq!(replies.len(), helps, "one reply row per /help");
     assert_eq!(
         rows.iter().filter(|r| r.purpose == "notice:held").count(),
