@@ -655,7 +655,9 @@ fn with_the_extension_abort_model_and_compact_work_too() {
     let long: Vec<String> = (1..=120).map(|i| format!("word{i}")).collect();
     let long = format!("remember these: {}", long.join(" "));
     env.say(&long);
-    wait_text(env, "the long answer", |t| t.starts_with("echo: remember these"));
+    wait_text(env, "the long answer", |t| {
+        t.starts_with("echo: remember these")
+    });
     env.say("and one more");
     wait_text(env, "one more answer", |t| t == "echo: and one more");
     env.say("/compact");
