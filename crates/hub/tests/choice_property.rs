@@ -285,27 +285,32 @@ impl Sim {
             .read({
                 let data = data.clone();
                 move |c| {
-                    c.query_row(
-                        "SELECT action FROM callbacks WHERE token = ?1",
-                        [&data],
-                        |r| r.get::<_, String>(0),
-                    )
-                    .map_err(store::StoreError::from)
+                    let mut stmt = c
+                        .prepare("SELECT action FROM callbacks WHERE token = ?1")
+                        .map_err(store::StoreError::from)?;
+                    let mut rows = stmt
+                        .query_map([&data], |r| r.get::<_, String>(0))
+                        .map_err(store::StoreError::from)?;
+                    rows.next().transpose().map_err(store::StoreError::from)
                 }
             })
             .await
             .unwrap();
-        let Some(hub::buttons::Button::Send {
-            turn,
-            to,
-            instead_of,
-        }) = hub::buttons::Button::decode(&action)
-        else {
-            return;
-        };
-        // A tap is a choice only if it lands: recorded before the handler runs, since the
-        // conductor may dispatch at once.
-        self.taps.insert((turn, to.clone(), instead_of.clone()));
+        // A token the store no longer has was used up when its question was settled: the tap
+        // is a replay, sent all the same, and is no choice (the property fails if it acts).
+        if let Some(action) = action {
+            let Some(hub::buttons::Button::Send {
+                turn,
+                to,
+                instead_of,
+            }) = hub::buttons::Button::decode(&action)
+            else {
+                return;
+            };
+            // A tap is a choice only if it lands: recorded before the handler runs, since the
+            // conductor may dispatch at once.
+            self.taps.insert((turn, to.clone(), instead_of.clone()));
+        }
         let update = json!({ "update_id": self.next_update, "callback_query": {
             "id": format!("q{row_id}"), "data": data, "chat_instance": "c",
             "from": { "id": OWNER, "is_bot": false, "first_name": "O" },
