@@ -85,6 +85,12 @@ pub enum Button {
     },
     /// Close a question without doing anything.
     Dismiss,
+    /// A button of a question that was settled: it only says how (a double tap, data sent
+    /// again). The settling tap rewrites every button of the question into this.
+    Settled {
+        /// What a tap on it is told.
+        answer: String,
+    },
 }
 
 /// A section of the menu.

@@ -488,6 +488,15 @@ pub fn compact_failed(label: &str, why: &str) -> String {
     format!("{label}'s session was not compacted: {why}")
 }
 
+/// A tap on a button of a question that was settled already.
+pub fn settled_already(how: &str) -> String {
+    if how.is_empty() {
+        "That was settled already.".to_owned()
+    } else {
+        format!("Settled already: {how}")
+    }
+}
+
 /// A model switch that took.
 pub fn model_switched(model: &str) -> String {
     format!("✓ Now using {model}.")

@@ -296,20 +296,20 @@ impl Sim {
             })
             .await
             .unwrap();
-        // A token the store no longer has was used up when its question was settled: the tap
-        // is a replay, sent all the same, and is no choice (the property fails if it acts).
-        if let Some(action) = action {
-            let Some(hub::buttons::Button::Send {
+        match action.as_deref().and_then(hub::buttons::Button::decode) {
+            Some(hub::buttons::Button::Send {
                 turn,
                 to,
                 instead_of,
-            }) = hub::buttons::Button::decode(&action)
-            else {
-                return;
-            };
-            // A tap is a choice only if it lands: recorded before the handler runs, since the
-            // conductor may dispatch at once.
-            self.taps.insert((turn, to.clone(), instead_of.clone()));
+            }) => {
+                // A tap is a choice only if it lands: recorded before the handler runs, since
+                // the conductor may dispatch at once.
+                self.taps.insert((turn, to.clone(), instead_of.clone()));
+            }
+            // A button of a settled chooser: the tap is a replay, sent all the same, and is no
+            // choice (the property fails if it acts).
+            Some(hub::buttons::Button::Settled { .. }) => {}
+            _ => return,
         }
         let update = json!({ "update_id": self.next_update, "callback_query": {
             "id": format!("q{row_id}"), "data": data, "chat_instance": "c",

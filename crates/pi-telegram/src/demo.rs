@@ -2,6 +2,7 @@
 //! and one instance: real pi against a local fake model when pi is available, else the built-in
 //! echo agent (and it says so). You type as the Telegram user; the bot's replies are printed.
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use hub::HubError;
 use hub::paths::{AgentDir, ProfileName};
 use hub::serve::{ServeOptions, StartInstance, Tuning, serve};
 use serde_json::json;
-use tg_fake::control::{Press, SendText, ThreadFilter};
+use tg_fake::control::{EditText, Press, React, SendText, ThreadFilter};
 use tg_fake::{FakeConfig, FakeServer};
 use tokio::sync::{mpsc, oneshot};
 
@@ -100,8 +101,10 @@ pub async fn run() -> Result<(), HubError> {
     // Let the instance connect first, so the first message does not wait for it.
     let control = fake.control().clone();
     let mut changes = control.changes();
-    let mut shown = 0i64;
+    let mut shown = Shown::default();
     let mut drafts_shown = 0u64;
+    // The person's messages, numbered as the terminal shows them (for :react and :edit).
+    let mut mine: Vec<i64> = Vec::new();
     let mut buttons: Vec<(i64, String)> = Vec::new();
     let connected = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
@@ -125,7 +128,9 @@ pub async fn run() -> Result<(), HubError> {
 
     println!(
         "\nYou are Ada, chatting with the bot @fake_1000_bot in a fake Telegram ({}).\n\
-         Type a message and press Enter. /start and /help work; !N presses button N.\n\
+         Type a message and press Enter; each is numbered (#N). !N presses button N;\n\
+         :react N 👍 reacts to your message N (👍 first, 👎 skip; :react N alone removes it);\n\
+         :edit N new text edits it. /start opens the menu, /help lists the commands.\n\
          Try: hello   or   [[bash:ls -la]]   (pi runs the tool)   or   [[slow]] a slow answer\n\
          Type /quit (or Ctrl-D) to leave. Everything lives in {} and is removed at the end.\n",
         fake.base_url(),
@@ -165,8 +170,39 @@ pub async fn run() -> Result<(), HubError> {
                     }
                     continue;
                 }
-                if let Err(e) = control.send_text(SendText { text: line, ..Default::default() }) {
-                    println!("(could not send: {e})");
+                if let Some(rest) = line.strip_prefix(":react") {
+                    let mut parts = rest.split_whitespace();
+                    let target = parts.next().and_then(|n| n.parse::<usize>().ok());
+                    match target.and_then(|n| n.checked_sub(1)).and_then(|i| mine.get(i)) {
+                        Some(&message_id) => {
+                            let emoji = parts.next().map(str::to_owned);
+                            if let Err(e) = control.react(React { message_id, emoji, user_id: None, token: None }) {
+                                println!("(could not react: {e})");
+                            }
+                        }
+                        None => println!("(usage: :react N [emoji], N is one of your message numbers)"),
+                    }
+                    continue;
+                }
+                if let Some(rest) = line.strip_prefix(":edit") {
+                    let rest = rest.trim_start();
+                    let (n, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                    match n.parse::<usize>().ok().and_then(|n| n.checked_sub(1)).and_then(|i| mine.get(i)) {
+                        Some(&message_id) if !text.trim().is_empty() => {
+                            if let Err(e) = control.edit_text(EditText { message_id, text: text.trim().to_owned(), user_id: None, token: None }) {
+                                println!("(could not edit: {e})");
+                            }
+                        }
+                        _ => println!("(usage: :edit N new text, N is one of your message numbers)"),
+                    }
+                    continue;
+                }
+                match control.send_text(SendText { text: line, ..Default::default() }) {
+                    Ok(sent) => {
+                        mine.push(sent.message_id);
+                        println!("  (#{})", mine.len());
+                    }
+                    Err(e) => println!("(could not send: {e})"),
                 }
             }
             changed = changes.changed() => {
@@ -204,23 +240,35 @@ fn show_drafts(control: &tg_fake::Control, shown: &mut u64) {
     }
 }
 
-/// Prints the bot's messages that were not shown yet, with their buttons numbered.
-fn show_new(control: &tg_fake::Control, shown: &mut i64, buttons: &mut Vec<(i64, String)>) {
+/// What the terminal has shown of each bot message (its text and buttons), so a message the
+/// bot edits (the menu, a settled question) is shown again.
+#[derive(Default)]
+struct Shown(HashMap<i64, String>);
+
+/// Prints the bot's messages that are new or changed since they were shown, with their buttons
+/// numbered.
+fn show_new(control: &tg_fake::Control, shown: &mut Shown, buttons: &mut Vec<(i64, String)>) {
     let Ok(messages) = control.transcript(None, ThreadFilter::All, None) else {
         return;
     };
-    let start = *shown;
-    for m in messages.into_iter().filter(|m| m.message_id > start) {
-        *shown = m.message_id;
-        if !m.from_bot || m.deleted {
+    for m in messages.into_iter().filter(|m| m.from_bot && !m.deleted) {
+        let text = m.text.clone().unwrap_or_default();
+        let form = format!("{text}\u{0}{:?}", m.reply_markup);
+        let before = shown.0.insert(m.message_id, form.clone());
+        if before.as_deref() == Some(form.as_str()) {
             continue;
         }
-        let text = m.text.unwrap_or_default();
-        println!("bot: {}", text.replace('\n', "\n     "));
+        let who = if before.is_some() {
+            "bot (edited)"
+        } else {
+            "bot"
+        };
+        println!("{who}: {}", text.replace('\n', "\n     "));
         if let Some(rows) = m
             .reply_markup
             .as_ref()
             .and_then(|r| r["inline_keyboard"].as_array())
+            .filter(|rows| !rows.is_empty())
         {
             buttons.clear();
             for b in rows.iter().filter_map(|r| r.as_array()).flatten() {

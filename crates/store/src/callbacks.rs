@@ -36,10 +36,13 @@ pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result
     .map_err(StoreError::sqlite("reading a button"))
 }
 
-/// Uses up `token`: a button whose question is settled does nothing any more, however often
-/// its data is sent again. `false` when there was no such token.
-pub fn consume(conn: &Connection, token: &str) -> Result<bool> {
-    conn.execute("DELETE FROM callbacks WHERE token = ?1", [token])
-        .map(|n| n == 1)
-        .map_err(StoreError::sqlite("using up a button"))
+/// Replaces the action behind `token` (a settled question's buttons only say how it was
+/// settled, however often their data is sent again). `false` when there was no such token.
+pub fn replace(conn: &Connection, token: &str, action: &str) -> Result<bool> {
+    conn.execute(
+        "UPDATE callbacks SET action = ?2 WHERE token = ?1",
+        params![token, action],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("settling a button"))
 }

@@ -24,6 +24,8 @@ struct Tap {
     answer: String,
     outcome: String,
     edit: Option<Edit>,
+    /// What a later tap on this question's buttons is told, when this tap settles it.
+    replay: Option<String>,
 }
 
 /// A new text (and keyboard; `None` removes it) for a message with buttons.
@@ -38,7 +40,13 @@ impl Tap {
             answer: answer.into(),
             outcome: outcome.to_owned(),
             edit: None,
+            replay: None,
         }
+    }
+
+    fn replayed_as(mut self, answer: String) -> Self {
+        self.replay = Some(answer);
+        self
     }
 
     fn with_edit(mut self, edit: Option<Edit>) -> Self {
@@ -68,8 +76,13 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
     };
     say.answer_tap(chat, id, &tap.answer)?;
     // A settled question loses its buttons, here and in the store: data sent again later (a
-    // double tap, a replay) does nothing.
-    if tap.edit.as_ref().is_some_and(|e| e.markup.is_none()) {
+    // double tap, a replay) only hears how it was settled.
+    if let Some(edit) = tap.edit.as_ref().filter(|e| e.markup.is_none()) {
+        let answer = tap.replay.clone().unwrap_or_else(|| {
+            let line = edit.text.lines().last().unwrap_or_default();
+            texts::settled_already(line.trim_start_matches('→').trim())
+        });
+        let settled = Button::Settled { answer }.encode();
         let keyboard = tapped
             .as_ref()
             .and_then(|m| m.0.pointer("/reply_markup/inline_keyboard"))
@@ -81,7 +94,7 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
             .flatten()
             .filter_map(|b| b.get("callback_data").and_then(Value::as_str));
         for token in tokens.chain(cb.data()) {
-            callbacks::consume(say.tx, token)?;
+            callbacks::replace(say.tx, token, &settled)?;
         }
     }
     if let Some(edit) = tap.edit
@@ -137,7 +150,8 @@ fn button(
                     .map(|i| label_of(&i));
                 return Ok(
                     Tap::answer(texts::already_sent(went.as_deref()), "send:taken")
-                        .with_edit(settled(texts::chosen_before(went.as_deref()))),
+                        .with_edit(settled(texts::chosen_before(went.as_deref())))
+                        .replayed_as(texts::already_sent(went.as_deref())),
                 );
             }
             say.after.turns = true;
@@ -152,7 +166,9 @@ fn button(
             } else {
                 format!("{label} is offline: the message waits for it")
             };
-            Ok(Tap::answer(answer, "sent").with_edit(settled(texts::chosen(&label))))
+            Ok(Tap::answer(answer, "sent")
+                .with_edit(settled(texts::chosen(&label)))
+                .replayed_as(texts::already_sent(Some(&label))))
         }
         Button::Move {
             turn,
@@ -264,6 +280,7 @@ fn button(
             )?;
             Ok(tap.with_edit(settled("→ Compacting…".into())))
         }
+        Button::Settled { answer } => Ok(Tap::answer(answer.clone(), "button:settled")),
         Button::Dismiss => {
             Ok(Tap::answer("Cancelled", "dismissed").with_edit(settled("→ Cancelled.".into())))
         }
