@@ -149,7 +149,7 @@ pub fn merge(lists: &[Vec<PiCommand>]) -> (Vec<(String, String)>, BTreeMap<Strin
 }
 
 /// Recomputes the published commands from the live instances' lists; when they changed,
-/// queues a `setMyCommands` (in the owner's chat's outbox order, or chat 0 before pairing).
+/// queues a `setMyCommands` (in the queue of calls that are not chat messages, chat 0).
 /// Returns whether a call was queued.
 pub fn refresh(tx: &Connection, now: i64) -> Result<bool, StoreError> {
     let mut lists = Vec::new();
@@ -171,7 +171,8 @@ pub fn refresh(tx: &Connection, now: i64) -> Result<bool, StoreError> {
         return Ok(false);
     }
     kv::set(tx, PUBLISHED, &list)?;
-    let chat = kv::get_i64(tx, kv::OWNER)?.unwrap_or(0);
+    // Bot-wide, not a message of any chat: the queue of such calls (chat 0).
+    let chat = 0;
     let params = json!({ "commands": serde_json::from_str::<Value>(&list).unwrap_or(Value::Null) });
     let n = kv::get_i64(tx, "commands.generation")?.unwrap_or(0) + 1;
     kv::set(tx, "commands.generation", &n.to_string())?;

@@ -41,7 +41,7 @@ pub async fn run(
         {
             let mut p = pacer.lock().await;
             for row in heads {
-                let w = p.ready_in(Some(row.chat_id), now as u64);
+                let w = p.ready_in(pace_key(&row), now as u64);
                 if w.is_zero() {
                     chosen = Some(row);
                     break;
@@ -65,6 +65,11 @@ pub async fn run(
     }
 }
 
+/// The chat whose pace a row counts against; `None` for calls that are not messages of a chat.
+fn pace_key(row: &OutboxRow) -> Option<i64> {
+    telegram::paced_per_chat(&row.method).then_some(row.chat_id)
+}
+
 async fn send_one(
     db: &Db,
     client: &Client,
@@ -76,10 +81,7 @@ async fn send_one(
     db.write(move |tx| outbox::mark_sending(tx, id, now_ms()))
         .await?;
     crashpoint::hit("send.after_mark_sending");
-    pacer
-        .lock()
-        .await
-        .consume(Some(row.chat_id), now_ms() as u64);
+    pacer.lock().await.consume(pace_key(&row), now_ms() as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);

@@ -22,7 +22,7 @@ pub mod view;
 
 pub use client::{Client, ClientOptions, DEFAULT_API_BASE, Upload};
 pub use error::{ApiError, ApiErrorKind, CallError};
-pub use method::{Safety, safety};
+pub use method::{Safety, paced_per_chat, safety};
 pub use pacing::{FloodScope, Pacer, PacingConfig};
 pub use token::{Token, TokenError};
 pub use update::{RawUpdate, parse_updates};

@@ -47,9 +47,31 @@ pub fn safety(method: &str) -> Safety {
     }
 }
 
+/// Whether `method` puts something into a chat, and so counts against that chat's pace (about
+/// a message a second). Answers to button taps and bot-wide settings are not messages of any
+/// chat: only the global pace applies, and they need not wait behind a chat's messages.
+pub fn paced_per_chat(method: &str) -> bool {
+    const NOT_IN_A_CHAT: [&str; 4] = [
+        "answercallbackquery",
+        "setmycommands",
+        "deletemycommands",
+        "deletewebhook",
+    ];
+    !NOT_IN_A_CHAT.contains(&method.to_ascii_lowercase().as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tap_answers_and_settings_are_not_chat_messages() {
+        assert!(!paced_per_chat("answerCallbackQuery"));
+        assert!(!paced_per_chat("setMyCommands"));
+        assert!(paced_per_chat("sendMessage"));
+        assert!(paced_per_chat("editMessageText"));
+        assert!(paced_per_chat("sendRichMessage"));
+    }
 
     #[test]
     fn sends_and_topic_creation_are_not_repeatable() {

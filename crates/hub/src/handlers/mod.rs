@@ -113,8 +113,7 @@ fn decide(
                 "ignored an update from someone who is not the owner"
             );
             if let Some(id) = update.callback().and_then(|c| c.id()) {
-                let chat = update.chat_id().unwrap_or(sender);
-                say.answer_tap(chat, id, &crate::texts::unknown_button())?;
+                say.answer_tap(id, &crate::texts::unknown_button())?;
             }
             Ok("ignored:not-owner".into())
         }
@@ -234,10 +233,9 @@ impl Say<'_> {
     }
 
     /// Answers a tap.
-    fn answer_tap(&mut self, chat: i64, query_id: &str, text: &str) -> Result<(), StoreError> {
+    fn answer_tap(&mut self, query_id: &str, text: &str) -> Result<(), StoreError> {
         outbound::answer_tap(
             self.tx,
-            chat,
             query_id,
             text,
             Some(self.entry.update_id),

@@ -74,7 +74,7 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
         Some(b) => button(say, &b, chat, tapped.as_ref(), owner)?,
         None => Tap::answer(texts::unknown_button(), "button:unknown"),
     };
-    say.answer_tap(chat, id, &tap.answer)?;
+    say.answer_tap(id, &tap.answer)?;
     // A settled question loses its buttons, here and in the store: data sent again later (a
     // double tap, a replay) only hears how it was settled.
     if let Some(edit) = tap.edit.as_ref().filter(|e| e.markup.is_none()) {

@@ -309,10 +309,11 @@ pub fn edit(
     .map(drop)
 }
 
-/// Answers a button tap (every tap is answered, so no button keeps spinning).
+/// Answers a button tap (every tap is answered, so no button keeps spinning). Not a message of
+/// any chat: it has its own queue (chat 0), so a tap is answered at once even while the chat's
+/// messages wait for their pace.
 pub fn answer_tap(
     tx: &Connection,
-    chat: i64,
     query_id: &str,
     words: &str,
     source_update_id: Option<i64>,
@@ -321,7 +322,7 @@ pub fn answer_tap(
     let params = json!({ "callback_query_id": query_id, "text": words });
     raw(
         tx,
-        chat,
+        0,
         None,
         "answerCallbackQuery",
         &params,
