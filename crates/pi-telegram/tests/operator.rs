@@ -672,6 +672,153 @@ fn with_the_extension_abort_model_and_compact_work_too() {
     assert_eq!(hub.stop(), Some(0));
 }
 
+#[test]
+fn with_the_extension_reactions_thinking_and_templates_work_too() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let env = &s.env;
+    let prompts_dir = s.pi.agent_dir().join("prompts");
+    std::fs::create_dir_all(&prompts_dir).unwrap();
+    std::fs::write(
+        prompts_dir.join("explain-it.md"),
+        "---\ndescription: Explain something\n---\nExplain $1 simply.\n",
+    )
+    .unwrap();
+    let mut hub = start(&s);
+    let mut pi = s.pi.spawn_rpc(["--no-session"]).unwrap();
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || live_shims(env) == 1);
+    wait_for("the template in the bot's commands", 30, || {
+        published_commands(env).contains(&"explain_it".to_owned())
+    });
+    // 👍 and 👎 behind a slow turn.
+    env.say(&slow("extlanes"));
+    wait_for("the slow turn", 30, || {
+        prompts_containing(&s.llm, "extlanes w1") == 1
+    });
+    wait_streaming(env, "extlanes");
+    let one = env.say("prompt one").message_id;
+    let two = env.say("prompt two").message_id;
+    let three = env.say("prompt three").message_id;
+    react(env, three, Some("🔥"));
+    react(env, one, Some("👎"));
+    wait_for("the reactions", 20, || {
+        lane_of(env, three).0 == "priority" && lane_of(env, one).1
+    });
+    env.say("/abort");
+    wait_text(env, "the last answer", |t| t == "echo: prompt two");
+    wait_text(env, "the skip notice", |t| {
+        t.starts_with("⏭ Skipped \"prompt one\"")
+    });
+    assert!(first_request(&s, "prompt three") < first_request(&s, "prompt two"));
+    assert_eq!(prompts_containing(&s.llm, "prompt one"), 0);
+    let _ = two;
+    // The template runs in pi.
+    env.say("/explain_it recursion");
+    wait_text(env, "the template's answer", |t| {
+        t.contains("Explain recursion simply.")
+    });
+    // Thinking, after switching to the reasoning model.
+    env.say("/model");
+    let menu = wait_message(env, "the model menu", |t| t.starts_with("Model of work"));
+    press(env, menu.message_id, "Fake Reasoner");
+    wait_for("the switch", 30, || {
+        message(env, menu.message_id)
+            .text
+            .is_some_and(|t| t.starts_with("✓ Now using fake/fake-reasoner."))
+    });
+    env.say("/thinking");
+    let menu = wait_message(env, "the thinking menu", |t| {
+        t.starts_with("Thinking level of work")
+    });
+    press(env, menu.message_id, "medium");
+    wait_for("the level", 30, || {
+        message(env, menu.message_id)
+            .text
+            .is_some_and(|t| t.starts_with("✓ Thinking level: medium."))
+    });
+    env.say("think a little");
+    wait_text(env, "the answer", |t| t == "echo: think a little");
+    let req = s
+        .llm
+        .requests()
+        .into_iter()
+        .rfind(|r| r.to_string().contains("think a little"))
+        .unwrap();
+    assert_eq!(req["reasoning_effort"], json!("medium"), "{req}");
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn in_threaded_mode_reactions_and_menus_act_on_the_topics_pi() {
+    let Some(s) = setup_threaded() else { return };
+    let env = &s.env;
+    let mut hub = start(&s);
+    env.spawn_pi(&project(&s.pi, "web"));
+    env.spawn_pi(&project(&s.pi, "api"));
+    let topic = |name: &str| {
+        let mut found = None;
+        wait_for(&format!("{name}'s topic"), 30, || {
+            found = env
+                .fake
+                .control()
+                .topics(Some(OWNER), None)
+                .unwrap()
+                .into_iter()
+                .find(|t| t.name.contains(name))
+                .map(|t| t.thread_id);
+            found.is_some()
+        });
+        found.unwrap()
+    };
+    let (web, api) = (topic("web"), topic("api"));
+    say_in(env, Some(api), &slow("apislow"));
+    wait_for("api's slow turn", 30, || {
+        prompts_containing(&s.llm, "apislow w1") == 1
+    });
+    wait_streaming(env, "apislow");
+    let first = say_in(env, Some(api), "api first");
+    let second = say_in(env, Some(api), "api second");
+    react(env, second, Some("👍"));
+    wait_for("the reaction", 20, || lane_of(env, second).0 == "priority");
+    // The model menu in web's topic is about web, and switches only web.
+    say_in(env, Some(web), "/model");
+    let menu = wait_message(env, "web's model menu", |t| t.starts_with("Model of web"));
+    assert_eq!(menu.thread_id, Some(web));
+    press(env, menu.message_id, "Fake Reasoner");
+    wait_for("the switch", 30, || {
+        message(env, menu.message_id)
+            .text
+            .is_some_and(|t| t.starts_with("✓ Now using fake/fake-reasoner."))
+    });
+    // /next in api's topic: api's slow turn stops, its priority message runs next.
+    say_in(env, Some(api), "/next");
+    wait_text(env, "api's last answer", |t| t == "echo: api first");
+    assert!(first_request(&s, "api second") < first_request(&s, "api first"));
+    say_in(env, Some(web), "web after the switch");
+    wait_text(env, "web's answer", |t| t == "echo: web after the switch");
+    let model_of = |needle: &str| {
+        s.llm
+            .requests()
+            .into_iter()
+            .rfind(|r| r.to_string().contains(needle))
+            .unwrap()["model"]
+            .clone()
+    };
+    assert_eq!(
+        model_of("web after the switch"),
+        json!(fake_llm::REASONING_MODEL_ID)
+    );
+    assert_eq!(
+        model_of("api first"),
+        json!(fake_llm::MODEL_ID),
+        "api kept its model"
+    );
+    let _ = first;
+    assert_eq!(hub.stop(), Some(0));
+}
+
 // ------------------------------------------------------------------ crashes
 
 #[test]
