@@ -89,6 +89,23 @@ pub struct ProfileSettings {
     pub thread_title: String,
     /// `threadRetentionDays`: offline bindings release their slot after this many days.
     pub thread_retention_days: u64,
+    /// Largest file taken from Telegram: `PI_TELEGRAM_INBOUND_FILE_MAX_BYTES` or
+    /// `TELEGRAM_MAX_FILE_SIZE_BYTES` (the reference's variables), else `inboundFileMaxBytes`,
+    /// else 50 MiB.
+    pub inbound_max_bytes: u64,
+    /// Largest file sent to Telegram: `PI_TELEGRAM_OUTBOUND_ATTACHMENT_MAX_BYTES` or
+    /// `TELEGRAM_MAX_ATTACHMENT_SIZE_BYTES`, else `outboundAttachmentMaxBytes`, else 50 MiB
+    /// (what the cloud Bot API accepts from bots).
+    pub outbound_max_bytes: u64,
+    /// `fileRetentionDays`: downloaded files of finished turns are removed after this many days.
+    pub file_retention_days: u64,
+}
+
+/// The first of `vars` that is set to a number.
+fn env_bytes(vars: &[&str]) -> Option<u64> {
+    vars.iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find_map(|v| v.trim().parse().ok())
 }
 
 /// The parsed file, keeping every key.
@@ -273,9 +290,35 @@ impl ConfigFile {
             .lookup(name, "threadRetentionDays")
             .and_then(Value::as_u64)
             .unwrap_or(7);
+        let bytes = |vars: &[&str], key: &str| {
+            env_bytes(vars)
+                .or_else(|| self.lookup(name, key).and_then(Value::as_u64))
+                .unwrap_or(50 * 1024 * 1024)
+        };
+        let inbound_max_bytes = bytes(
+            &[
+                "PI_TELEGRAM_INBOUND_FILE_MAX_BYTES",
+                "TELEGRAM_MAX_FILE_SIZE_BYTES",
+            ],
+            "inboundFileMaxBytes",
+        );
+        let outbound_max_bytes = bytes(
+            &[
+                "PI_TELEGRAM_OUTBOUND_ATTACHMENT_MAX_BYTES",
+                "TELEGRAM_MAX_ATTACHMENT_SIZE_BYTES",
+            ],
+            "outboundAttachmentMaxBytes",
+        );
+        let file_retention_days = self
+            .lookup(name, "fileRetentionDays")
+            .and_then(Value::as_u64)
+            .unwrap_or(7);
         ProfileSettings {
             thread_title,
             thread_retention_days,
+            inbound_max_bytes,
+            outbound_max_bytes,
+            file_retention_days,
             bot_token,
             allowed_user_id,
             api_base,

@@ -76,6 +76,8 @@ pub enum Command {
         turn: TurnId,
         /// The prompt.
         text: String,
+        /// Images that go with it.
+        images: Vec<wire::ImagePart>,
     },
     /// Abort the current run.
     Abort,

@@ -273,6 +273,25 @@ pub async fn serve(
             stop_rx.clone(),
         ))
     };
+    let inbound_task = {
+        let inbound = crate::inbound::InboundSettings {
+            dir: opts
+                .agent_dir
+                .path()
+                .join("tmp")
+                .join("telegram")
+                .join(opts.profile.as_str()),
+            max_bytes: settings.inbound_max_bytes,
+            retention: Duration::from_secs(settings.file_retention_days * 24 * 3600),
+        };
+        tokio::spawn(crate::inbound::run(
+            db.clone(),
+            client.clone(),
+            Arc::new(inbound),
+            wakes.clone(),
+            stop_rx.clone(),
+        ))
+    };
     let sock = tokio::spawn(links::socket::serve(
         listener,
         secret,
@@ -334,6 +353,7 @@ pub async fn serve(
     // Work left from before the restart.
     wakes.worker.notify_one();
     wakes.sender.notify_one();
+    wakes.inbound.notify_one();
 
     let mut poll = poll;
     let mut work = work;
@@ -341,6 +361,7 @@ pub async fn serve(
     let mut conduct = conduct;
     let mut topic_task = topic_task;
     let mut preview_task = preview_task;
+    let mut inbound_task = inbound_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
         r = &mut poll => Some(joined(r)),
@@ -349,6 +370,7 @@ pub async fn serve(
         r = &mut conduct => Some(joined(r)),
         r = &mut topic_task => Some(joined(r)),
         r = &mut preview_task => Some(joined(r)),
+        r = &mut inbound_task => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
@@ -360,6 +382,7 @@ pub async fn serve(
         ("conductor", conduct),
         ("topics", topic_task),
         ("previews", preview_task),
+        ("inbound", inbound_task),
     ] {
         if task.is_finished() {
             continue;

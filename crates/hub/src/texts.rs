@@ -524,3 +524,8 @@ pub fn compact_unknown(label: &str) -> String {
 pub fn pi_did_not_answer(label: &str, why: &str) -> String {
     format!("pi {label} did not answer: {why}")
 }
+
+/// A file that came with a message and was not downloaded.
+pub fn file_not_saved(what: &str, why: &str) -> String {
+    format!("📎 {what} was not downloaded: {why}. Your message still goes to pi, with a note.")
+}

@@ -17,6 +17,8 @@ pub struct Wakes {
     pub conductor: Arc<Notify>,
     /// Something may need a topic (or a cleanup).
     pub topics: Arc<Notify>,
+    /// A turn waits for its files or its group.
+    pub inbound: Arc<Notify>,
 }
 
 /// Sleeps for `d` (at least a millisecond), or forever when there is nothing to wait for; for

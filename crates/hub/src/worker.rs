@@ -65,6 +65,9 @@ pub async fn run(
         if after.topics {
             wakes.topics.notify_one();
         }
+        if after.inbound {
+            wakes.inbound.notify_one();
+        }
         if let Some(owner) = after.new_owner {
             mirror_owner(&db, &settings, owner).await?;
         }
@@ -112,6 +115,7 @@ async fn handle_singly(
                 all.outbox |= after.outbox;
                 all.turns |= after.turns;
                 all.topics |= after.topics;
+                all.inbound |= after.inbound;
                 all.new_owner = after.new_owner.or(all.new_owner);
             }
             Err(e) => {

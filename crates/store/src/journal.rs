@@ -146,3 +146,27 @@ pub fn prune(conn: &Connection, before_ms: i64) -> Result<usize> {
     }
     Ok(n)
 }
+
+/// The first unhandled update after `update_id`, if it is journaled already (a handler may
+/// look one step ahead: a comment the person sent right before a forward).
+pub fn next_after(conn: &Connection, update_id: i64) -> Result<Option<Entry>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT update_id, kind, raw, received_ms FROM journal
+             WHERE handled_ms IS NULL AND update_id > ?1 ORDER BY update_id LIMIT 1",
+        )
+        .map_err(StoreError::sqlite("reading the journal"))?;
+    let mut rows = stmt
+        .query_map([update_id], |r| {
+            Ok(Entry {
+                update_id: r.get(0)?,
+                kind: r.get(1)?,
+                raw: r.get(2)?,
+                received_ms: r.get(3)?,
+            })
+        })
+        .map_err(StoreError::sqlite("reading the journal"))?;
+    rows.next()
+        .transpose()
+        .map_err(StoreError::sqlite("reading the journal"))
+}

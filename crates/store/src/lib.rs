@@ -12,6 +12,7 @@
 
 pub mod callbacks;
 pub mod controls;
+pub mod files;
 pub mod flood;
 pub mod incidents;
 pub mod instances;

@@ -261,6 +261,45 @@ const MIGRATIONS: &[&str] = &[
         WHERE source_update_id IS NOT NULL;
     CREATE INDEX controls_open ON controls(id) WHERE state != 'done';
     ",
+    // 7: what is not plain text. A turn may wait for its files (downloads, speech-to-text) or
+    // for the rest of its group (an album, a forward and its comment, a long text Telegram
+    // split): `ready = 0` until then; `context` is what pi gets after the person's words
+    // (attachments, the replied-to text, forwards), composed when the turn becomes ready.
+    r"
+    ALTER TABLE turns ADD COLUMN ready INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE turns ADD COLUMN context TEXT;
+    ALTER TABLE turns ADD COLUMN group_key TEXT;
+    ALTER TABLE turns ADD COLUMN gather_until_ms INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX turns_preparing ON turns(id) WHERE ready = 0 AND state = 'queued';
+    CREATE INDEX turns_by_group ON turns(group_key) WHERE group_key IS NOT NULL;
+
+    -- Files that came with a turn: downloaded from the journal's updates like everything else
+    -- (a crash mid-download downloads again; the turn waits until each file is settled).
+    CREATE TABLE files (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        turn_id          INTEGER NOT NULL,
+        source_update_id INTEGER,
+        seq              INTEGER NOT NULL,
+        origin           TEXT NOT NULL CHECK (origin IN ('message', 'forward')),
+        kind             TEXT NOT NULL,
+        file_id          TEXT NOT NULL,
+        file_unique_id   TEXT,
+        name             TEXT,
+        mime             TEXT,
+        size             INTEGER,
+        state            TEXT NOT NULL CHECK (state IN ('pending', 'saved', 'refused', 'failed')),
+        path             TEXT,
+        error            TEXT,
+        output           TEXT,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        not_before_ms    INTEGER NOT NULL DEFAULT 0,
+        created_ms       INTEGER NOT NULL,
+        done_ms          INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX files_once ON files(source_update_id, seq)
+        WHERE source_update_id IS NOT NULL;
+    CREATE INDEX files_of_turn ON files(turn_id, id);
+    ",
 ];
 
 /// The schema version this build writes.

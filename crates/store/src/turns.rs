@@ -146,6 +146,17 @@ pub struct NewTurn<'a> {
     pub text: &'a str,
     /// Its lane.
     pub lane: Lane,
+    /// `None`: ready for pi now. Otherwise it waits for its files or the rest of its group.
+    pub prepare: Option<Prepare<'a>>,
+}
+
+/// What a turn that is not ready yet waits for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prepare<'a> {
+    /// The group it gathers (an album, a forward and its comment, a split long text).
+    pub group_key: Option<&'a str>,
+    /// Until when the rest of the group can still arrive (0: only its files).
+    pub gather_until_ms: i64,
 }
 
 /// A stored turn.
@@ -181,10 +192,30 @@ pub struct Turn {
     pub lane: Lane,
     /// Dropped without a model turn when dispatch reaches it.
     pub skip: bool,
+    /// Ready for pi (its files are settled, its group complete).
+    pub ready: bool,
+    /// What pi gets after the person's words: attachments, the replied-to text, forwards.
+    pub context: Option<String>,
+    /// The group it gathers.
+    pub group_key: Option<String>,
+    /// Until when the rest of its group can arrive (0: not gathering).
+    pub gather_until_ms: i64,
+}
+
+impl Turn {
+    /// What pi gets: the person's words, then the context.
+    pub fn prompt(&self) -> String {
+        match self.context.as_deref().filter(|c| !c.trim().is_empty()) {
+            Some(c) if self.text.trim().is_empty() => c.to_owned(),
+            Some(c) => format!("{}\n\n{c}", self.text),
+            None => self.text.clone(),
+        }
+    }
 }
 
 const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
-    instance_id, instance_pid, transport, result_text, waits, lane, skip";
+    instance_id, instance_pid, transport, result_text, waits, lane, skip, ready, context, group_key,
+    gather_until_ms";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
     Ok((
@@ -204,6 +235,10 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
             waits: None,
             lane: Lane::parse(&r.get::<_, String>(13)?),
             skip: r.get::<_, i64>(14)? != 0,
+            ready: r.get::<_, i64>(15)? != 0,
+            context: r.get(16)?,
+            group_key: r.get(17)?,
+            gather_until_ms: r.get(18)?,
         },
         r.get(7)?,
         r.get(12)?,
@@ -236,12 +271,13 @@ pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<
     let n = conn
         .execute(
             "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text,
-                               state, created_ms, lane, lane_seq)
+                               state, created_ms, lane, lane_seq, ready, group_key, gather_until_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9,
-                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns))
+                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns), ?10, ?11, ?12)
              ON CONFLICT DO NOTHING",
             params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text,
-                    now_ms, t.lane.as_str()],
+                    now_ms, t.lane.as_str(), i64::from(t.prepare.is_none()),
+                    t.prepare.and_then(|p| p.group_key), t.prepare.map_or(0, |p| p.gather_until_ms)],
         )
         .map_err(StoreError::sqlite("creating a turn"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
@@ -279,12 +315,13 @@ pub fn assign(
     .map_err(StoreError::sqlite("assigning a turn"))
 }
 
-/// The next queued turn for `identity`: the priority lane first, each lane in order (skipped
-/// turns included: dispatch drops them).
+/// The next queued turn for `identity` that is ready: the priority lane first, each lane in
+/// order (skipped turns included: dispatch drops them). A turn that is not ready yet (its files,
+/// its group) does not hold up the ones behind it.
 pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     Ok(select(
         conn,
-        "WHERE identity = ?1 AND state = 'queued'
+        "WHERE identity = ?1 AND state = 'queued' AND ready = 1
          ORDER BY lane = 'priority' DESC, lane_seq LIMIT 1",
         [identity],
     )?
@@ -529,4 +566,67 @@ pub fn requeue(conn: &Connection, id: i64) -> Result<bool> {
         "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, dispatched_ms = NULL",
         &[],
     )
+}
+
+/// Turns that wait for their files or their group, oldest first.
+pub fn preparing(conn: &Connection) -> Result<Vec<Turn>> {
+    select(conn, "WHERE state = 'queued' AND ready = 0 ORDER BY id", [])
+}
+
+/// The turn still gathering the group `key`, if any.
+pub fn gathering(conn: &Connection, key: &str) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE group_key = ?1 AND state = 'queued' AND ready = 0 AND gather_until_ms > 0
+         ORDER BY id DESC LIMIT 1",
+        [key],
+    )?
+    .pop())
+}
+
+/// A gathering turn takes another part: its text becomes `text`, and the group may go on
+/// until `until_ms` (0: the group is complete).
+pub fn gather(conn: &Connection, id: i64, text: &str, until_ms: i64) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET text = ?2, gather_until_ms = ?3
+         WHERE id = ?1 AND state = 'queued' AND ready = 0",
+        params![id, text, until_ms],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("gathering a turn"))
+}
+
+/// A prepared turn is ready for pi, with what pi gets after the person's words.
+pub fn set_ready(conn: &Connection, id: i64, context: Option<&str>) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET ready = 1, context = ?2, gather_until_ms = 0
+         WHERE id = ?1 AND state = 'queued' AND ready = 0",
+        params![id, context],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("readying a turn"))
+}
+
+/// Adds a block to what pi gets after the person's words (a reply's quote, a forward).
+pub fn append_context(conn: &Connection, id: i64, block: &str) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET context = CASE WHEN context IS NULL OR context = '' THEN ?2
+                                         ELSE context || char(10) || char(10) || ?2 END
+         WHERE id = ?1 AND state = 'queued'",
+        params![id, block],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("adding to a turn's context"))
+}
+
+/// A waiting turn gathers again (its comment was sent before forwards that arrived later):
+/// not ready, in group `key`, until `until_ms`. `false` when it is not waiting any more.
+pub fn regather(conn: &Connection, id: i64, key: &str, until_ms: i64) -> Result<bool> {
+    conn.execute(
+        "UPDATE turns SET ready = 0, group_key = ?2, gather_until_ms = ?3
+         WHERE id = ?1 AND state = 'queued'",
+        params![id, key, until_ms],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("regathering a turn"))
 }

@@ -80,6 +80,7 @@ fn an_update_is_handled_once_with_its_effects() {
             target: Target::Unassigned(Waits::Any),
             text: "hi",
             lane: turns::Lane::Normal,
+            prepare: None,
         };
         turns::create(tx, &turn, 5).map(drop)
     })
@@ -285,6 +286,7 @@ fn the_queue_has_lanes_and_skips() {
         target: Target::Identity("/p"),
         text: "q",
         lane: turns::Lane::Normal,
+        prepare: None,
     };
     let ids: Vec<i64> = (1..=4)
         .map(|n| s.write(|tx| turns::create(tx, &mk(n), 0)).unwrap().unwrap())
@@ -341,6 +343,7 @@ fn turns_move_through_their_states_once() {
         target,
         text: "q",
         lane: turns::Lane::Normal,
+        prepare: None,
     };
     let any = Target::Unassigned(Waits::Any);
     let a = s

@@ -13,6 +13,6 @@ pub mod msg;
 pub use codec::{LineError, LineReader, MAX_LINE, encode};
 pub use event::{EventKind, PiEvent};
 pub use msg::{
-    ClientMsg, Hello, HubMsg, InstanceState, ModelRef, PROTOCOL, Role, TurnId, TurnResult,
-    secrets_match,
+    ClientMsg, Hello, HubMsg, ImagePart, InstanceState, ModelRef, PROTOCOL, Role, TurnId,
+    TurnResult, secrets_match,
 };

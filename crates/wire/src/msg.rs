@@ -192,6 +192,19 @@ pub enum ClientMsg {
     Unknown,
 }
 
+/// An image in a prompt, in pi's shape (`{"type":"image","data":<base64>,"mimeType":…}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    /// Always `image`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The bytes, base64.
+    pub data: String,
+    /// `image/jpeg`, `image/png`, ...
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+}
+
 /// Hub to client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -219,6 +232,9 @@ pub enum HubMsg {
         turn_id: TurnId,
         /// The prompt.
         text: String,
+        /// Images that go with it (photos the person sent).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImagePart>,
     },
     /// Abort the current run.
     Abort {
@@ -350,6 +366,7 @@ mod tests {
         let prompt = crate::encode(&HubMsg::Prompt {
             turn_id: TurnId::from_number(12),
             text: "hi".into(),
+            images: Vec::new(),
         });
         assert_eq!(
             prompt,

@@ -897,9 +897,11 @@ impl Conductor {
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
             };
+            let images = photos_of(&self.db, turn.id).await?;
             let prompt = Command::Prompt {
                 turn: TurnId::from_number(turn.id),
-                text: turn.text.clone(),
+                text: turn.prompt(),
+                images,
             };
             if l.commands.try_send(prompt).is_err() {
                 // The link is closing or stuck: the prompt never left.
@@ -950,6 +952,65 @@ impl Conductor {
             }
         }
         Ok(())
+    }
+}
+
+/// The largest photo handed to pi as an image (larger ones stay files on disk).
+const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
+/// too large) is left out: the prompt still names its file.
+async fn photos_of(db: &Db, turn: i64) -> Result<Vec<wire::ImagePart>, HubError> {
+    use base64::Engine as _;
+    let saved = db.read(move |c| store::files::of_turn(c, turn)).await?;
+    let mut images = Vec::new();
+    for f in saved
+        .into_iter()
+        .filter(|f| f.kind == "photo" && f.state == store::files::FileState::Saved)
+    {
+        let Some(path) = f.path else { continue };
+        let fits = tokio::fs::metadata(&path)
+            .await
+            .is_ok_and(|m| m.len() <= MAX_IMAGE_BYTES);
+        match tokio::fs::read(&path).await {
+            Ok(bytes) if fits => images.push(wire::ImagePart {
+                kind: "image".into(),
+                // What the bytes are, whatever was declared (Telegram photos are JPEG).
+                mime_type: sniff_image(&bytes)
+                    .map(str::to_owned)
+                    .or(f.mime)
+                    .unwrap_or_else(|| "image/jpeg".into()),
+                data: base64::engine::general_purpose::STANDARD.encode(bytes),
+            }),
+            Ok(_) => tracing::info!(file = f.id, "a photo too large to hand to pi as an image"),
+            Err(e) => tracing::warn!(file = f.id, error = %e, "a photo could not be read for pi"),
+        }
+    }
+    Ok(images)
+}
+
+/// The image type of `bytes` by their signature.
+fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x89, b'P', b'N', b'G', ..] => Some("image/png"),
+        [0xFF, 0xD8, 0xFF, ..] => Some("image/jpeg"),
+        [b'G', b'I', b'F', b'8', ..] => Some("image/gif"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Some("image/webp"),
+        _ => None,
     }
 }
 

@@ -6,8 +6,9 @@ use store::turns::{self, Target, Waits};
 use store::{Connection, StoreError, instances, kv, routes};
 use telegram::view::MessageView;
 
-use super::Say;
+use super::{Say, gather};
 use crate::buttons::Button;
+use crate::inbound;
 use crate::names::{folder_of, label_of};
 use crate::outbound;
 use crate::state::{self, HELD_NOTICE, SELECTED, waits_notice_key};
@@ -69,20 +70,43 @@ pub(super) fn to_turn_as(
     let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
         return Ok("ignored:malformed".into());
     };
-    let attachment = msg.attachment();
-    let Some(text) = text_override
+    let media = inbound::media::of_message(msg.0);
+    let words = text_override
         .or_else(|| msg.text())
         .or_else(|| msg.caption())
-        .filter(|t| !t.trim().is_empty())
-    else {
-        let text = texts::attachment_not_delivered(attachment.unwrap_or_default(), false);
+        .unwrap_or_default();
+    let forward_from = gather::forward_origin(msg);
+    let unsupported = inbound::media::unsupported(msg.0);
+    if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {
+        let text = texts::attachment_not_delivered(unsupported.unwrap_or_default(), false);
         say.reply(msg, &text, None, "reply:text-only")?;
         return Ok("replied:text-only".into());
-    };
-    if let Some(field) = attachment {
+    }
+    if let Some(field) = unsupported {
         let text = texts::attachment_not_delivered(field, true);
         say.reply(msg, &text, None, "reply:attachment")?;
     }
+    let part = gather::Part {
+        msg,
+        text: words,
+        media: &media,
+        forward_from: forward_from.clone(),
+    };
+    if let Some(outcome) = gather::join(say, &part)? {
+        say.after.turns = true;
+        return Ok(outcome);
+    }
+    // What was forwarded is context; the person's own words (a comment) are the turn's text.
+    let text = if forward_from.is_some() { "" } else { words };
+    let group = gather::starts(say, &part)?;
+    let prepare = match (&group, media.is_empty()) {
+        (Some((key, until)), _) => Some(turns::Prepare {
+            group_key: Some(key.as_str()),
+            gather_until_ms: *until,
+        }),
+        (None, false) => Some(turns::Prepare::default()),
+        (None, true) => None,
+    };
     let live = instances::live(tx)?;
     let route = route(tx, msg, chat, !live.is_empty())?;
     let target = match &route {
@@ -100,9 +124,21 @@ pub(super) fn to_turn_as(
             target,
             text,
             lane,
+            prepare,
         },
         ctx.now_ms,
     )?;
+    if let Some(turn) = turn {
+        if let Some(from) = &forward_from {
+            turns::append_context(tx, turn, &inbound::prompt::forward_block(from, words))?;
+        } else if let Some(quote) = replied_quote(msg) {
+            turns::append_context(tx, turn, &quote)?;
+        }
+        gather::add_files_to(say, turn, &part)?;
+        if prepare.is_some() {
+            say.after.inbound = true;
+        }
+    }
     say.after.turns = true;
     let Some(turn) = turn else {
         return Ok("queued".into());
@@ -191,5 +227,67 @@ pub(super) fn to_turn_as(
             }
             Ok("held".into())
         }
+    }
+}
+
+/// The text of the message `msg` replies to, as context for pi (who wrote it, what it said).
+fn replied_quote(msg: &MessageView<'_>) -> Option<String> {
+    let r = msg.0.get("reply_to_message")?;
+    let quoted = match r
+        .get("text")
+        .or_else(|| r.get("caption"))
+        .and_then(serde_json::Value::as_str)
+    {
+        Some(t) => t.to_owned(),
+        // A rich message (the bot's answers): its words, block by block.
+        None => {
+            let mut out = String::new();
+            rich_words(r.get("rich_message")?, &mut out);
+            out
+        }
+    };
+    if quoted.trim().is_empty() {
+        return None;
+    }
+    let from = r.get("from");
+    let who = if from
+        .and_then(|f| f.get("is_bot"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+    {
+        "pi".to_owned()
+    } else {
+        from.and_then(|f| f.get("first_name"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("someone")
+            .to_owned()
+    };
+    Some(inbound::prompt::reply_block(&who, &quoted))
+}
+
+/// The words of a rich message: every `text` string, in order, a line per block.
+fn rich_words(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::Object(o) => {
+            if let Some(t) = o.get("text").and_then(serde_json::Value::as_str) {
+                out.push_str(t);
+            }
+            for (k, child) in o {
+                if k != "text" {
+                    rich_words(child, out);
+                }
+            }
+            if o.contains_key("type") && !out.ends_with('\n') && !out.is_empty() {
+                let block = o
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|t| !t.starts_with("text") && t != "bold" && t != "italic");
+                if block {
+                    out.push('\n');
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|c| rich_words(c, out)),
+        _ => {}
     }
 }

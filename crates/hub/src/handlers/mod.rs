@@ -10,6 +10,7 @@
 //! - [`pairing`](mod@pairing): establishing the owner.
 
 mod commands;
+mod gather;
 mod messages;
 mod pairing;
 mod queue;
@@ -53,6 +54,8 @@ pub struct AfterCommit {
     pub turns: bool,
     /// Bindings, intents or cleanups changed: wake the topics task.
     pub topics: bool,
+    /// A turn waits for its files or its group: wake the inbound task.
+    pub inbound: bool,
 }
 
 /// Handles one update and marks it handled, in the caller's transaction.

@@ -34,7 +34,7 @@ pub async fn start(
     tokio::spawn(async move {
         while let Some(cmd) = rx.recv().await {
             let event = match cmd {
-                Command::Prompt { turn, text } => {
+                Command::Prompt { turn, text, .. } => {
                     let _ = conductor
                         .send(ConductorMsg::Link(
                             me.clone(),

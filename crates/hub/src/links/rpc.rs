@@ -267,10 +267,14 @@ async fn run(
                 }
             }
             cmd = commands.recv() => match cmd {
-                Some(Command::Prompt { turn, text }) => {
+                Some(Command::Prompt { turn, text, images }) => {
                     let request = rpc.id("prompt");
                     current = Current { turn: Some(turn.clone()), prompt_request: Some(request.clone()), ..Current::default() };
-                    if let Err(e) = rpc.send(&json!({ "id": request, "type": "prompt", "message": text })).await {
+                    let mut prompt = json!({ "id": request, "type": "prompt", "message": text });
+                    if !images.is_empty() {
+                        prompt["images"] = json!(images);
+                    }
+                    if let Err(e) = rpc.send(&prompt).await {
                         let _ = conductor.send(report(LinkEvent::PromptRefused { turn, error: e.to_string() })).await;
                     }
                 }

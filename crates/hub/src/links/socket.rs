@@ -188,9 +188,10 @@ fn request_msg(id: String, req: Request) -> HubMsg {
 
 fn hub_msg(cmd: Command) -> HubMsg {
     match cmd {
-        Command::Prompt { turn, text } => HubMsg::Prompt {
+        Command::Prompt { turn, text, images } => HubMsg::Prompt {
             turn_id: turn,
             text,
+            images,
         },
         Command::Abort => HubMsg::Abort { id: None },
         Command::DoneAck(turn) => HubMsg::DoneAck { turn_id: turn },

@@ -1,0 +1,342 @@
+//! Inbound: what is not plain text on its way into pi. A handler records a turn that is not
+//! ready yet (`turns.ready = 0`) with its files (`store::files`) in the update's transaction;
+//! this task waits out the group the turn gathers (an album, a forward and its comment, a long
+//! text Telegram split), downloads each file into `<agent-dir>/tmp/telegram/<profile>/`, runs
+//! the configured inbound handlers (speech to text...), composes what pi reads besides the
+//! person's words, and marks the turn ready for the conductor.
+//!
+//! Durable like everything else: a file is downloaded until it is settled (`saved`, `refused`
+//! over a limit, `failed`), and a crash mid-download downloads it again into the same name. A
+//! turn is handed to pi only once it is ready, and only once (the conductor's rules).
+//!
+//! Crash point: `inbound.after_download` (the bytes are here, nothing is written yet).
+
+pub mod media;
+pub mod names;
+pub mod prompt;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use store::files::{self, File, FileState};
+use store::turns::{self, Turn};
+use store::{Connection, StoreError};
+use telegram::{ApiErrorKind, CallError, Client};
+use tokio::sync::watch;
+
+use crate::crashpoint;
+use crate::db::{Db, now_ms};
+use crate::error::HubError;
+use crate::outbound;
+use crate::wakes::{Wakes, sleep_for};
+
+/// Default limit for one file from Telegram (the reference's default).
+pub const DEFAULT_MAX_BYTES: u64 = 50 * 1024 * 1024;
+/// Default age after which downloaded files of finished turns are removed.
+pub const DEFAULT_RETENTION_DAYS: u64 = 7;
+/// Download attempts before a file counts as failed.
+const MAX_ATTEMPTS: i64 = 5;
+/// How often old files are looked for.
+const CLEANUP_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// How inbound files are handled.
+#[derive(Debug, Clone)]
+pub struct InboundSettings {
+    /// Where files are saved (created 0700).
+    pub dir: PathBuf,
+    /// Files larger than this are not downloaded.
+    pub max_bytes: u64,
+    /// Files of finished turns older than this are removed.
+    pub retention: Duration,
+}
+
+/// The limit as people read it: `50 MiB`.
+pub fn limit_text(bytes: u64) -> String {
+    if bytes >= 1024 * 1024 && bytes.is_multiple_of(1024 * 1024) {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else {
+        prompt::human_size(bytes as i64)
+    }
+}
+
+/// Runs until `stop`.
+pub async fn run(
+    db: Db,
+    client: Client,
+    settings: Arc<InboundSettings>,
+    wakes: Wakes,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    if let Err(e) = make_private_dir(&settings.dir) {
+        tracing::warn!(dir = %settings.dir.display(), error = %e, "cannot create the download folder; files from Telegram will fail");
+    }
+    let mut next_cleanup = tokio::time::Instant::now();
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= next_cleanup {
+            cleanup(&db, &settings).await?;
+            next_cleanup = tokio::time::Instant::now() + CLEANUP_EVERY;
+        }
+        let mut wake_at: Option<i64> = None;
+        let mut later = |t: i64| wake_at = Some(wake_at.map_or(t, |w: i64| w.min(t)));
+        for turn in db.read(turns::preparing).await? {
+            let now = now_ms();
+            if turn.gather_until_ms > now {
+                later(turn.gather_until_ms);
+                continue;
+            }
+            let mut pending = false;
+            for f in db.read(move |c| files::of_turn(c, turn.id)).await? {
+                if f.state != FileState::Pending {
+                    continue;
+                }
+                if f.not_before_ms > now_ms() {
+                    later(f.not_before_ms);
+                    pending = true;
+                    continue;
+                }
+                if !fetch(&db, &client, &settings, &turn, &f).await? {
+                    pending = true;
+                    let id = f.id;
+                    if let Some(f) = db.read(move |c| files::get(c, id)).await? {
+                        later(f.not_before_ms);
+                    }
+                }
+                if *stop.borrow() {
+                    return Ok(());
+                }
+            }
+            if pending {
+                continue;
+            }
+            if finish(&db, &settings, turn.id).await? {
+                wakes.conductor.notify_one();
+            }
+        }
+        wakes.sender.notify_one();
+        let wait = wake_at.map(|t| Duration::from_millis(u64::try_from(t - now_ms()).unwrap_or(0)));
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = wakes.inbound.notified() => {}
+            () = sleep_for(wait) => {}
+            () = tokio::time::sleep_until(next_cleanup) => {}
+        }
+    }
+}
+
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Downloads one file and settles it. `false` when it is to be tried again later.
+async fn fetch(
+    db: &Db,
+    client: &Client,
+    settings: &InboundSettings,
+    turn: &Turn,
+    f: &File,
+) -> Result<bool, HubError> {
+    let limit = settings.max_bytes;
+    let over = |size: u64| {
+        format!(
+            "{} is over the {} limit for files from Telegram",
+            prompt::human_size(size as i64),
+            limit_text(limit)
+        )
+    };
+    if let Some(size) = f.size.and_then(|s| u64::try_from(s).ok())
+        && size > limit
+    {
+        settle_not_saved(db, turn, f, FileState::Refused, &over(size)).await?;
+        return Ok(true);
+    }
+    let fetched = async {
+        let info = client
+            .call("getFile", &serde_json::json!({ "file_id": f.file_id }))
+            .await?;
+        let path = info
+            .get("file_path")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| CallError::Retryable("getFile answered without file_path".into()))?
+            .to_owned();
+        client.download(&path).await
+    }
+    .await;
+    let bytes = match fetched {
+        Ok(b) => b,
+        Err(CallError::Api(e)) if e.description.contains("file is too big") => {
+            let why = "Telegram's cloud Bot API gives bots files up to 20 MB and this one is \
+                       bigger (a local Bot API server, set as apiBase, serves larger files)";
+            settle_not_saved(db, turn, f, FileState::Refused, why).await?;
+            return Ok(true);
+        }
+        Err(CallError::Api(e)) if e.kind != ApiErrorKind::Unauthorized => {
+            let why = format!("Telegram refused it: {}", e.description);
+            settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
+            return Ok(true);
+        }
+        Err(e) => {
+            if f.attempts + 1 >= MAX_ATTEMPTS {
+                let why = format!("could not be downloaded after {MAX_ATTEMPTS} attempts ({e})");
+                settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
+                return Ok(true);
+            }
+            let wait = 1000 * (1i64 << f.attempts.clamp(0, 6));
+            tracing::info!(file = f.id, attempt = f.attempts + 1, error = %e, "a download failed; trying again");
+            let (id, why, at) = (f.id, e.to_string(), now_ms() + wait);
+            db.write(move |tx| files::retry_later(tx, id, &why, at))
+                .await?;
+            return Ok(false);
+        }
+    };
+    if bytes.len() as u64 > limit {
+        settle_not_saved(db, turn, f, FileState::Refused, &over(bytes.len() as u64)).await?;
+        return Ok(true);
+    }
+    crashpoint::hit("inbound.after_download");
+    let name = format!(
+        "{}-{}-{}",
+        turn.id,
+        f.seq,
+        names::safe_name(f.name.as_deref(), &f.kind, f.mime.as_deref())
+    );
+    let path = settings.dir.join(&name);
+    let written = {
+        let (path, bytes) = (path.clone(), bytes.clone());
+        tokio::task::spawn_blocking(move || save(&path, &bytes))
+            .await
+            .map_err(|e| HubError::Io {
+                context: "saving a file".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    };
+    if let Err(e) = written {
+        tracing::warn!(file = f.id, error = %e, "could not save a file from Telegram");
+        let why = format!("could not be saved on this machine ({e})");
+        settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
+        return Ok(true);
+    }
+    let (id, p, size) = (f.id, path.display().to_string(), bytes.len() as i64);
+    db.write(move |tx| files::mark_saved(tx, id, &p, size, now_ms()))
+        .await?;
+    tracing::debug!(file = f.id, turn = turn.id, bytes = size, "file saved");
+    Ok(true)
+}
+
+/// Writes `bytes` to `path` through a temporary name: a crash leaves no half file under the
+/// final name, and a repeated download replaces the earlier copy.
+fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = PathBuf::from(part);
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut file = opts.open(&part)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&part, path)
+}
+
+async fn settle_not_saved(
+    db: &Db,
+    turn: &Turn,
+    f: &File,
+    state: FileState,
+    why: &str,
+) -> Result<(), HubError> {
+    let (t, f, why) = (turn.clone(), f.clone(), why.to_owned());
+    db.write(move |tx| {
+        if files::mark_not_saved(tx, f.id, state, &why, now_ms())? {
+            tell_not_saved(tx, &t, &f, &why)?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+fn tell_not_saved(tx: &Connection, t: &Turn, f: &File, why: &str) -> Result<(), StoreError> {
+    let what = f.name.clone().unwrap_or_else(|| format!("The {}", f.kind));
+    outbound::text(
+        tx,
+        &outbound::Text {
+            chat: t.chat_id,
+            thread: t.thread_id,
+            text: &crate::texts::file_not_saved(&what, why),
+            reply_to: t.message_id,
+            markup: None,
+            purpose: &format!("file:{}", f.id),
+            source_update_id: f.source_update_id,
+        },
+        now_ms(),
+    )
+    .map(drop)
+}
+
+/// Every file of the turn is settled: compose what pi reads and mark it ready. `false` when
+/// it was ready already.
+async fn finish(db: &Db, settings: &InboundSettings, turn: i64) -> Result<bool, HubError> {
+    let dir = settings.dir.clone();
+    Ok(db
+        .write(move |tx| {
+            let Some(t) = turns::get(tx, turn)? else {
+                return Ok(false);
+            };
+            let list = files::of_turn(tx, turn)?;
+            let blocks: Vec<String> = prompt::attachments_block(&dir, &list)
+                .into_iter()
+                .chain(t.context.clone())
+                .filter(|b| !b.trim().is_empty())
+                .collect();
+            let context = (!blocks.is_empty()).then(|| blocks.join("\n\n"));
+            turns::set_ready(tx, turn, context.as_deref())
+        })
+        .await?)
+}
+
+/// Removes downloaded files of finished turns older than the retention.
+async fn cleanup(db: &Db, settings: &InboundSettings) -> Result<(), HubError> {
+    let before = now_ms() - settings.retention.as_millis() as i64;
+    let old = db.read(move |c| files::saved_before(c, before)).await?;
+    let mut removed = 0;
+    for f in old {
+        let Some(path) = f.path.as_deref() else {
+            continue;
+        };
+        // Only what this hub saved, in its own folder.
+        if Path::new(path).parent() != Some(settings.dir.as_path()) {
+            continue;
+        }
+        match std::fs::remove_file(path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(file = f.id, error = %e, "could not remove an old download");
+                continue;
+            }
+        }
+        let id = f.id;
+        db.write(move |tx| files::forget_path(tx, id)).await?;
+    }
+    if removed > 0 {
+        tracing::info!(removed, "old downloads removed");
+    }
+    Ok(())
+}

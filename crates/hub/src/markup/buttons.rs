@@ -1,0 +1,573 @@
+//! The `telegram_button` payload: JSON, the adaptive JSON/CML matrix, or attributes.
+//!
+//! Routing, after trimming structural whitespace (space, tab, CR, LF):
+//!
+//! - A payload starting with `{` or `[` is first parsed as strict JSON. If that succeeds the
+//!   value is checked against the button schema and used as is (never re-read as CML).
+//! - If strict JSON fails, the same text is parsed with the adaptive grammar: a JSON object,
+//!   a positional cell, or a matrix `[ … ]` whose elements are cells or rows `[ cell … ]`
+//!   (a row never holds a row). Cells are strict JSON objects or positional cells
+//!   `{value}`, `{label|prompt}`, `{label|prompt|style}`. A comma between two elements
+//!   may be left out; a comma before the first element, two in a row, or one before `]` is
+//!   refused. Exactly one payload must be consumed.
+//! - Anything else is the attribute form (`label="…" prompt="…" value="…"
+//!   selected_style="…"`), which makes one full-width row.
+//!
+//! Positional atoms are trimmed; their only escapes are `\|`, `\}` and `\\`; they may not
+//! be empty or hold a control character. The third atom must be `primary`, `success` or `danger`.
+//!
+//! A cell that opens like a named JSON object (`{`, optional whitespace, a JSON string,
+//! optional whitespace, `:`) is JSON: if it is not a complete strict JSON object the payload
+//! is refused rather than read as one positional atom. This is what makes a JSON object with
+//! a missing property comma a rejection instead of a button labelled with its source text.
+//!
+//! JSON objects (whole payload, matrix cells) and attributes share one schema: `label`,
+//! `prompt` and `value` are strings when present (other keys are ignored); each is trimmed,
+//! and an empty one counts as absent; `value` stands in for a missing `label` or `prompt`.
+//! `selected_style` outside the three known names (or not a string) is ignored, leaving the
+//! default style.
+//!
+//! Parsing is linear in the payload: every byte is visited a bounded number of times, and a
+//! cell committed to JSON either parses once or ends the parse.
+
+use serde_json::{Map, Value};
+
+use super::attrs::{self, AttributeError};
+use super::present;
+
+/// A button's colour once it has been chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Style {
+    /// Blue (the default).
+    Primary,
+    /// Green.
+    Success,
+    /// Red.
+    Danger,
+}
+
+impl Style {
+    /// The style named `name` (exact, lowercase).
+    pub fn from_name(name: &str) -> Option<Style> {
+        match name {
+            "primary" => Some(Style::Primary),
+            "success" => Some(Style::Success),
+            "danger" => Some(Style::Danger),
+            _ => None,
+        }
+    }
+
+    /// Its name in the markup.
+    pub fn name(self) -> &'static str {
+        match self {
+            Style::Primary => "primary",
+            Style::Success => "success",
+            Style::Danger => "danger",
+        }
+    }
+}
+
+/// One button: what it shows and the prompt a tap queues.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ButtonSpec {
+    /// The visible label (non-empty, trimmed).
+    pub label: String,
+    /// The prompt a tap sends to pi (non-empty, trimmed).
+    pub prompt: String,
+    /// The style the button takes once tapped; `None` when not given (or not one of the
+    /// three names in the JSON and attribute forms): see [`ButtonSpec::style`].
+    pub selected_style: Option<Style>,
+}
+
+impl ButtonSpec {
+    /// The style to show once tapped: the given one, otherwise [`Style::Primary`].
+    pub fn style(&self) -> Style {
+        self.selected_style.unwrap_or(Style::Primary)
+    }
+}
+
+/// Rows of buttons, top to bottom; each row left to right and never empty.
+pub type Rows = Vec<Vec<ButtonSpec>>;
+
+/// Why a button payload was refused. Offsets are byte offsets into the payload as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ButtonError {
+    /// Nothing after the marker.
+    #[error("empty payload")]
+    Empty,
+    /// `[]`.
+    #[error("empty matrix")]
+    EmptyMatrix,
+    /// `[[]]` or `[{a}, []]`.
+    #[error("empty row")]
+    EmptyRow,
+    /// A row inside a row.
+    #[error("a row nested in a row")]
+    TooDeep,
+    /// A JSON value that is neither a button object nor (in a matrix) a row.
+    #[error("a {found} where a button was expected")]
+    NotAButton {
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// `label`, `prompt` or `value` that is not a string.
+    #[error("`{field}` is not a string")]
+    FieldNotString {
+        /// The key.
+        field: &'static str,
+    },
+    /// Neither `label` nor `value`.
+    #[error("the button has no label")]
+    MissingLabel,
+    /// Neither `prompt` nor `value`.
+    #[error("the button has no prompt")]
+    MissingPrompt,
+    /// `[,{a}]`.
+    #[error("comma before the first element at byte {at}")]
+    LeadingComma {
+        /// Offset.
+        at: usize,
+    },
+    /// `[{a},,{b}]`.
+    #[error("repeated comma at byte {at}")]
+    RepeatedComma {
+        /// Offset of the second comma.
+        at: usize,
+    },
+    /// `[{a},]`.
+    #[error("comma before the closing bracket at byte {at}")]
+    TrailingComma {
+        /// Offset of the comma.
+        at: usize,
+    },
+    /// A character that cannot start or end an element here.
+    #[error("unexpected {found:?} at byte {at}")]
+    Unexpected {
+        /// Offset.
+        at: usize,
+        /// The character.
+        found: char,
+    },
+    /// A `[` that is never closed.
+    #[error("the bracket at byte {at} is never closed")]
+    Unclosed {
+        /// Offset of the `[`.
+        at: usize,
+    },
+    /// Content after one complete payload.
+    #[error("trailing content at byte {at}")]
+    TrailingContent {
+        /// Offset.
+        at: usize,
+    },
+    /// A `{` that is never closed (positional cell).
+    #[error("the cell at byte {at} is never closed")]
+    UnterminatedCell {
+        /// Offset of the `{`.
+        at: usize,
+    },
+    /// A third unescaped `|` in a positional cell.
+    #[error("too many `|` separators at byte {at}")]
+    TooManyAtoms {
+        /// Offset of the separator.
+        at: usize,
+    },
+    /// An empty (or all-whitespace) positional atom.
+    #[error("empty atom in the cell at byte {at}")]
+    EmptyAtom {
+        /// Offset of the cell's `{`.
+        at: usize,
+    },
+    /// A third atom other than `primary`, `success`, `danger`.
+    #[error("unknown style {style:?}")]
+    UnknownStyle {
+        /// The atom.
+        style: String,
+    },
+    /// A backslash before anything but `|`, `}` or `\`.
+    #[error("unknown escape \\{found} at byte {at}")]
+    UnknownEscape {
+        /// Offset of the backslash.
+        at: usize,
+        /// The escaped character.
+        found: char,
+    },
+    /// A backslash at the very end.
+    #[error("trailing backslash")]
+    TrailingBackslash,
+    /// A control character inside a positional atom.
+    #[error("control character in the cell at byte {at}")]
+    ControlCharacter {
+        /// Offset of the cell's `{`.
+        at: usize,
+    },
+    /// A cell that opens like a named JSON object but is not strict JSON.
+    #[error("invalid JSON object at byte {at}: {message}")]
+    InvalidJson {
+        /// Offset of the `{`.
+        at: usize,
+        /// serde_json's account.
+        message: String,
+    },
+    /// The attribute form is malformed.
+    #[error(transparent)]
+    Attributes(#[from] AttributeError),
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Parses a button payload (what follows the marker word) into rows. All or nothing: an
+/// error means no buttons.
+pub fn parse_buttons(payload: &str) -> Result<Rows, ButtonError> {
+    let bytes = payload.as_bytes();
+    let start = bytes.iter().take_while(|&&b| is_ws(b)).count();
+    let end = bytes.len() - bytes.iter().rev().take_while(|&&b| is_ws(b)).count();
+    if start >= end {
+        return Err(ButtonError::Empty);
+    }
+    let src = &payload[start..end];
+    match bytes[start] {
+        b'{' | b'[' => {
+            if let Ok(value) = serde_json::from_str::<Value>(src) {
+                return rows_from_json(&value);
+            }
+            Adaptive {
+                src: &payload[..end],
+                pos: start,
+            }
+            .payload()
+        }
+        _ => from_attributes(payload),
+    }
+}
+
+fn from_attributes(payload: &str) -> Result<Rows, ButtonError> {
+    let [label, prompt, value, style] =
+        attrs::parse(payload, ["label", "prompt", "value", "selected_style"])?;
+    let button = resolve(
+        present(label),
+        present(prompt),
+        present(value),
+        style.and_then(|s| Style::from_name(s.trim())),
+    )?;
+    Ok(vec![vec![button]])
+}
+
+fn resolve(
+    label: Option<&str>,
+    prompt: Option<&str>,
+    value: Option<&str>,
+    selected_style: Option<Style>,
+) -> Result<ButtonSpec, ButtonError> {
+    let label = label.or(value).ok_or(ButtonError::MissingLabel)?;
+    let prompt = prompt.or(value).ok_or(ButtonError::MissingPrompt)?;
+    Ok(ButtonSpec {
+        label: label.to_owned(),
+        prompt: prompt.to_owned(),
+        selected_style,
+    })
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn button_from_json(map: &Map<String, Value>) -> Result<ButtonSpec, ButtonError> {
+    fn field<'a>(
+        map: &'a Map<String, Value>,
+        field: &'static str,
+    ) -> Result<Option<&'a str>, ButtonError> {
+        match map.get(field) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(present(Some(s))),
+            Some(_) => Err(ButtonError::FieldNotString { field }),
+        }
+    }
+    let label = field(map, "label")?;
+    let prompt = field(map, "prompt")?;
+    let value = field(map, "value")?;
+    let style = match map.get("selected_style") {
+        Some(Value::String(s)) => Style::from_name(s.trim()),
+        _ => None,
+    };
+    resolve(label, prompt, value, style)
+}
+
+fn rows_from_json(value: &Value) -> Result<Rows, ButtonError> {
+    match value {
+        Value::Object(map) => Ok(vec![vec![button_from_json(map)?]]),
+        Value::Array(elements) => {
+            if elements.is_empty() {
+                return Err(ButtonError::EmptyMatrix);
+            }
+            elements
+                .iter()
+                .map(|element| match element {
+                    Value::Object(map) => Ok(vec![button_from_json(map)?]),
+                    Value::Array(cells) => {
+                        if cells.is_empty() {
+                            return Err(ButtonError::EmptyRow);
+                        }
+                        cells
+                            .iter()
+                            .map(|cell| match cell {
+                                Value::Object(map) => button_from_json(map),
+                                Value::Array(_) => Err(ButtonError::TooDeep),
+                                other => Err(ButtonError::NotAButton {
+                                    found: json_type(other),
+                                }),
+                            })
+                            .collect()
+                    }
+                    other => Err(ButtonError::NotAButton {
+                        found: json_type(other),
+                    }),
+                })
+                .collect()
+        }
+        other => Err(ButtonError::NotAButton {
+            found: json_type(other),
+        }),
+    }
+}
+
+/// The adaptive grammar over `src[pos..]` (`src` ends where the trimmed payload ends).
+struct Adaptive<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+impl Adaptive<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.src.as_bytes().get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(is_ws) {
+            self.pos += 1;
+        }
+    }
+
+    fn char_at(&self, at: usize) -> char {
+        self.src
+            .get(at..)
+            .and_then(|s| s.chars().next())
+            .unwrap_or('\u{fffd}')
+    }
+
+    fn unexpected(&self) -> ButtonError {
+        ButtonError::Unexpected {
+            at: self.pos,
+            found: self.char_at(self.pos),
+        }
+    }
+
+    fn payload(mut self) -> Result<Rows, ButtonError> {
+        let rows = match self.peek() {
+            Some(b'[') => self.sequence(Self::matrix_element, ButtonError::EmptyMatrix)?,
+            Some(b'{') => vec![vec![self.cell()?]],
+            Some(_) => return Err(self.unexpected()),
+            None => return Err(ButtonError::Empty),
+        };
+        self.skip_ws();
+        if self.pos < self.src.len() {
+            return Err(ButtonError::TrailingContent { at: self.pos });
+        }
+        Ok(rows)
+    }
+
+    /// `[` element (boundary element)* `]`, at a `[`.
+    fn sequence<T>(
+        &mut self,
+        mut element: impl FnMut(&mut Self) -> Result<T, ButtonError>,
+        empty: ButtonError,
+    ) -> Result<Vec<T>, ButtonError> {
+        let open = self.pos;
+        self.pos += 1;
+        self.skip_ws();
+        let mut items = Vec::new();
+        loop {
+            match self.peek() {
+                None => return Err(ButtonError::Unclosed { at: open }),
+                Some(b']') => {
+                    self.pos += 1;
+                    return if items.is_empty() {
+                        Err(empty)
+                    } else {
+                        Ok(items)
+                    };
+                }
+                // Only reachable before the first element: the boundary below consumes the
+                // single comma allowed after one.
+                Some(b',') => return Err(ButtonError::LeadingComma { at: self.pos }),
+                Some(_) => items.push(element(self)?),
+            }
+            self.skip_ws();
+            if self.peek() == Some(b',') {
+                let comma = self.pos;
+                self.pos += 1;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => return Err(ButtonError::RepeatedComma { at: self.pos }),
+                    Some(b']') => return Err(ButtonError::TrailingComma { at: comma }),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn matrix_element(&mut self) -> Result<Vec<ButtonSpec>, ButtonError> {
+        match self.peek() {
+            Some(b'{') => Ok(vec![self.cell()?]),
+            Some(b'[') => self.sequence(Self::row_element, ButtonError::EmptyRow),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    fn row_element(&mut self) -> Result<ButtonSpec, ButtonError> {
+        match self.peek() {
+            Some(b'{') => self.cell(),
+            Some(b'[') => Err(ButtonError::TooDeep),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// A cell, at a `{`.
+    fn cell(&mut self) -> Result<ButtonSpec, ButtonError> {
+        if self.opens_named_json() {
+            self.json_cell()
+        } else {
+            self.positional_cell()
+        }
+    }
+
+    /// Whether the `{` at `pos` is followed by a JSON string key and a colon. The key scan
+    /// stops at the first unescaped quote, which is at latest the opening quote of the next
+    /// cell that could be scanned, so scans never overlap.
+    fn opens_named_json(&self) -> bool {
+        let bytes = self.src.as_bytes();
+        let mut i = self.pos + 1;
+        while bytes.get(i).copied().is_some_and(is_ws) {
+            i += 1;
+        }
+        if bytes.get(i) != Some(&b'"') {
+            return false;
+        }
+        i += 1;
+        loop {
+            match bytes.get(i) {
+                None => return false,
+                Some(b'\\') => i += 2,
+                Some(b'"') => break,
+                Some(_) => i += 1,
+            }
+        }
+        i += 1;
+        while bytes.get(i).copied().is_some_and(is_ws) {
+            i += 1;
+        }
+        bytes.get(i) == Some(&b':')
+    }
+
+    fn json_cell(&mut self) -> Result<ButtonSpec, ButtonError> {
+        let at = self.pos;
+        let mut stream =
+            serde_json::Deserializer::from_str(&self.src[at..]).into_iter::<Map<String, Value>>();
+        match stream.next() {
+            Some(Ok(map)) => {
+                self.pos = at + stream.byte_offset();
+                button_from_json(&map)
+            }
+            Some(Err(e)) => Err(ButtonError::InvalidJson {
+                at,
+                message: e.to_string(),
+            }),
+            None => Err(ButtonError::UnterminatedCell { at }),
+        }
+    }
+
+    fn positional_cell(&mut self) -> Result<ButtonSpec, ButtonError> {
+        let open = self.pos;
+        let bytes = self.src.as_bytes();
+        let mut atoms: Vec<String> = vec![String::new()];
+        let mut i = open + 1;
+        let mut seg = i;
+        loop {
+            let Some(&b) = bytes.get(i) else {
+                return Err(ButtonError::UnterminatedCell { at: open });
+            };
+            match b {
+                b'\\' => {
+                    push(&mut atoms, &self.src[seg..i]);
+                    match bytes.get(i + 1) {
+                        Some(b'|' | b'}' | b'\\') => push(&mut atoms, &self.src[i + 1..i + 2]),
+                        Some(_) => {
+                            return Err(ButtonError::UnknownEscape {
+                                at: i,
+                                found: self.char_at(i + 1),
+                            });
+                        }
+                        None => return Err(ButtonError::TrailingBackslash),
+                    }
+                    i += 2;
+                    seg = i;
+                }
+                b'|' => {
+                    push(&mut atoms, &self.src[seg..i]);
+                    if atoms.len() == 3 {
+                        return Err(ButtonError::TooManyAtoms { at: i });
+                    }
+                    atoms.push(String::new());
+                    i += 1;
+                    seg = i;
+                }
+                b'}' => {
+                    push(&mut atoms, &self.src[seg..i]);
+                    i += 1;
+                    break;
+                }
+                _ => i += 1,
+            }
+        }
+        self.pos = i;
+        let mut trimmed = Vec::with_capacity(atoms.len());
+        for atom in &atoms {
+            let atom = atom.trim();
+            if atom.is_empty() {
+                return Err(ButtonError::EmptyAtom { at: open });
+            }
+            if atom.chars().any(char::is_control) {
+                return Err(ButtonError::ControlCharacter { at: open });
+            }
+            trimmed.push(atom);
+        }
+        match trimmed[..] {
+            [value] => resolve(None, None, Some(value), None),
+            [label, prompt] => resolve(Some(label), Some(prompt), None, None),
+            [label, prompt, style] => {
+                let style = Style::from_name(style).ok_or_else(|| ButtonError::UnknownStyle {
+                    style: style.to_owned(),
+                })?;
+                resolve(Some(label), Some(prompt), None, Some(style))
+            }
+            // The separator check above caps the count at three; an empty list cannot occur.
+            _ => Err(ButtonError::TooManyAtoms { at: open }),
+        }
+    }
+}
+
+/// Appends to the last atom.
+fn push(atoms: &mut [String], s: &str) {
+    if let Some(last) = atoms.last_mut() {
+        last.push_str(s);
+    }
+}
