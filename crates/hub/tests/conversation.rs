@@ -240,7 +240,11 @@ async fn two_instances_each_answer_their_own_and_the_owner_switches_with_a_butto
     // A reply to web's answer still goes to web.
     hub.reply_to(web_answer.0, "back to web");
     let p = web.recv_type("prompt").await;
-    assert_eq!(p["text"], json!("back to web"));
+    // With what it replies to, for pi.
+    assert_eq!(
+        p["text"],
+        json!("back to web\n\n[reply|from:pi]\n[web]\nweb here")
+    );
     web.answer(&p, "web again").await;
     hub.wait_for_bot("both", |m| {
         m.iter().any(|(_, t, _)| t == "[api]\napi here")
