@@ -283,6 +283,7 @@ pub async fn serve(
                 .join(opts.profile.as_str()),
             max_bytes: settings.inbound_max_bytes,
             retention: Duration::from_secs(settings.file_retention_days * 24 * 3600),
+            config_path: config_path.clone(),
         };
         tokio::spawn(crate::inbound::run(
             db.clone(),

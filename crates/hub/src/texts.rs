@@ -529,3 +529,8 @@ pub fn pi_did_not_answer(label: &str, why: &str) -> String {
 pub fn file_not_saved(what: &str, why: &str) -> String {
     format!("📎 {what} was not downloaded: {why}. Your message still goes to pi, with a note.")
 }
+
+/// What a voice note said, shown back to the person before pi answers it.
+pub fn transcript(text: &str) -> String {
+    format!("🎙 \u{201c}{}\u{201d}", text.trim())
+}

@@ -447,3 +447,42 @@ fn in_threaded_mode_a_photo_goes_to_the_topics_pi() {
     assert_eq!(images_in(&requests_with(&s, "topic picture")[0]), 1);
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn a_voice_note_goes_through_the_speech_to_text_template_and_the_transcript_is_the_prompt() {
+    let Some(s) = setup() else { return };
+    // A stand-in for a local whisper: prints a fixed transcript for the file it is given.
+    let stt = s.pi.root().join("stt.sh");
+    std::fs::write(
+        &stt,
+        "#!/bin/sh\ntest -f \"$2\" && echo 'turn on the lights in the hall'\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&stt).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&stt, perms).unwrap();
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.env.config_path()).unwrap()).unwrap();
+    cfg["inboundHandlers"] = serde_json::json!([
+        { "type": "voice", "template": format!("{} --file {{file}}", stt.display()) }
+    ]);
+    std::fs::write(s.env.config_path(), cfg.to_string()).unwrap();
+    let mut hub = start(&s);
+    connected(&s, "web");
+    send_media(&s.env, MediaKind::Voice, b"OggS fake voice", None, "");
+    let shown = wait_text(&s.env, "the transcript shown back", |t| t.starts_with("🎙"));
+    assert!(shown.contains("turn on the lights in the hall"), "{shown}");
+    wait_text(&s.env, "the answer", |t| {
+        t.starts_with("echo: turn on the lights in the hall")
+    });
+    assert_eq!(prompts_containing(&s.llm, "turn on the lights"), 1);
+    // Without a handler, a voice note is a file for pi.
+    cfg["inboundHandlers"] = serde_json::json!([]);
+    std::fs::write(s.env.config_path(), cfg.to_string()).unwrap();
+    send_media(&s.env, MediaKind::Voice, b"OggS another", None, "");
+    let answer = wait_text(&s.env, "the file answer", |t| {
+        t.starts_with("echo: [attachments]")
+    });
+    assert!(answer.contains("(voice, audio/ogg"), "{answer}");
+    assert_eq!(hub.stop(), Some(0));
+}

@@ -11,6 +11,7 @@
 //!
 //! Crash point: `inbound.after_download` (the bytes are here, nothing is written yet).
 
+pub mod handlers;
 pub mod media;
 pub mod names;
 pub mod prompt;
@@ -49,6 +50,8 @@ pub struct InboundSettings {
     pub max_bytes: u64,
     /// Files of finished turns older than this are removed.
     pub retention: Duration,
+    /// `telegram.json`, re-read for its inbound handlers when a turn's files are settled.
+    pub config_path: PathBuf,
 }
 
 /// The limit as people read it: `50 MiB`.
@@ -112,6 +115,7 @@ pub async fn run(
             if pending {
                 continue;
             }
+            handle(&db, &settings, &turn).await?;
             if finish(&db, &settings, turn.id).await? {
                 wakes.conductor.notify_one();
             }
@@ -288,6 +292,57 @@ fn tell_not_saved(tx: &Connection, t: &Turn, f: &File, why: &str) -> Result<(), 
         now_ms(),
     )
     .map(drop)
+}
+
+/// Runs the inbound handlers over the turn's saved files (once per file). A voice note or an
+/// audio file without words of the person's own becomes the prompt: its transcript, shown
+/// back to the person.
+async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), HubError> {
+    let id = turn.id;
+    let list: Vec<File> = db
+        .read(move |c| files::of_turn(c, id))
+        .await?
+        .into_iter()
+        .filter(|f| f.state == FileState::Saved && f.output.is_none() && f.path.is_some())
+        .collect();
+    if list.is_empty() {
+        return Ok(());
+    }
+    let configured = handlers::load(&settings.config_path);
+    for f in list {
+        let Some(path) = f.path.clone() else { continue };
+        let Some(out) =
+            handlers::output_for(&configured, Path::new(&path), &f.kind, f.mime.as_deref()).await
+        else {
+            continue;
+        };
+        let spoken = matches!(f.kind.as_str(), "voice" | "audio") && turn.text.trim().is_empty();
+        let t = turn.clone();
+        db.write(move |tx| {
+            if spoken {
+                // The transcript is what the person said: the prompt itself.
+                turns::edit_text(tx, t.id, &out)?;
+                outbound::text(
+                    tx,
+                    &outbound::Text {
+                        chat: t.chat_id,
+                        thread: t.thread_id,
+                        text: &crate::texts::transcript(&out),
+                        reply_to: t.message_id,
+                        markup: None,
+                        purpose: &format!("transcript:{}", f.id),
+                        source_update_id: f.source_update_id,
+                    },
+                    now_ms(),
+                )?;
+                files::set_output(tx, f.id, "")
+            } else {
+                files::set_output(tx, f.id, &out)
+            }
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 /// Every file of the turn is settled: compose what pi reads and mark it ready. `false` when
