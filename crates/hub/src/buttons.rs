@@ -85,6 +85,17 @@ pub enum Button {
     },
     /// Close a question without doing anything.
     Dismiss,
+    /// A button pi put under a message (`telegram_button`): the tap sends `prompt` to the
+    /// instance, and the button takes `style` to show it was chosen.
+    Prompt {
+        /// The instance.
+        identity: String,
+        /// What pi gets.
+        prompt: String,
+        /// `primary`, `success` or `danger`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        style: Option<String>,
+    },
     /// A button of a question that was settled: it only says how (a double tap, data sent
     /// again). The settling tap rewrites every button of the question into this.
     Settled {

@@ -199,6 +199,20 @@ pub struct Attach {
     pub completed: Vec<TurnResult>,
     /// Where the conductor sends commands.
     pub commands: mpsc::Sender<Command>,
+    /// A headless child's token: its tools connect with it (role `tools`).
+    pub tools_token: Option<String>,
+}
+
+/// One of pi's Telegram tools was called by the model of an instance; the answer is what the
+/// model sees (an error is a tool error).
+#[derive(Debug)]
+pub struct ToolCall {
+    /// `telegram_attach`, `telegram_message`.
+    pub tool: String,
+    /// Its arguments.
+    pub args: serde_json::Value,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Result<String, String>>,
 }
 
 /// Everything that reaches the conductor.
@@ -210,6 +224,10 @@ pub enum ConductorMsg {
     Link(InstanceId, LinkEvent),
     /// The CLI asks for a headless instance in `cwd`.
     Spawn(String, oneshot::Sender<Result<InstanceId, String>>),
+    /// An instance's model called a tool.
+    Tool(InstanceId, ToolCall),
+    /// A child's tools connect with their token: which instance is it?
+    ToolsHello(String, oneshot::Sender<Option<InstanceId>>),
     /// A control's task is over (`store::controls` id).
     ControlSettled(i64),
     /// The CLI asks for the live instances.

@@ -506,3 +506,38 @@ pub fn buttons_markup(
     }
     Ok(Some(json!({ "inline_keyboard": rows })))
 }
+
+/// The inline keyboard for buttons pi wrote (`telegram_button`): each a token for a
+/// [`Button::Prompt`] to `identity`, bound to `owner`. `None` without buttons.
+pub fn prompt_buttons(
+    tx: &Connection,
+    owner: i64,
+    identity: &str,
+    rows: &[Vec<crate::markup::ButtonSpec>],
+    now: i64,
+) -> Result<Option<Value>, StoreError> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut keyboard = Vec::new();
+    for row in rows {
+        let mut out = Vec::new();
+        for b in row {
+            let action = Button::Prompt {
+                identity: identity.to_owned(),
+                prompt: b.prompt.clone(),
+                style: Some(b.style().name().to_owned()),
+            };
+            out.push(outbound::button(
+                tx,
+                owner,
+                &b.label,
+                &action,
+                now,
+                outbound::QUESTION_TTL_MS,
+            )?);
+        }
+        keyboard.push(Value::Array(out));
+    }
+    Ok(Some(json!({ "inline_keyboard": keyboard })))
+}

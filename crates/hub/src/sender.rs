@@ -65,6 +65,40 @@ pub async fn run(
     }
 }
 
+/// A row that uploads files (`__files`: `[{field, path, name, mime}]` in its parameters): the
+/// parameters without them and the files read. `None` for rows that upload nothing.
+async fn uploads(
+    params: &serde_json::Value,
+) -> Option<Result<(serde_json::Value, Vec<telegram::Upload>), String>> {
+    let list = params.get(crate::outbound::FILES_KEY)?.as_array()?.clone();
+    let mut rest = params.clone();
+    if let Some(o) = rest.as_object_mut() {
+        o.remove(crate::outbound::FILES_KEY);
+    }
+    let mut files = Vec::with_capacity(list.len());
+    for f in &list {
+        let text = |k: &str| {
+            f.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let (Some(field), Some(path)) = (text("field"), text("path")) else {
+            return Some(Err("a file entry without field or path".into()));
+        };
+        let bytes = match tokio::fs::read(&path).await {
+            Ok(b) => b,
+            Err(e) => return Some(Err(format!("{path}: {e}"))),
+        };
+        files.push(telegram::Upload {
+            field,
+            file_name: text("name").unwrap_or_else(|| "file".into()),
+            mime_type: text("mime"),
+            bytes: bytes.into(),
+        });
+    }
+    Some(Ok((rest, files)))
+}
+
 /// The chat whose pace a row counts against; `None` for calls that are not messages of a chat.
 fn pace_key(row: &OutboxRow) -> Option<i64> {
     telegram::paced_per_chat(&row.method).then_some(row.chat_id)
@@ -85,10 +119,21 @@ async fn send_one(
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
-    let result = if repeat {
-        client.call(&row.method, &marked_repeat(&row.params)).await
-    } else {
-        client.call(&row.method, &row.params).await
+    let result = match uploads(&row.params).await {
+        // Files pi sent: the copies the hub made when the tool was called.
+        Some(Ok((params, files))) => client.call_multipart(&row.method, &params, files).await,
+        Some(Err(why)) => {
+            let purpose = row.purpose.clone();
+            tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");
+            db.write(move |tx| {
+                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now_ms())?;
+                incidents::record(tx, now_ms(), "send", &format!("{purpose}: {why}"))
+            })
+            .await?;
+            return Ok(());
+        }
+        None if repeat => client.call(&row.method, &marked_repeat(&row.params)).await,
+        None => client.call(&row.method, &row.params).await,
     };
     crashpoint::hit("send.after_call");
     let now = now_ms();

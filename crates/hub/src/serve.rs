@@ -1,6 +1,7 @@
 //! `pi-telegram serve`: take the profile lock, open the store, check the bot, then run the
 //! poller, the worker and the sender until a signal or a fatal error, and stop cleanly.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +79,8 @@ pub struct ServeOptions {
     pub tuning: Tuning,
     /// Instances to start once the hub runs.
     pub instances_at_start: Vec<StartInstance>,
+    /// The extension's entry file headless children load (`-e`) for pi's Telegram tools.
+    pub child_extension: Option<PathBuf>,
 }
 
 /// Runs the hub until `shutdown` resolves (a signal) or a fatal error.
@@ -86,6 +89,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), HubError> {
     let paths = opts.agent_dir.profile(&opts.profile);
+    if let Some(entry) = &opts.child_extension {
+        links::rpc::set_child_extension(entry.clone());
+    }
     paths
         .ensure()
         .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
@@ -250,7 +256,17 @@ pub async fn serve(
             epoch,
             assistant.clone(),
             preview_tx,
-        );
+        )
+        .with_tools(crate::conductor::ToolSettings {
+            out_dir: opts
+                .agent_dir
+                .path()
+                .join("tmp")
+                .join("telegram")
+                .join(opts.profile.as_str())
+                .join("out"),
+            max_bytes: settings.outbound_max_bytes,
+        });
         tokio::spawn(conductor.run(stop_rx.clone()))
     };
     let preview_task = tokio::spawn(

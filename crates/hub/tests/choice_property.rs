@@ -353,6 +353,7 @@ impl Sim {
             received: received.clone(),
             completed: Vec::new(),
             commands,
+            tools_token: None,
         };
         self.conductor
             .send(ConductorMsg::Attach(attach, reply))

@@ -93,6 +93,7 @@ pub async fn run() -> Result<(), HubError> {
         profile: ProfileName::default_profile(),
         tuning: Tuning::from_env(),
         instances_at_start: vec![instance],
+        child_extension: crate::install::child_extension(&AgentDir::at(&agent)),
     };
     let hub = tokio::spawn(serve(opts, async move {
         let _ = stop_rx.await;

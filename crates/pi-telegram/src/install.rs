@@ -13,6 +13,31 @@ include!(concat!(env!("OUT_DIR"), "/extension_files.rs"));
 
 /// Installs the extension; returns its folder.
 pub fn install(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
+    let dir = write_files(agent_dir)?;
+    register_package(&agent_dir.path().join("settings.json"), &dir)?;
+    // The extension starts the hub when none runs: tell it which binary.
+    let mut config = ConfigFile::load(&agent_dir.config_file())?;
+    if let Ok(exe) = std::env::current_exe() {
+        config.set_hub_binary(&exe.display().to_string());
+        config.save()?;
+    }
+    Ok(dir)
+}
+
+/// The entry file of the extension that matches this binary, written to the agent dir when
+/// it is not there in this version: headless children load it for pi's Telegram tools.
+pub fn child_extension(agent_dir: &AgentDir) -> Option<PathBuf> {
+    match write_files(agent_dir) {
+        Ok(dir) => Some(dir.join("index.ts")),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not write the extension for headless pi: they run without pi's Telegram tools");
+            None
+        }
+    }
+}
+
+/// Writes the embedded extension files into `<agent-dir>/telegram/extension/`.
+fn write_files(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
     if EXTENSION_FILES.is_empty() {
         return Err(HubError::Usage(
             "this binary was built without the extension files".into(),
@@ -25,15 +50,12 @@ pub fn install(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
             std::fs::create_dir_all(parent)
                 .map_err(HubError::io(format!("creating {}", parent.display())))?;
         }
+        // Unchanged files are left alone: a running pi may be reading them.
+        if std::fs::read(&path).is_ok_and(|old| old == *bytes) {
+            continue;
+        }
         std::fs::write(&path, bytes)
             .map_err(HubError::io(format!("writing {}", path.display())))?;
-    }
-    register_package(&agent_dir.path().join("settings.json"), &dir)?;
-    // The extension starts the hub when none runs: tell it which binary.
-    let mut config = ConfigFile::load(&agent_dir.config_file())?;
-    if let Ok(exe) = std::env::current_exe() {
-        config.set_hub_binary(&exe.display().to_string());
-        config.save()?;
     }
     Ok(dir)
 }

@@ -70,11 +70,13 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
             Ok(())
         }
         cli::Command::Serve => {
+            let child_extension = install::child_extension(&agent_dir);
             let opts = serve::ServeOptions {
                 agent_dir,
                 profile,
                 tuning: serve::Tuning::from_env(),
                 instances_at_start: Vec::new(),
+                child_extension,
             };
             runtime.block_on(async {
                 // Registered before anything else, so a signal during start-up is not lost.

@@ -10,6 +10,7 @@
 //!   handled" together.
 //! - Times are Unix milliseconds passed in by the caller; the store never reads a clock.
 
+pub mod attachments;
 pub mod callbacks;
 pub mod controls;
 pub mod files;

@@ -300,6 +300,22 @@ const MIGRATIONS: &[&str] = &[
         WHERE source_update_id IS NOT NULL;
     CREATE INDEX files_of_turn ON files(turn_id, id);
     ",
+    // 8: files pi sends (`telegram_attach`) during a Telegram turn wait here for the turn's
+    // answer, then go out right after it.
+    r"
+    CREATE TABLE attachments (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        turn_id    INTEGER NOT NULL,
+        path       TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        mime       TEXT,
+        size       INTEGER NOT NULL,
+        caption    TEXT,
+        state      TEXT NOT NULL CHECK (state IN ('waiting', 'queued')),
+        created_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX attachments_waiting ON attachments(turn_id) WHERE state = 'waiting';
+    ",
 ];
 
 /// The schema version this build writes.

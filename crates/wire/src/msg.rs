@@ -42,6 +42,8 @@ pub enum Role {
     Instance,
     /// The CLI.
     Control,
+    /// The pi tools of a headless `pi --mode rpc` child (`token` says which).
+    Tools,
 }
 
 /// A model reference.
@@ -118,6 +120,9 @@ pub struct Hello {
     /// Turns finished while the hub was away.
     #[serde(default)]
     pub completed_turns: Vec<TurnResult>,
+    /// Role `tools`: the token the hub gave the child it spawned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// Client (instance or CLI) to hub.
@@ -159,6 +164,17 @@ pub enum ClientMsg {
         /// Failure.
         #[serde(default)]
         error: Option<String>,
+    },
+    /// One of the pi tools (`telegram_attach`, `telegram_message`) was called; the hub
+    /// answers with a `response` whose `data.text` (or `error`) is what the model sees.
+    ToolCall {
+        /// Request id.
+        id: String,
+        /// The tool.
+        tool: String,
+        /// Its arguments (paths already absolute).
+        #[serde(default)]
+        args: Value,
     },
     /// The instance leaves on purpose.
     Bye {

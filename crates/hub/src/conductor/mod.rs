@@ -21,6 +21,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use wire::{PiEvent, TurnId, TurnResult};
 
 mod controls;
+mod tools;
+
+pub use tools::ToolSettings;
 
 use crate::activity::{self, ToolRecord};
 use crate::assistant::{self, Rendering};
@@ -56,6 +59,8 @@ struct Live {
     tools: Vec<ToolRecord>,
     /// Arguments of tools running now, by call id.
     tool_args: std::collections::HashMap<String, Value>,
+    /// A headless child's token for its tools connection.
+    tools_token: Option<String>,
 }
 
 impl Live {
@@ -80,6 +85,8 @@ pub struct Conductor {
     in_hand: controls::InHand,
     /// When the earliest control waiting for its pi gives up (ms).
     controls_deadline: Option<i64>,
+    /// pi's Telegram tools: where copies go, how large.
+    tools: Arc<ToolSettings>,
 }
 
 /// What an answer row needs.
@@ -112,7 +119,17 @@ impl Conductor {
             previews,
             in_hand: controls::InHand::default(),
             controls_deadline: None,
+            tools: Arc::new(ToolSettings {
+                out_dir: std::env::temp_dir().join("pi-telegram-out"),
+                max_bytes: 50 * 1024 * 1024,
+            }),
         }
+    }
+
+    /// Where pi's Telegram tools keep copies of what they send, and the size limit.
+    pub fn with_tools(mut self, tools: ToolSettings) -> Self {
+        self.tools = Arc::new(tools);
+        self
     }
 
     /// Runs until `stop`.
@@ -215,6 +232,14 @@ impl Conductor {
                 });
                 Ok(())
             }
+            ConductorMsg::Tool(id, call) => {
+                self.tool(&id, call);
+                Ok(())
+            }
+            ConductorMsg::ToolsHello(token, reply) => {
+                let _ = reply.send(self.tools_owner(&token));
+                Ok(())
+            }
             ConductorMsg::ControlSettled(id) => {
                 self.control_settled(id);
                 Ok(())
@@ -252,6 +277,7 @@ impl Conductor {
             received,
             completed,
             commands,
+            tools_token,
         } = a;
         let now = now_ms();
         let cwd2 = cwd.clone();
@@ -386,6 +412,7 @@ impl Conductor {
                 last_status: None,
                 tools: Vec::new(),
                 tool_args: std::collections::HashMap::new(),
+                tools_token,
             },
         );
         self.wakes.sender.notify_one();
@@ -1150,12 +1177,32 @@ fn finish(
     // In its own topic the instance is known; elsewhere a label says which pi answers when
     // several talk.
     let label = if place.own_topic { None } else { ctx.label };
-    let markdown = texts::answer_markdown(label, &r.text, r.aborted, r.error.as_deref());
-    outbound::enqueue_markdown(
+    // Hidden actions pi wrote (buttons) leave the visible text.
+    let extracted = crate::markup::extract(&r.text);
+    for rejected in &extracted.rejected {
+        tracing::info!(turn = t.id, problem = %rejected, "an action comment in an answer was not understood");
+    }
+    let markdown = texts::answer_markdown(label, &extracted.text, r.aborted, r.error.as_deref());
+    let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id);
+    let markup = crate::menu::prompt_buttons(tx, owner, ctx.identity, &extracted.buttons, now)?;
+    // Files pi attached during the turn go right after the answer.
+    let waiting = store::attachments::take_waiting(tx, t.id)?;
+    let caption = waiting.iter().find_map(|a| a.caption.clone());
+    let files: Vec<outbound::OutFile> = waiting
+        .into_iter()
+        .map(|a| outbound::OutFile {
+            path: a.path,
+            name: a.name,
+            mime: a.mime,
+            size: a.size,
+        })
+        .collect();
+    outbound::enqueue_markdown_with(
         tx,
         place,
         &markdown,
         ctx.rendering,
+        markup,
         outbound::Meta {
             purpose: &format!("answer:{}", t.id),
             source_update_id: t.source_update_id,
@@ -1166,5 +1213,24 @@ fn finish(
         },
         now,
     )?;
+    if !files.is_empty() {
+        outbound::enqueue_files(
+            tx,
+            outbound::Place {
+                reply_to: None,
+                ..place
+            },
+            &files,
+            caption.as_deref(),
+            outbound::Meta {
+                purpose: &format!("attach:{}", t.id),
+                source_update_id: t.source_update_id,
+                identity: ctx.identity,
+                turn_id: Some(t.id),
+                resend: false,
+            },
+            now,
+        )?;
+    }
     Ok(())
 }

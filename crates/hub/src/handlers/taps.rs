@@ -24,6 +24,8 @@ struct Tap {
     answer: String,
     outcome: String,
     edit: Option<Edit>,
+    /// New buttons only (the text stays as sent).
+    restyle: Option<Value>,
     /// What a later tap on this question's buttons is told, when this tap settles it.
     replay: Option<String>,
 }
@@ -40,6 +42,7 @@ impl Tap {
             answer: answer.into(),
             outcome: outcome.to_owned(),
             edit: None,
+            restyle: None,
             replay: None,
         }
     }
@@ -71,7 +74,14 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
     let tapped = cb.message();
     let owner = update.sender_id().unwrap_or(chat);
     let tap = match action.as_deref().and_then(Button::decode) {
-        Some(b) => button(say, &b, chat, tapped.as_ref(), owner)?,
+        Some(b) => button(
+            say,
+            &b,
+            chat,
+            tapped.as_ref(),
+            owner,
+            cb.data().unwrap_or_default(),
+        )?,
         None => Tap::answer(texts::unknown_button(), "button:unknown"),
     };
     say.answer_tap(id, &tap.answer)?;
@@ -97,6 +107,19 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, 
             callbacks::replace(say.tx, token, &settled)?;
         }
     }
+    if let Some(markup) = tap.restyle
+        && let Some((chat, message)) = tapped.as_ref().and_then(|m| m.chat_id().zip(m.id()))
+    {
+        outbound::edit_markup(
+            say.tx,
+            chat,
+            message,
+            markup,
+            Some(say.entry.update_id),
+            say.ctx.now_ms,
+        )?;
+        say.after.outbox = true;
+    }
     if let Some(edit) = tap.edit
         && let Some((chat, message)) = tapped.and_then(|m| m.chat_id().zip(m.id()))
     {
@@ -112,6 +135,7 @@ fn button(
     chat: i64,
     tapped: Option<&MessageView<'_>>,
     owner: i64,
+    token: &str,
 ) -> Result<Tap, StoreError> {
     let (tx, ctx) = (say.tx, say.ctx);
     // A settled question keeps its text, gains a line saying how it was settled, and loses
@@ -281,6 +305,58 @@ fn button(
             Ok(tap.with_edit(settled("→ Compacting…".into())))
         }
         Button::Settled { answer } => Ok(Tap::answer(answer.clone(), "button:settled")),
+        Button::Prompt {
+            identity,
+            prompt,
+            style,
+        } => {
+            let Some(message) = tapped else {
+                return Ok(Tap::answer(texts::unknown_button(), "prompt:no-message"));
+            };
+            let created = turns::create(
+                tx,
+                &turns::NewTurn {
+                    source_update_id: Some(say.entry.update_id),
+                    chat_id: chat,
+                    thread_id: message.thread_id(),
+                    message_id: message.id(),
+                    target: turns::Target::Identity(identity),
+                    text: prompt,
+                    lane: Lane::Normal,
+                    prepare: None,
+                },
+                ctx.now_ms,
+            )?;
+            say.after.turns = true;
+            let label = label_of(identity);
+            let live = instances::live(tx)?.iter().any(|i| i.identity == *identity);
+            let answer = if live {
+                format!("Sent to {label}")
+            } else {
+                format!("{label} is offline: it gets this when it is back")
+            };
+            // The chosen button shows it was chosen; the others stay as they were.
+            let restyle = message.0.get("reply_markup").cloned().map(|mut m| {
+                if let Some(rows) = m.get_mut("inline_keyboard").and_then(Value::as_array_mut) {
+                    for b in rows.iter_mut().filter_map(Value::as_array_mut).flatten() {
+                        if b.get("callback_data").and_then(Value::as_str) == Some(token) {
+                            b["style"] = json!(style.as_deref().unwrap_or("primary"));
+                        }
+                    }
+                }
+                m
+            });
+            let mut tap = Tap::answer(
+                answer,
+                if created.is_some() {
+                    "prompt"
+                } else {
+                    "prompt:again"
+                },
+            );
+            tap.restyle = restyle;
+            Ok(tap)
+        }
         Button::Dismiss => {
             Ok(Tap::answer("Cancelled", "dismissed").with_edit(settled("→ Cancelled.".into())))
         }

@@ -23,6 +23,7 @@ pub async fn start(
         received: Vec::new(),
         completed: Vec::new(),
         commands: tx,
+        tools_token: None,
     };
     let (reply, id) = oneshot::channel();
     conductor

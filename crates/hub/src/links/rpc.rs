@@ -21,6 +21,30 @@ use crate::instance::{
 /// stays inert instead of connecting the same pi twice).
 pub const CHILD_ENV: &str = "PI_TELEGRAM_CHILD";
 
+/// Environment variable with the token a child's tools connect with (role `tools`).
+pub const CHILD_TOKEN_ENV: &str = "PI_TELEGRAM_CHILD_TOKEN";
+
+/// The extension children load (`-e`) for pi's Telegram tools, set once at start.
+static CHILD_EXTENSION: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Children load the extension at `entry` (its `index.ts`) for pi's Telegram tools.
+pub fn set_child_extension(entry: PathBuf) {
+    let _ = CHILD_EXTENSION.set(entry);
+}
+
+fn new_token() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Not secret, only a name: the hub secret guards the socket.
+        bytes = std::process::id()
+            .to_le_bytes()
+            .repeat(4)
+            .try_into()
+            .unwrap_or([7; 16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The pi binary: `$PI_TELEGRAM_PI_BIN`, else `pi` from PATH.
 pub fn pi_binary() -> PathBuf {
     std::env::var_os("PI_TELEGRAM_PI_BIN")
@@ -40,12 +64,17 @@ pub async fn spawn(
         return Err(format!("{cwd} is not a directory"));
     }
     let bin = pi_binary();
-    let mut child = Process::new(&bin)
-        .arg("--mode")
-        .arg("rpc")
+    let token = new_token();
+    let mut process = Process::new(&bin);
+    process.arg("--mode").arg("rpc");
+    if let Some(entry) = CHILD_EXTENSION.get() {
+        process.arg("-e").arg(entry);
+    }
+    let mut child = process
         .current_dir(&dir)
         .envs(env)
         .env(CHILD_ENV, "1")
+        .env(CHILD_TOKEN_ENV, &token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -122,6 +151,7 @@ pub async fn spawn(
         received: Vec::new(),
         completed: Vec::new(),
         commands,
+        tools_token: Some(token),
     };
     let (reply, id_rx) = oneshot::channel();
     conductor

@@ -19,7 +19,8 @@ use wire::{
 use std::collections::HashMap;
 
 use crate::instance::{
-    Answer, Attach, Command, ConductorMsg, GoneReason, LinkEvent, Request, Transport,
+    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Request, ToolCall,
+    Transport,
 };
 
 /// How long a new connection may take to say hello.
@@ -163,6 +164,7 @@ async fn connection(
     match hello.role {
         Role::Instance => instance(conn, hello, conductor).await,
         Role::Control => control(conn, conductor).await,
+        Role::Tools => tools(conn, hello, conductor).await,
     }
 }
 
@@ -229,6 +231,7 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
         received: hello.received_turns,
         completed: hello.completed_turns,
         commands,
+        tools_token: None,
     };
     let (reply, id_rx) = oneshot::channel();
     if conductor
@@ -310,6 +313,10 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
                         }
                         continue;
                     }
+                    ClientMsg::ToolCall { id: rid, tool, args } => {
+                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                        continue;
+                    }
                     ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
                         continue;
                     }
@@ -344,6 +351,84 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
     };
     tracing::info!(instance = %id, reason = ?gone, "instance link closed");
     let _ = conductor.send(report(LinkEvent::Gone(gone))).await;
+    drop(conn.out);
+}
+
+/// Carries out a tool call in a task of its own (a file copy or a send must not hold the
+/// connection) and answers it on `out`.
+fn tool_call(
+    conductor: &mpsc::Sender<ConductorMsg>,
+    out: &mpsc::Sender<String>,
+    instance: InstanceId,
+    request: String,
+    tool: String,
+    args: serde_json::Value,
+) {
+    let (conductor, out) = (conductor.clone(), out.clone());
+    tokio::spawn(async move {
+        let (reply, answered) = oneshot::channel();
+        let call = ToolCall { tool, args, reply };
+        let result = if conductor
+            .send(ConductorMsg::Tool(instance, call))
+            .await
+            .is_err()
+        {
+            Err("the hub is stopping".to_owned())
+        } else {
+            answered
+                .await
+                .unwrap_or_else(|_| Err("the hub is stopping".into()))
+        };
+        let msg = response(request, result.map(|text| json!({ "text": text })));
+        let _ = out.send(encode(&msg)).await;
+    });
+}
+
+/// A headless child's tools: they connect with the token the hub gave the child and call
+/// tools for that instance; nothing else.
+async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
+    let refuse = |message: &str| HubMsg::Refused {
+        code: "token".into(),
+        message: message.into(),
+    };
+    let Some(token) = hello.token.clone() else {
+        return conn
+            .close_with(&refuse("a tools hello needs the token"))
+            .await;
+    };
+    let (reply, rx) = oneshot::channel();
+    let id = match conductor.send(ConductorMsg::ToolsHello(token, reply)).await {
+        Ok(()) => rx.await.ok().flatten(),
+        Err(_) => None,
+    };
+    let Some(id) = id else {
+        return conn
+            .close_with(&refuse("no headless pi has this token"))
+            .await;
+    };
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: Some(id.0.clone()),
+    });
+    loop {
+        tokio::select! {
+            line = conn.lines.next_line() => {
+                let Ok(Some(line)) = line else { break };
+                match serde_json::from_str::<ClientMsg>(&line) {
+                    Ok(ClientMsg::ToolCall { id: rid, tool, args }) => {
+                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        conn.send(&HubMsg::Error { message: format!("malformed line: {e}") });
+                        break;
+                    }
+                }
+            }
+            _ = &mut conn.writer => break,
+        }
+    }
     drop(conn.out);
 }
 

@@ -106,12 +106,33 @@ pub fn enqueue_markdown(
     meta: Meta<'_>,
     now: i64,
 ) -> Result<usize, StoreError> {
+    enqueue_markdown_with(tx, place, markdown, rendering, None, meta, now)
+}
+
+/// [`enqueue_markdown`] with buttons (`reply_markup`) under the last piece, whichever way it is
+/// delivered.
+pub fn enqueue_markdown_with(
+    tx: &Connection,
+    place: Place,
+    markdown: &str,
+    rendering: Rendering,
+    markup: Option<Value>,
+    meta: Meta<'_>,
+    now: i64,
+) -> Result<usize, StoreError> {
     let target = Target {
         chat_id: place.chat,
         thread_id: place.thread,
         reply_to: place.reply_to,
     };
-    let plans = delivery::plans(markdown, rendering, &target);
+    let mut plans = delivery::plans(markdown, rendering, &target);
+    if let (Some(m), Some(last)) = (markup, plans.last_mut()) {
+        for alt in &mut last.alternatives {
+            if let Some(msg) = alt.messages.last_mut() {
+                msg["reply_markup"] = m.clone();
+            }
+        }
+    }
     let n = plans.len();
     for (i, plan) in plans.into_iter().enumerate() {
         enqueue_plan(
@@ -309,6 +330,30 @@ pub fn edit(
     .map(drop)
 }
 
+/// Replaces only the buttons of one of the bot's messages (its text stays as it was sent,
+/// rich or not).
+pub fn edit_markup(
+    tx: &Connection,
+    chat: i64,
+    message_id: i64,
+    markup: Value,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let params = json!({ "chat_id": chat, "message_id": message_id, "reply_markup": markup });
+    raw(
+        tx,
+        chat,
+        None,
+        "editMessageReplyMarkup",
+        &params,
+        "edit:markup",
+        source_update_id,
+        now,
+    )
+    .map(drop)
+}
+
 /// Answers a button tap (every tap is answered, so no button keeps spinning). Not a message of
 /// any chat: it has its own queue (chat 0), so a tap is answered at once even while the chat's
 /// messages wait for their pace.
@@ -360,6 +405,106 @@ fn raw(
         },
         now,
     )
+}
+
+/// The parameter under which an outbox row lists the files it uploads (the sender reads them
+/// and sends multipart).
+pub const FILES_KEY: &str = "__files";
+
+/// A file to send.
+#[derive(Debug, Clone)]
+pub struct OutFile {
+    /// The copy to upload.
+    pub path: String,
+    /// The name the person sees.
+    pub name: String,
+    /// MIME type.
+    pub mime: Option<String>,
+    /// Size in bytes.
+    pub size: i64,
+}
+
+impl OutFile {
+    /// Sent as a photo (shown inline) rather than a document: an image Telegram takes as one.
+    fn photo(&self) -> bool {
+        matches!(
+            self.mime.as_deref(),
+            Some("image/jpeg" | "image/png" | "image/webp")
+        ) && self.size <= 10 * 1024 * 1024
+    }
+}
+
+/// Queues files: photos as photos, the rest as documents; several of a kind as albums of up to
+/// ten. The caption goes with the first. Never resent after an unknown outcome (a second copy
+/// of a file is worse than the report that one may be missing).
+pub fn enqueue_files(
+    tx: &Connection,
+    place: Place,
+    files: &[OutFile],
+    caption: Option<&str>,
+    meta: Meta<'_>,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let (photos, documents): (Vec<&OutFile>, Vec<&OutFile>) = files.iter().partition(|f| f.photo());
+    let mut caption = caption.filter(|c| !c.trim().is_empty());
+    let mut rows = 0;
+    for (kind, group) in [("photo", photos), ("document", documents)] {
+        for chunk in group.chunks(10) {
+            let mut params = json!({ "chat_id": place.chat });
+            if let Some(t) = place.thread {
+                params["message_thread_id"] = json!(t);
+            }
+            if let Some(r) = place.reply_to {
+                params["reply_parameters"] =
+                    json!({ "message_id": r, "allow_sending_without_reply": true });
+            }
+            let entry = |field: &str, f: &OutFile| json!({ "field": field, "path": f.path, "name": f.name, "mime": f.mime });
+            let method = if let [one] = chunk {
+                params[FILES_KEY] = json!([entry(kind, one)]);
+                if let Some(c) = caption.take() {
+                    params["caption"] = json!(c);
+                }
+                if kind == "photo" {
+                    "sendPhoto"
+                } else {
+                    "sendDocument"
+                }
+            } else {
+                let mut media = Vec::new();
+                let mut uploads = Vec::new();
+                for (i, f) in chunk.iter().enumerate() {
+                    let field = format!("file{i}");
+                    let mut m = json!({ "type": kind, "media": format!("attach://{field}") });
+                    if let Some(c) = caption.take() {
+                        m["caption"] = json!(c);
+                    }
+                    media.push(m);
+                    uploads.push(entry(&field, f));
+                }
+                params["media"] = json!(media);
+                params[FILES_KEY] = json!(uploads);
+                "sendMediaGroup"
+            };
+            outbox::enqueue(
+                tx,
+                &outbox::NewRow {
+                    chat_id: place.chat,
+                    thread_id: place.thread,
+                    method,
+                    params: &params,
+                    purpose: &format!("{}:{rows}", meta.purpose),
+                    source_update_id: meta.source_update_id,
+                    resend_if_unknown: false,
+                    identity: Some(meta.identity),
+                    turn_id: meta.turn_id,
+                    plan: None,
+                },
+                now,
+            )?;
+            rows += 1;
+        }
+    }
+    Ok(rows)
 }
 
 /// How long a menu or `/start` button works.

@@ -88,6 +88,7 @@ impl TestHub {
             profile: ProfileName::default_profile(),
             tuning: tuning(),
             instances_at_start: Vec::new(),
+            child_extension: None,
         };
         let (tx, rx) = oneshot::channel::<()>();
         self.stop = Some(tx);

@@ -1,0 +1,378 @@
+//! pi's Telegram tools, carried out for the instance whose model called them:
+//!
+//! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
+//!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
+//!   to the instance's chat or topic. Each file is copied when the tool is called (pi may
+//!   change or delete it afterwards); a missing file, a directory or one over the limit is a
+//!   tool error the model sees.
+//! - `telegram_message(text, chat_id?, thread_id?, thread?)`: Markdown sent now (a progress
+//!   note during a turn arrives before the answer), to the instance's place or, by name, to
+//!   another live instance's topic. `telegram_button` comments in it become its buttons.
+//!
+//! The work runs in a task of its own: copying files never holds the conductor.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use store::{Connection, StoreError, attachments, kv};
+use tokio::sync::Notify;
+
+use super::Conductor;
+use crate::assistant::Watched;
+use crate::db::{Db, now_ms};
+use crate::inbound::{limit_text, names, prompt::human_size};
+use crate::instance::{InstanceId, ToolCall};
+use crate::markup;
+use crate::names::label_of;
+use crate::outbound::{self, OutFile, Place};
+
+/// Where the tools keep what they send, and how much they send.
+#[derive(Debug, Clone)]
+pub struct ToolSettings {
+    /// Copies of files being sent (created 0700).
+    pub out_dir: PathBuf,
+    /// Largest file sent.
+    pub max_bytes: u64,
+}
+
+/// Telegram's caption limit.
+const CAPTION_CHARS: usize = 1024;
+
+/// What a tool call needs, taken from the conductor's state when it arrives.
+struct Job {
+    db: Db,
+    sender: Arc<Notify>,
+    settings: Arc<ToolSettings>,
+    assistant: Arc<Watched>,
+    identity: String,
+    cwd: String,
+    /// The Telegram turn the instance is working on.
+    turn: Option<i64>,
+}
+
+impl Conductor {
+    /// Carries out `call` for instance `id` in a task of its own.
+    pub(super) fn tool(&self, id: &InstanceId, call: ToolCall) {
+        let Some(l) = self.live.get(id) else {
+            let _ = call
+                .reply
+                .send(Err("this pi is not connected to Telegram any more".into()));
+            return;
+        };
+        let job = Job {
+            db: self.db.clone(),
+            sender: self.wakes.sender.clone(),
+            settings: self.tools.clone(),
+            assistant: self.assistant.clone(),
+            identity: l.identity.clone(),
+            cwd: l.cwd.clone(),
+            turn: l.outstanding,
+        };
+        tokio::spawn(async move {
+            let result = match call.tool.as_str() {
+                "telegram_attach" => job.attach(&call.args).await,
+                "telegram_message" => job.message(&call.args).await,
+                other => Err(format!("{other} is not a tool of pi-telegram")),
+            };
+            if let Err(e) = &result {
+                tracing::info!(tool = %call.tool, error = %e, "a tool call failed");
+            }
+            let _ = call.reply.send(result);
+        });
+    }
+
+    /// The instance whose child connects its tools with `token`.
+    pub(super) fn tools_owner(&self, token: &str) -> Option<InstanceId> {
+        self.live
+            .iter()
+            .find(|(_, l)| l.tools_token.as_deref() == Some(token))
+            .map(|(id, _)| id.clone())
+    }
+}
+
+fn mime_of(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "pdf" => "application/pdf",
+        "txt" | "log" | "md" => "text/plain",
+        "json" => "application/json",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "zip" => "application/zip",
+        "mp3" => "audio/mpeg",
+        "ogg" | "opus" => "audio/ogg",
+        "mp4" => "video/mp4",
+        _ => return None,
+    })
+}
+
+/// An explicit `chat_id`/`thread_id`: only the owner's own chat (and its topics).
+fn explicit_place(tx: &Connection, args: &Value, owner: i64) -> Result<Option<Place>, String> {
+    let chat = args.get("chat_id").and_then(Value::as_i64);
+    let thread = args.get("thread_id").and_then(Value::as_i64);
+    if chat.is_none() && thread.is_none() {
+        return Ok(None);
+    }
+    if chat.is_some_and(|c| c != owner) {
+        return Err(
+            "pi-telegram sends only to the person it is paired with: leave chat_id out".into(),
+        );
+    }
+    if let Some(t) = thread
+        && store::threads::binding_by_thread(tx, owner, t)
+            .map_err(|e| e.to_string())?
+            .is_none()
+    {
+        return Err(format!("thread {t} is not one of pi-telegram's threads"));
+    }
+    Ok(Some(Place {
+        chat: owner,
+        thread,
+        waiting: false,
+        reply_to: None,
+        own_topic: thread.is_some(),
+    }))
+}
+
+impl Job {
+    async fn attach(&self, args: &Value) -> Result<String, String> {
+        let paths: Vec<String> = args
+            .get("paths")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if paths.is_empty() {
+            return Err("paths must list at least one file".into());
+        }
+        let caption: Option<String> = args
+            .get("caption")
+            .and_then(Value::as_str)
+            .map(|c| c.chars().take(CAPTION_CHARS).collect());
+        // Check every file before sending any: one bad path fails the whole call.
+        let mut checked = Vec::new();
+        for p in &paths {
+            let path = Path::new(&self.cwd).join(p);
+            let meta = tokio::fs::metadata(&path)
+                .await
+                .map_err(|_| format!("{}: no such file", path.display()))?;
+            if meta.is_dir() {
+                return Err(format!(
+                    "{} is a folder; attach the files in it",
+                    path.display()
+                ));
+            }
+            if !meta.is_file() {
+                return Err(format!("{} is not a regular file", path.display()));
+            }
+            if meta.len() > self.settings.max_bytes {
+                return Err(format!(
+                    "{} is {}, over the {} limit for files sent to Telegram",
+                    path.display(),
+                    human_size(meta.len() as i64),
+                    limit_text(self.settings.max_bytes)
+                ));
+            }
+            checked.push(path);
+        }
+        make_private_dir(&self.settings.out_dir)
+            .map_err(|e| format!("cannot prepare the upload: {e}"))?;
+        let mut files = Vec::new();
+        for path in checked {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "file".into());
+            let copy = self.settings.out_dir.join(format!(
+                "{}-{}",
+                now_ms(),
+                names::safe_name(Some(&name), "file", mime_of(&path))
+            ));
+            let size = tokio::fs::copy(&path, &copy)
+                .await
+                .map_err(|e| format!("{} could not be read: {e}", path.display()))?;
+            files.push(OutFile {
+                path: copy.display().to_string(),
+                name,
+                mime: mime_of(&path).map(str::to_owned),
+                size: size as i64,
+            });
+        }
+        let listed = files
+            .iter()
+            .map(|f| format!("{} ({})", f.name, human_size(f.size)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (identity, turn) = (self.identity.clone(), self.turn);
+        let args = args.clone();
+        let sent_now = self
+            .db
+            .write(move |tx| {
+                let owner = kv::get_i64(tx, kv::OWNER)?.ok_or_else(|| {
+                    StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
+                })?;
+                let explicit = explicit_place(tx, &args, owner).map_err(StoreError::Corrupt)?;
+                match (explicit, turn) {
+                    // With the answer of the turn pi works on.
+                    (None, Some(turn)) => {
+                        for (i, f) in files.iter().enumerate() {
+                            attachments::create(
+                                tx,
+                                &attachments::NewAttachment {
+                                    turn_id: turn,
+                                    path: &f.path,
+                                    name: &f.name,
+                                    mime: f.mime.as_deref(),
+                                    size: f.size,
+                                    caption: caption.as_deref().filter(|_| i == 0),
+                                },
+                                now_ms(),
+                            )?;
+                        }
+                        Ok(false)
+                    }
+                    (place, _) => {
+                        let place = match place {
+                            Some(p) => p,
+                            None => outbound::place_of_instance(tx, &identity, owner)?,
+                        };
+                        outbound::enqueue_files(
+                            tx,
+                            place,
+                            &files,
+                            caption.as_deref(),
+                            outbound::Meta {
+                                purpose: &format!("attach:{identity}:{}", now_ms()),
+                                source_update_id: None,
+                                identity: &identity,
+                                turn_id: None,
+                                resend: false,
+                            },
+                            now_ms(),
+                        )?;
+                        Ok(true)
+                    }
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::Corrupt(why) => why,
+                other => format!("the hub could not record it: {other}"),
+            })?;
+        if sent_now {
+            self.sender.notify_one();
+            Ok(format!("Sent to Telegram: {listed}."))
+        } else {
+            Ok(format!(
+                "Will be sent to Telegram right after your answer: {listed}."
+            ))
+        }
+    }
+
+    async fn message(&self, args: &Value) -> Result<String, String> {
+        let text = args
+            .get("text")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or("text must be a non-empty message")?
+            .to_owned();
+        let thread_name = args
+            .get("thread")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        let extracted = markup::extract(&text);
+        let rendering = self.assistant.current().rendering;
+        let identity = self.identity.clone();
+        let args = args.clone();
+        let now = now_ms();
+        let to = self
+            .db
+            .write(move |tx| {
+                let owner = kv::get_i64(tx, kv::OWNER)?.ok_or_else(|| {
+                    StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
+                })?;
+                let (place, speaker) = match (&thread_name, explicit_place(tx, &args, owner)) {
+                    (_, Err(why)) => return Err(StoreError::Corrupt(why)),
+                    (Some(name), _) => {
+                        let target = named_instance(tx, name)?;
+                        (outbound::place_of_instance(tx, &target, owner)?, target)
+                    }
+                    (None, Ok(Some(place))) => (place, identity.clone()),
+                    (None, Ok(None)) => (
+                        outbound::place_of_instance(tx, &identity, owner)?,
+                        identity.clone(),
+                    ),
+                };
+                let markup =
+                    crate::menu::prompt_buttons(tx, owner, &speaker, &extracted.buttons, now)?;
+                outbound::enqueue_markdown_with(
+                    tx,
+                    place,
+                    &extracted.text,
+                    rendering,
+                    markup,
+                    outbound::Meta {
+                        purpose: &format!("message:{identity}:{now}"),
+                        source_update_id: None,
+                        identity: &speaker,
+                        turn_id: None,
+                        resend: true,
+                    },
+                    now,
+                )?;
+                Ok(label_of(&speaker))
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::Corrupt(why) => why,
+                other => format!("the hub could not record it: {other}"),
+            })?;
+        self.sender.notify_one();
+        Ok(format!("Sent to Telegram ({to})."))
+    }
+}
+
+/// A live instance by the name the person sees (its label), case-insensitively.
+fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
+    let live = store::instances::live(tx)?;
+    let wanted = name.to_lowercase();
+    let found: Vec<_> = live
+        .iter()
+        .filter(|i| i.label.to_lowercase() == wanted)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one.identity.clone()),
+        [] => Err(StoreError::Corrupt(format!(
+            "no live pi is called {name:?}; live: {}",
+            live.iter()
+                .map(|i| i.label.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        _ => Err(StoreError::Corrupt(format!(
+            "several live pi are called {name:?}; name one by its folder"
+        ))),
+    }
+}
+
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
