@@ -36,11 +36,10 @@ fn new_token() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // Not secret, only a name: the hub secret guards the socket.
-        bytes = std::process::id()
-            .to_le_bytes()
-            .repeat(4)
-            .try_into()
-            .unwrap_or([7; 16]);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes = now.to_le_bytes();
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
