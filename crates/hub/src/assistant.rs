@@ -53,9 +53,24 @@ impl Activity {
     }
 }
 
+/// When an answer is spoken (`voice.replyMode`; the reference's values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoiceReply {
+    /// Only where pi writes a `telegram_voice` comment (the default).
+    Hidden,
+    /// Answers to voice notes and audio are spoken.
+    Mirror,
+    /// Every answer is spoken.
+    Always,
+}
+
 /// The settings in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
+    /// `voice.replyMode` (default hidden).
+    pub voice_reply: VoiceReply,
+    /// `voice.sendTranscript` (default false): a spoken answer carries its words as caption.
+    pub voice_transcript: bool,
     /// `assistant.rendering` (default rich).
     pub rendering: Rendering,
     /// `assistant.draftPreviews` (default true).
@@ -69,6 +84,8 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
+            voice_reply: VoiceReply::Hidden,
+            voice_transcript: false,
             rendering: Rendering::Rich,
             draft_previews: true,
             activity: Activity::Verbose,
@@ -83,6 +100,20 @@ impl Settings {
     pub fn from_file(file: &ConfigFile, profile: &ProfileName) -> (Self, Vec<String>) {
         let mut s = Self::default();
         let mut warnings = Vec::new();
+        if let Some(v) = file.setting(profile, "voice").and_then(Value::as_object) {
+            match v.get("replyMode").and_then(Value::as_str) {
+                None | Some("hidden" | "manual") => {}
+                Some("mirror") => s.voice_reply = VoiceReply::Mirror,
+                Some("always") => s.voice_reply = VoiceReply::Always,
+                Some(other) => warnings.push(format!(
+                    "voice.replyMode is {other:?}, expected \"hidden\", \"mirror\" or \"always\"; using hidden"
+                )),
+            }
+            s.voice_transcript = v
+                .get("sendTranscript")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        }
         let Some(a) = file.setting(profile, "assistant") else {
             return (s, warnings);
         };

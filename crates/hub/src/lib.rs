@@ -44,6 +44,7 @@ pub mod status;
 pub mod texts;
 pub mod threads_cli;
 pub mod topics;
+pub mod voice;
 pub mod wakes;
 pub mod webhook;
 pub mod worker;

@@ -309,6 +309,21 @@ pub async fn serve(
             stop_rx.clone(),
         ))
     };
+    let voice_task = tokio::spawn(crate::voice::run(
+        db.clone(),
+        Arc::new(crate::voice::VoiceSettings {
+            out_dir: opts
+                .agent_dir
+                .path()
+                .join("tmp")
+                .join("telegram")
+                .join(opts.profile.as_str())
+                .join("voice"),
+            config_path: config_path.clone(),
+        }),
+        wakes.clone(),
+        stop_rx.clone(),
+    ));
     let sock = tokio::spawn(links::socket::serve(
         listener,
         secret,
@@ -371,6 +386,7 @@ pub async fn serve(
     wakes.worker.notify_one();
     wakes.sender.notify_one();
     wakes.inbound.notify_one();
+    wakes.voice.notify_one();
 
     let mut poll = poll;
     let mut work = work;
@@ -379,6 +395,7 @@ pub async fn serve(
     let mut topic_task = topic_task;
     let mut preview_task = preview_task;
     let mut inbound_task = inbound_task;
+    let mut voice_task = voice_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
         r = &mut poll => Some(joined(r)),
@@ -388,6 +405,7 @@ pub async fn serve(
         r = &mut topic_task => Some(joined(r)),
         r = &mut preview_task => Some(joined(r)),
         r = &mut inbound_task => Some(joined(r)),
+        r = &mut voice_task => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
@@ -400,6 +418,7 @@ pub async fn serve(
         ("topics", topic_task),
         ("previews", preview_task),
         ("inbound", inbound_task),
+        ("voice", voice_task),
     ] {
         if task.is_finished() {
             continue;

@@ -19,6 +19,8 @@ pub struct Wakes {
     pub topics: Arc<Notify>,
     /// A turn waits for its files or its group.
     pub inbound: Arc<Notify>,
+    /// A voice message waits to be made.
+    pub voice: Arc<Notify>,
 }
 
 /// Sleeps for `d` (at least a millisecond), or forever when there is nothing to wait for; for

@@ -474,3 +474,40 @@ pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
 pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
     select(conn, "ORDER BY id", [])
 }
+
+/// Pending rows parked (see [`hold`]) with `handling`, oldest first.
+pub fn parked_with(conn: &Connection, handling: &str) -> Result<Vec<OutboxRow>> {
+    select(
+        conn,
+        "WHERE state = 'pending' AND not_before_ms = 9223372036854775807 AND handling = ?1
+         ORDER BY id",
+        [handling],
+    )
+}
+
+/// A parked row gets what it is sent as now (method, parameters, plan) and is released.
+pub fn replan(
+    conn: &Connection,
+    id: i64,
+    method: &str,
+    params: &Value,
+    plan: &Value,
+    handling: &str,
+    now_ms: i64,
+) -> Result<bool> {
+    conn.execute(
+        "UPDATE outbox SET not_before_ms = 0, method = ?2, params = ?3, plan = ?4, handling = ?5,
+                           updated_ms = ?6
+         WHERE id = ?1 AND state = 'pending'",
+        params![
+            id,
+            method,
+            params.to_string(),
+            plan.to_string(),
+            handling,
+            now_ms
+        ],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("replanning an outbox row"))
+}

@@ -94,6 +94,8 @@ struct AnswerCtx<'a> {
     label: Option<&'a str>,
     identity: &'a str,
     rendering: Rendering,
+    /// `voice.replyMode` and `voice.sendTranscript`.
+    voice: (assistant::VoiceReply, bool),
 }
 
 impl Conductor {
@@ -282,7 +284,9 @@ impl Conductor {
         let now = now_ms();
         let cwd2 = cwd.clone();
         let live_count = self.live.len() + 1;
-        let rendering = self.assistant.current().rendering;
+        let current = self.assistant.current();
+        let rendering = current.rendering;
+        let voice = (current.voice_reply, current.voice_transcript);
         let (id, identity, label, done_acks, outstanding, resumed) = self
             .db
             .write(move |tx| {
@@ -314,6 +318,7 @@ impl Conductor {
                     label: answer_label,
                     identity: &identity,
                     rendering,
+                    voice,
                 };
                 let reported = Reported {
                     transport,
@@ -511,6 +516,7 @@ impl Conductor {
         let now = now_ms();
         let r = result.clone();
         let rendering = settings.rendering;
+        let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
         self.db
             .write(move |tx| {
@@ -541,6 +547,7 @@ impl Conductor {
                             label,
                             identity: &identity,
                             rendering,
+                            voice,
                         },
                         now,
                     )?;
@@ -550,6 +557,7 @@ impl Conductor {
             })
             .await?;
         crashpoint::hit("turn_done.after_commit");
+        self.wakes.voice.notify_one();
         if let Some(l) = self.live.get_mut(id) {
             if l.outstanding == Some(n) {
                 l.outstanding = None;
@@ -1197,12 +1205,33 @@ fn finish(
             size: a.size,
         })
         .collect();
+    // Spoken when the person's voice reply mode says so (a voice note in `mirror`, every
+    // answer in `always`), unless pi chose what to say itself.
+    let (mode, transcript) = ctx.voice;
+    let from_voice = store::files::of_turn(tx, t.id)?
+        .iter()
+        .any(|f| matches!(f.kind.as_str(), "voice" | "audio"));
+    let automatic = match mode {
+        assistant::VoiceReply::Always => true,
+        assistant::VoiceReply::Mirror => from_voice,
+        assistant::VoiceReply::Hidden => false,
+    } && extracted.voices.is_empty()
+        && !r.aborted
+        && r.error.is_none()
+        && !extracted.text.trim().is_empty();
+    let spoken = automatic.then(|| crate::voice::Spoken {
+        text: extracted.text.trim().to_owned(),
+        lang: None,
+        rate: None,
+        transcript,
+    });
     outbound::enqueue_markdown_with(
         tx,
         place,
         &markdown,
         ctx.rendering,
         markup,
+        spoken.as_ref(),
         outbound::Meta {
             purpose: &format!("answer:{}", t.id),
             source_update_id: t.source_update_id,
@@ -1213,6 +1242,30 @@ fn finish(
         },
         now,
     )?;
+    for (i, v) in extracted.voices.iter().enumerate() {
+        let spoken = crate::voice::Spoken {
+            text: v.text.clone(),
+            lang: v.lang.clone(),
+            rate: v.rate.clone(),
+            transcript,
+        };
+        outbound::enqueue_voice(
+            tx,
+            outbound::Place {
+                reply_to: None,
+                ..place
+            },
+            &spoken,
+            outbound::Meta {
+                purpose: &format!("voice:{}:{i}", t.id),
+                source_update_id: t.source_update_id,
+                identity: ctx.identity,
+                turn_id: Some(t.id),
+                resend: false,
+            },
+            now,
+        )?;
+    }
     if !files.is_empty() {
         outbound::enqueue_files(
             tx,

@@ -323,6 +323,7 @@ impl Job {
                     &extracted.text,
                     rendering,
                     markup,
+                    None,
                     outbound::Meta {
                         purpose: &format!("message:{identity}:{now}"),
                         source_update_id: None,

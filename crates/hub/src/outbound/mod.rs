@@ -106,17 +106,20 @@ pub fn enqueue_markdown(
     meta: Meta<'_>,
     now: i64,
 ) -> Result<usize, StoreError> {
-    enqueue_markdown_with(tx, place, markdown, rendering, None, meta, now)
+    enqueue_markdown_with(tx, place, markdown, rendering, None, None, meta, now)
 }
 
 /// [`enqueue_markdown`] with buttons (`reply_markup`) under the last piece, whichever way it is
-/// delivered.
+/// delivered, and, with `spoken`, said as a voice message first (the text is the fallback; a
+/// text of several pieces is written, not spoken).
+#[allow(clippy::too_many_arguments)]
 pub fn enqueue_markdown_with(
     tx: &Connection,
     place: Place,
     markdown: &str,
     rendering: Rendering,
     markup: Option<Value>,
+    spoken: Option<&crate::voice::Spoken>,
     meta: Meta<'_>,
     now: i64,
 ) -> Result<usize, StoreError> {
@@ -134,8 +137,13 @@ pub fn enqueue_markdown_with(
         }
     }
     let n = plans.len();
+    let spoken = spoken.filter(|_| n == 1 && !place.waiting);
     for (i, plan) in plans.into_iter().enumerate() {
-        enqueue_plan(
+        let plan = match spoken {
+            Some(s) => crate::voice::voice_first(&plan, s),
+            None => plan,
+        };
+        let id = enqueue_plan(
             tx,
             place,
             &plan,
@@ -143,8 +151,44 @@ pub fn enqueue_markdown_with(
             meta,
             now,
         )?;
+        if let (Some(id), Some(_)) = (id, spoken) {
+            outbox::hold(
+                tx,
+                id,
+                state::WAITING_FOR_THREAD,
+                crate::voice::SYNTHESIZING,
+            )?;
+        }
     }
     Ok(n)
+}
+
+/// Queues a voice message saying `spoken` (its voice is made before it is sent; without one it
+/// is dropped, the text having been sent anyway).
+pub fn enqueue_voice(
+    tx: &Connection,
+    place: Place,
+    spoken: &crate::voice::Spoken,
+    meta: Meta<'_>,
+    now: i64,
+) -> Result<(), StoreError> {
+    if place.waiting {
+        return Ok(());
+    }
+    let mut base = json!({ "chat_id": place.chat });
+    if let Some(t) = place.thread {
+        base["message_thread_id"] = json!(t);
+    }
+    let plan = crate::voice::voice_only(&base, spoken);
+    if let Some(id) = enqueue_plan(tx, place, &plan, meta.purpose, meta, now)? {
+        outbox::hold(
+            tx,
+            id,
+            state::WAITING_FOR_THREAD,
+            crate::voice::SYNTHESIZING,
+        )?;
+    }
+    Ok(())
 }
 
 /// Queues one message already written as Telegram HTML (with its plain text as fallback).
@@ -187,7 +231,7 @@ pub fn enqueue_html(
         part: 0,
         repeat: None,
     };
-    enqueue_plan(tx, place, &plan, meta.purpose, meta, now)
+    enqueue_plan(tx, place, &plan, meta.purpose, meta, now).map(drop)
 }
 
 fn enqueue_plan(
@@ -197,9 +241,9 @@ fn enqueue_plan(
     purpose: &str,
     meta: Meta<'_>,
     now: i64,
-) -> Result<(), StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let Some((method, params)) = plan.current() else {
-        return Ok(());
+        return Ok(None);
     };
     let plan_value: Value = plan.to_value();
     let id = outbox::enqueue(
@@ -226,7 +270,7 @@ fn enqueue_plan(
             "waiting for a new thread: the topic was deleted",
         )?;
     }
-    Ok(())
+    Ok(id)
 }
 
 /// A message of the hub's own, sent as plain text (no parse mode: nothing in it can fail

@@ -1,0 +1,295 @@
+//! Spoken answers: the reference's `voice.replyMode` (`hidden`: only where pi writes a
+//! `telegram_voice` comment; `mirror`: answers to voice notes and audio; `always`) through the
+//! text-to-speech command templates configured as `outboundHandlers` with `type: "voice"`
+//! (placeholders `{text}`, `{lang}`, `{rate}`, `{mp3}`, `{ogg}`; the result is an `.ogg` or
+//! `.opus` file: the template's `output`, or what it wrote to `{ogg}`).
+//!
+//! A spoken answer is an outbox row whose plan starts with a voice alternative, parked while
+//! the voice is made: this task synthesizes it and releases the row as a `sendVoice`, or, when
+//! no template gives a voice, moves it on to the text alternatives (the answer is never lost).
+//! The parked row holds its chat's later messages, so the order stays the order pi wrote.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use store::outbox;
+use tokio::sync::watch;
+
+use crate::db::{Db, now_ms};
+use crate::delivery::{Alternative, Plan};
+use crate::error::HubError;
+use crate::outbound::FILES_KEY;
+use crate::wakes::Wakes;
+
+/// The `handling` of a row parked until its voice is made.
+pub const SYNTHESIZING: &str = "synthesizing a voice message";
+/// Where a voice row keeps what it says.
+const SPEAK_KEY: &str = "__speak";
+/// How long one text-to-speech template may run unless it says otherwise.
+const TTS_TIMEOUT: Duration = Duration::from_secs(300);
+/// Telegram's caption limit.
+const CAPTION_CHARS: usize = 1024;
+
+/// What to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spoken {
+    /// The words.
+    pub text: String,
+    /// Language hint.
+    pub lang: Option<String>,
+    /// Rate hint (`+30%`).
+    pub rate: Option<String>,
+    /// Whether the words go along as the caption (`voice.sendTranscript`).
+    pub transcript: bool,
+}
+
+fn voice_params(base: &Value, spoken: &Spoken) -> Value {
+    let mut p = json!({});
+    for key in [
+        "chat_id",
+        "message_thread_id",
+        "reply_parameters",
+        "reply_markup",
+    ] {
+        if let Some(v) = base.get(key) {
+            p[key] = v.clone();
+        }
+    }
+    p[SPEAK_KEY] = json!({
+        "text": spoken.text, "lang": spoken.lang, "rate": spoken.rate,
+        "transcript": spoken.transcript,
+    });
+    p
+}
+
+/// `plan` with a voice message in front: the text stays as the fallback.
+pub fn voice_first(plan: &Plan, spoken: &Spoken) -> Plan {
+    let base = plan
+        .current()
+        .map(|(_, p)| p.clone())
+        .unwrap_or(Value::Null);
+    let mut alternatives = vec![Alternative {
+        name: "voice".into(),
+        method: "sendVoice".into(),
+        messages: vec![voice_params(&base, spoken)],
+    }];
+    alternatives.extend(plan.alternatives.iter().cloned());
+    Plan {
+        alternatives,
+        alt: 0,
+        part: 0,
+        repeat: None,
+    }
+}
+
+/// A plan that is only a voice message, sent where `base` (a message's parameters) goes.
+pub fn voice_only(base: &Value, spoken: &Spoken) -> Plan {
+    Plan {
+        alternatives: vec![Alternative {
+            name: "voice".into(),
+            method: "sendVoice".into(),
+            messages: vec![voice_params(base, spoken)],
+        }],
+        alt: 0,
+        part: 0,
+        repeat: None,
+    }
+}
+
+/// Where voices are made, and the file with the templates.
+#[derive(Debug, Clone)]
+pub struct VoiceSettings {
+    /// Voice files (created 0700).
+    pub out_dir: PathBuf,
+    /// `telegram.json`, re-read for `outboundHandlers` each time.
+    pub config_path: PathBuf,
+}
+
+/// Runs until `stop`.
+pub async fn run(
+    db: Db,
+    settings: Arc<VoiceSettings>,
+    wakes: Wakes,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let rows = db.read(|c| outbox::parked_with(c, SYNTHESIZING)).await?;
+        for row in rows {
+            speak(&db, &settings, row).await?;
+            wakes.sender.notify_one();
+            if *stop.borrow() {
+                return Ok(());
+            }
+        }
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = wakes.voice.notified() => {}
+        }
+    }
+}
+
+async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Result<(), HubError> {
+    let Some(plan) = Plan::from_value(row.plan.as_ref()) else {
+        return Ok(());
+    };
+    let job = row.params.get(SPEAK_KEY).cloned().unwrap_or(Value::Null);
+    let text = job
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let made = synthesize(settings, row.id, &job).await;
+    let id = row.id;
+    let now = now_ms();
+    match made {
+        Ok(file) => {
+            let mut params = row.params.clone();
+            if let Some(o) = params.as_object_mut() {
+                o.remove(SPEAK_KEY);
+            }
+            params[FILES_KEY] = json!([{
+                "field": "voice", "path": file.display().to_string(),
+                "name": "voice.ogg", "mime": "audio/ogg",
+            }]);
+            if job.get("transcript").and_then(Value::as_bool) == Some(true) {
+                params["caption"] = json!(text.chars().take(CAPTION_CHARS).collect::<String>());
+            }
+            let mut plan = plan;
+            if let Some(m) = plan
+                .alternatives
+                .get_mut(plan.alt)
+                .and_then(|a| a.messages.get_mut(plan.part))
+            {
+                *m = params.clone();
+            }
+            db.write(move |tx| {
+                outbox::replan(
+                    tx,
+                    id,
+                    "sendVoice",
+                    &params,
+                    &plan.to_value(),
+                    "spoken",
+                    now,
+                )
+            })
+            .await?;
+            tracing::info!(row = id, "a voice message is ready");
+        }
+        Err(why) => {
+            tracing::warn!(row = id, error = %why, "no voice message could be made; the text goes instead");
+            match plan.fallback() {
+                Some(next) => {
+                    let (method, params) = next
+                        .current()
+                        .map(|(m, p)| (m.to_owned(), p.clone()))
+                        .unwrap_or_default();
+                    let handling = format!("sent as text: {why}");
+                    db.write(move |tx| {
+                        outbox::replan(tx, id, &method, &params, &next.to_value(), &handling, now)
+                    })
+                    .await?;
+                }
+                None => {
+                    db.write(move |tx| {
+                        outbox::mark_sending(tx, id, now)?;
+                        outbox::mark_failed(tx, id, &why, "dropped: no voice could be made", now)
+                    })
+                    .await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the voice templates in order; the first that gives an `.ogg`/`.opus` file wins.
+async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<PathBuf, String> {
+    let handlers = load(&settings.config_path);
+    if handlers.is_empty() {
+        return Err("no outboundHandlers entry of type voice is configured".into());
+    }
+    make_private_dir(&settings.out_dir)
+        .map_err(|e| format!("cannot prepare the voice folder: {e}"))?;
+    let text = job.get("text").and_then(Value::as_str).unwrap_or_default();
+    let mut last = String::new();
+    for (i, (origin, template)) in handlers.iter().enumerate() {
+        let stem = settings.out_dir.join(format!("voice-{row}-{i}"));
+        let (mp3, ogg) = (stem.with_extension("mp3"), stem.with_extension("ogg"));
+        let mut values = cmdtpl::Values::new()
+            .with("text", text)
+            .with("mp3", mp3.display().to_string())
+            .with("ogg", ogg.display().to_string());
+        for key in ["lang", "rate"] {
+            if let Some(v) = job.get(key).and_then(Value::as_str) {
+                values.insert(key, v);
+            }
+        }
+        let opts = cmdtpl::RunOptions {
+            default_timeout: Some(TTS_TIMEOUT),
+            ..cmdtpl::RunOptions::default()
+        };
+        let outcome = template
+            .run(&values, Some(text.as_bytes().to_vec()), &opts)
+            .await;
+        let file = match outcome {
+            Ok(o) => match o.output {
+                cmdtpl::OutputValue::File(p) => p,
+                cmdtpl::OutputValue::Stdout(_) => ogg.clone(),
+            },
+            Err(e) => {
+                last = format!("{origin}: {e}");
+                tracing::warn!(handler = %origin, error = %e, "a voice template failed; trying the next");
+                continue;
+            }
+        };
+        let ext_ok = file
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("ogg") || e.eq_ignore_ascii_case("opus"));
+        if ext_ok && std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() > 0) {
+            return Ok(file);
+        }
+        last = format!("{origin}: no .ogg/.opus file came out ({})", file.display());
+    }
+    Err(last)
+}
+
+fn load(config: &Path) -> Vec<(String, cmdtpl::Template)> {
+    let doc: Value = std::fs::read_to_string(config)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let Some(list) = doc.get("outboundHandlers").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .enumerate()
+        .filter(|(_, h)| h.get("type").and_then(Value::as_str) == Some("voice"))
+        .filter_map(|(i, h)| {
+            let origin = format!("outboundHandlers[{i}]");
+            match cmdtpl::Template::parse_with_host_keys(h, &["type", "mime", "match"]) {
+                Ok(t) => Some((origin, t)),
+                Err(e) => {
+                    tracing::warn!(handler = %origin, error = %e, "a voice template is invalid; ignored");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
