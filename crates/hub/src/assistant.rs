@@ -238,10 +238,19 @@ mod tests {
                 rendering: Rendering::Html,
                 draft_previews: false,
                 activity: Activity::Tools,
-                proactive_push: false
+                proactive_push: false,
+                ..Settings::default()
             }
         );
         assert!(w.is_empty());
+        let (s, w) = settings(r#"{"voice": {"replyMode": "mirror", "sendTranscript": true}}"#);
+        assert_eq!((s.voice_reply, s.voice_transcript), (VoiceReply::Mirror, true));
+        assert!(w.is_empty());
+        let (s, w) = settings(r#"{"voice": {"replyMode": "manual"}}"#);
+        assert_eq!(s.voice_reply, VoiceReply::Hidden, "the reference's legacy value");
+        assert!(w.is_empty());
+        let (_, w) = settings(r#"{"voice": {"replyMode": "loud"}}"#);
+        assert_eq!(w.len(), 1);
         let (s, w) = settings(r#"{"assistant": {"rendering": "fancy", "activity": 3}}"#);
         assert_eq!(s, Settings::default());
         assert_eq!(w.len(), 2, "{w:?}");
