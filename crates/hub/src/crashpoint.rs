@@ -7,7 +7,8 @@
 //! `handle.before_commit`, `handle.after_commit`, `send.after_mark_sending`,
 //! `send.after_call`, `send.after_record`, `attach.before_commit`, `dispatch.before_commit`,
 //! `dispatch.after_commit`, `dispatch.after_send`, `ack.before_commit`,
-//! `turn_done.before_commit`, `turn_done.after_commit`, `control.before_effect`, and Threaded
+//! `turn_done.before_commit`, `turn_done.after_commit`, `control.before_effect`,
+//! `inbound.after_download`, and Threaded
 //! Mode's `provision.intent_committed`, `provision.topic_created`, `provision.bound`,
 //! `provision.ambiguous_committed`, `reconcile.before_delete`, `reconcile.deleted`.
 
