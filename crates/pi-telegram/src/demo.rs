@@ -131,7 +131,8 @@ pub async fn run() -> Result<(), HubError> {
         "\nYou are Ada, chatting with the bot @fake_1000_bot in a fake Telegram ({}).\n\
          Type a message and press Enter; each is numbered (#N). !N presses button N;\n\
          :react N 👍 reacts to your message N (👍 first, 👎 skip; :react N alone removes it);\n\
-         :edit N new text edits it. /start opens the menu, /help lists the commands.\n\
+         :edit N new text edits it; :file PATH [caption] sends a file (:photo for an image).\n\
+         /start opens the menu, /help lists the commands.\n\
          Try: hello   or   [[bash:ls -la]]   (pi runs the tool)   or   [[slow]] a slow answer\n\
          Type /quit (or Ctrl-D) to leave. Everything lives in {} and is removed at the end.\n",
         fake.base_url(),
@@ -182,6 +183,37 @@ pub async fn run() -> Result<(), HubError> {
                             }
                         }
                         None => println!("(usage: :react N [emoji], N is one of your message numbers)"),
+                    }
+                    continue;
+                }
+                if let Some((kind, rest)) = line
+                    .strip_prefix(":file ")
+                    .map(|r| (tg_fake::world::MediaKind::Document, r))
+                    .or_else(|| line.strip_prefix(":photo ").map(|r| (tg_fake::world::MediaKind::Photo, r)))
+                {
+                    let (path, caption) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+                    match std::fs::read(path) {
+                        Ok(bytes) => {
+                            use base64::Engine as _;
+                            let item = tg_fake::control::MediaItem {
+                                kind,
+                                data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+                                filename: std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()),
+                                mime_type: None,
+                                caption: (!caption.is_empty()).then(|| caption.to_owned()),
+                            };
+                            let sent = control.send_media(tg_fake::control::SendMedia {
+                                item, thread_id: None, user_id: None, reply_to_message_id: None, token: None,
+                            });
+                            match sent {
+                                Ok(sent) => {
+                                    mine.push(sent.message_id);
+                                    println!("  (#{})", mine.len());
+                                }
+                                Err(e) => println!("(could not send: {e})"),
+                            }
+                        }
+                        Err(e) => println!("(cannot read {path}: {e})"),
                     }
                     continue;
                 }
@@ -264,7 +296,13 @@ fn show_new(control: &tg_fake::Control, shown: &mut Shown, buttons: &mut Vec<(i6
         } else {
             "bot"
         };
-        println!("{who}: {}", text.replace('\n', "\n     "));
+        if let Some(media) = &m.media {
+            let name = media.file_name.clone().unwrap_or_default();
+            println!("{who}: 📎 {:?} {name} ({} bytes)", media.kind, media.size);
+        }
+        if !text.is_empty() {
+            println!("{who}: {}", text.replace('\n', "\n     "));
+        }
         if let Some(rows) = m
             .reply_markup
             .as_ref()
