@@ -4,6 +4,8 @@
 #   pi/      @earendil-works/pi-coding-agent
 #   bin/pi   runs pi's CLI on that Node 22, whatever PATH says
 #   bin/node that Node 22
+#   typescript/  TypeScript, for `tsc --noEmit` over extension/ (scripts/test.sh)
+#   bin/tsc  runs that tsc on Node 22
 # Only the npm registry is needed. Idempotent: when the pinned versions are in place it only
 # rewrites the two small wrappers, which takes well under a second.
 # Usage: scripts/install-test-deps.sh   (TEST_DEPS_DIR overrides the install folder)
@@ -12,6 +14,7 @@ set -euo pipefail
 NODE_VERSION="22.23.3"
 PI_PACKAGE="@earendil-works/pi-coding-agent"
 PI_VERSION="1.6.0"
+TYPESCRIPT_VERSION="6.0.3"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="${TEST_DEPS_DIR:-$ROOT/.cache/test-deps}"
@@ -20,6 +23,8 @@ PI_DIR="$DEPS/pi"
 BIN_DIR="$DEPS/bin"
 NODE="$NODE_DIR/node_modules/node/bin/node"
 PI_PKG_JSON="$PI_DIR/node_modules/$PI_PACKAGE/package.json"
+TS_DIR="$DEPS/typescript"
+TS_PKG_JSON="$TS_DIR/node_modules/typescript/package.json"
 
 say() { echo "install-test-deps: $*"; }
 die() { echo "install-test-deps: error: $*" >&2; exit 1; }
@@ -34,7 +39,7 @@ fi
 
 require_npm() {
   command -v npm >/dev/null 2>&1 ||
-    die "npm is not installed, and it is needed once to fetch Node $NODE_VERSION and pi $PI_VERSION from the npm registry. Install Node.js with npm (e.g. 'apt-get install nodejs npm'), then re-run $0."
+    die "npm is not installed, and it is needed once to fetch Node $NODE_VERSION, pi $PI_VERSION and TypeScript $TYPESCRIPT_VERSION from the npm registry. Install Node.js with npm (e.g. 'apt-get install nodejs npm'), then re-run $0."
 }
 
 # npm_install DIR SPEC: a fresh install of SPEC into DIR/node_modules, output kept in DIR/npm.log.
@@ -83,6 +88,21 @@ else
   say "installed $PI_PACKAGE $got"
 fi
 
+ts_version() {
+  [ -f "$TS_PKG_JSON" ] && "$NODE" -p 'require(process.argv[1]).version' "$TS_PKG_JSON" 2>/dev/null || true
+}
+
+if [ "$(ts_version)" = "$TYPESCRIPT_VERSION" ]; then
+  say "typescript $TYPESCRIPT_VERSION already installed"
+else
+  say "installing typescript@$TYPESCRIPT_VERSION into $TS_DIR"
+  PATH="$(dirname "$NODE"):$PATH" npm_install "$TS_DIR" "typescript@$TYPESCRIPT_VERSION"
+  got="$(ts_version)"
+  [ "$got" = "$TYPESCRIPT_VERSION" ] ||
+    die "after npm install typescript@$TYPESCRIPT_VERSION, found version '${got:-nothing}' (see $TS_DIR/npm.log)"
+  say "installed typescript $got"
+fi
+
 # The CLI's JS file, from the package's own "bin" entry, relative to the package folder.
 PI_BIN_REL="$("$NODE" -p '
   const b = require(process.argv[1]).bin;
@@ -107,7 +127,11 @@ write_wrapper() {
 write_wrapper "$BIN_DIR/pi" \
   'PATH="$DEPS/node22/node_modules/node/bin:$PATH" exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/pi/node_modules/'"$PI_PACKAGE/$PI_BIN_REL"'" "$@"'
 write_wrapper "$BIN_DIR/node" 'exec "$DEPS/node22/node_modules/node/bin/node" "$@"'
+write_wrapper "$BIN_DIR/tsc" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/typescript/node_modules/typescript/bin/tsc" "$@"'
 
 got="$("$BIN_DIR/pi" --version 2>/dev/null || true)"
 [ "$got" = "$PI_VERSION" ] || die "$BIN_DIR/pi --version printed '${got:-nothing}', expected $PI_VERSION"
-say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION)"
+got="$("$BIN_DIR/tsc" --version 2>/dev/null || true)"
+[ "$got" = "Version $TYPESCRIPT_VERSION" ] ||
+  die "$BIN_DIR/tsc --version printed '${got:-nothing}', expected Version $TYPESCRIPT_VERSION"
+say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION), $BIN_DIR/tsc ($TYPESCRIPT_VERSION)"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== test deps (node 22, pi)"
+echo "== test deps (node 22, pi, typescript)"
 bash scripts/install-test-deps.sh
 PI_TELEGRAM_TEST_PI="$(pwd)/.cache/test-deps/bin/pi"
 export PI_TELEGRAM_TEST_PI
@@ -14,5 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== tsc"
+# Type check of the pi extension against pi's own types (extension/tsconfig.json); no output.
+.cache/test-deps/bin/tsc -p extension/tsconfig.json
 echo "== cargo test"
 cargo test --workspace --locked

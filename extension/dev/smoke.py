@@ -41,6 +41,7 @@ def mock_hub_main(argv):
     ap.add_argument("--protocol", type=int, default=1)
     ap.add_argument("--refuse")
     ap.add_argument("--fail")
+    ap.add_argument("--token", help="the only child token a tools-role hello may carry")
     a = ap.parse_args(argv)
     agent = os.environ.get("PI_CODING_AGENT_DIR") or os.path.expanduser("~/.pi/agent")
     d = os.path.join(agent, "telegram", a.profile)
@@ -91,6 +92,9 @@ def mock_hub_main(argv):
                             code = a.refuse or "secret"
                             send(n, s, {"type": "refused", "code": code, "message": f"refused ({code})"})
                             return
+                        if msg.get("role") == "tools" and a.token is not None and msg.get("token") != a.token:
+                            send(n, s, {"type": "refused", "code": "token", "message": "unknown child token"})
+                            return
                         welcomed = True
                         send(n, s, {"type": "welcome", "protocol": a.protocol, "hub_pid": os.getpid(), "instance_id": f"i{n}"})
                         conns[n] = s
@@ -99,6 +103,10 @@ def mock_hub_main(argv):
                                 send(n, s, {"type": "done_ack", "turn_id": c["turn_id"]})
                     elif msg.get("type") == "turn_done" and not a.no_ack:
                         send(n, s, {"type": "done_ack", "turn_id": msg["turn_id"]})
+                    elif msg.get("type") == "tool_call":
+                        answer = tool_answer(msg)
+                        if answer is not None:
+                            send(n, s, answer)
         except Exception as e:  # noqa: BLE001 - a test double logs everything
             log(n, "info", f"error {e!r}")
         finally:
@@ -149,10 +157,28 @@ def mock_hub_main(argv):
         threading.Thread(target=handle, args=(c, n), daemon=True).start()
 
 
+def tool_answer(msg):
+    """What the mock hub answers to a tool_call: a text naming what it got; "FAIL" in a message's
+    text is an error, "HANG" no answer at all."""
+    args = msg.get("args") or {}
+    if msg.get("tool") == "telegram_attach":
+        return {"type": "response", "id": msg["id"], "ok": True, "data": {"text": "attached: " + ",".join(args.get("paths", []))}}
+    text = args.get("text", "")
+    if "HANG" in text:
+        return None
+    if "FAIL" in text:
+        return {"type": "response", "id": msg["id"], "ok": False, "error": "hub says no"}
+    return {"type": "response", "id": msg["id"], "ok": True, "data": {"text": "message sent"}}
+
+
 # --------------------------------------------------------------------------- fake LLM (in process)
 
 class FakeLLM(BaseHTTPRequestHandler):
-    """OpenAI chat completions, streamed: answers "echo: <last user text>"; [[slow]] streams word by word."""
+    """OpenAI chat completions, streamed: answers "echo: <last user text>"; [[slow]] streams word by
+    word; [[tool:NAME:{json}]] calls the tool NAME with those arguments; after a tool result it
+    answers "tool said: <result>". Every request body is kept in REQUESTS."""
+
+    REQUESTS = []
 
     def log_message(self, *args):
         pass
@@ -165,17 +191,30 @@ class FakeLLM(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    @staticmethod
+    def text_of(c):
+        return c if isinstance(c, str) else "".join(p.get("text", "") for p in (c or []) if p.get("type") == "text")
+
     def do_POST(self):
         req = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        FakeLLM.REQUESTS.append(req)
+        messages = req.get("messages", [])
         last = ""
-        for m in reversed(req.get("messages", [])):
+        for m in reversed(messages):
             if m.get("role") == "user":
-                c = m.get("content")
-                last = c if isinstance(c, str) else "".join(p.get("text", "") for p in c if p.get("type") == "text")
+                last = self.text_of(m.get("content"))
                 break
-        if "summariz" in json.dumps(req.get("messages", [])[:1])[:400]:
-            last = "summary"
-        words = re.findall(r"\S+\s*", "echo: " + last.strip())
+        tool = None
+        if messages and messages[-1].get("role") == "tool":
+            reply = "tool said: " + self.text_of(messages[-1].get("content")).strip()
+        elif "summariz" in json.dumps(messages[:1])[:400]:
+            reply = "echo: summary"
+        else:
+            reply = "echo: " + last.strip()
+            m = re.search(r"\[\[tool:([a-z_]+):(\{.*?\})\]\]", last, re.S)
+            if m:
+                tool = (m.group(1), m.group(2))
+        words = re.findall(r"\S+\s*", reply)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
@@ -188,11 +227,18 @@ class FakeLLM(BaseHTTPRequestHandler):
 
         try:
             chunk({"role": "assistant", "content": ""})
-            for w in words:
-                if "[[slow]]" in last:
-                    time.sleep(0.15)
-                chunk({"content": w})
-            chunk({}, "stop")
+            if tool:
+                FakeLLM.calls = getattr(FakeLLM, "calls", 0) + 1
+                chunk({"tool_calls": [{"index": 0, "id": f"call_{FakeLLM.calls}", "type": "function",
+                                       "function": {"name": tool[0], "arguments": ""}}]})
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": tool[1]}}]})
+                chunk({}, "tool_calls")
+            else:
+                for w in words:
+                    if "[[slow]]" in last:
+                        time.sleep(0.15)
+                    chunk({"content": w})
+                chunk({}, "stop")
             usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
             self.wfile.write(b"data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 0,
                                                      "model": "fake-model", "choices": [], "usage": usage}).encode() + b"\n\n")
@@ -228,7 +274,7 @@ class Env:
             json.dump({"providers": {"fake": {
                 "baseUrl": f"http://127.0.0.1:{llm_port}/v1", "api": "openai-completions", "apiKey": "fake-key",
                 "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False, "supportsStore": False},
-                "models": [{"id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text"],
+                "models": [{"id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text", "image"],
                             "contextWindow": 32000, "maxTokens": 4096,
                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}, f)
         with open(os.path.join(self.agent, "settings.json"), "w") as f:
@@ -241,7 +287,8 @@ class Env:
         self.env = dict(os.environ, PI_CODING_AGENT_DIR=self.agent, PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1",
                         PI_TELEMETRY="0", PI_CODING_AGENT_SESSION_DIR=os.path.join(self.root, "sessions"),
                         PI_TELEGRAM_BIN="/nonexistent/pi-telegram")
-        self.env.pop("PI_TELEGRAM_CHILD", None)
+        for k in ("PI_TELEGRAM_CHILD", "PI_TELEGRAM_CHILD_TOKEN", "PI_TELEGRAM_PROFILE"):
+            self.env.pop(k, None)
         self.procs = []
 
     def pdir(self, profile="default"):
@@ -322,10 +369,13 @@ class MockHub:
 class Pi:
     """pi --mode rpc with the extension; answers extension UI dialogs; collects notifications."""
 
-    def __init__(self, env, cwd=None, extra_env=None, answers=None):
+    def __init__(self, env, cwd=None, extra_env=None, answers=None, extensions=()):
         e = dict(env.env)
         e.update(extra_env or {})
-        self.p = subprocess.Popen([env.pi_bin, "--mode", "rpc", "--no-session", "-e", EXT], cwd=cwd or env.work, env=e,
+        args = [env.pi_bin, "--mode", "rpc", "--no-session", "-e", EXT]
+        for x in extensions:
+            args += ["-e", x]
+        self.p = subprocess.Popen(args, cwd=cwd or env.work, env=e,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         env.procs.append(self.p)
         self.lines, self.notes, self.status, self.answers, self.n = [], [], [], answers or {}, 0
@@ -366,6 +416,16 @@ class Pi:
 
     def settled(self):
         return len([m for m in self.lines if m.get("type") == "agent_settled"])
+
+    def assistant_texts(self):
+        """The text of every assistant message pi finished, in order."""
+        return [FakeLLM.text_of(m["message"].get("content")) for m in self.lines
+                if m.get("type") == "message_end" and m.get("message", {}).get("role") == "assistant"]
+
+    def tool_results(self):
+        """(tool name, is error, text) of every tool pi ran."""
+        return [(m["toolName"], m["isError"], FakeLLM.text_of(m["result"].get("content")))
+                for m in self.lines if m.get("type") == "tool_execution_end"]
 
     def close(self):
         try:
@@ -541,8 +601,187 @@ def s_abort_and_hub_requests(env):
     hub.stop()
 
 
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def tool_calls(hub):
+    return hub.ins("tool_call")
+
+
+def s_tools_over_the_instance_connection(env):
+    FakeLLM.REQUESTS.clear()
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    # a hub turn whose run attaches files: relative, "@"-prefixed and "~" paths become absolute
+    hub.send({"type": "prompt", "turn_id": "t1",
+              "text": 'send it [[tool:telegram_attach:{"paths":["x.txt","@sub/y.png","~/z.pdf"],"caption":"here"}]]'})
+    done = wait_for(lambda: hub.ins("turn_done"), what="t1 done")[0]
+    call = tool_calls(hub)[0]
+    home = os.path.expanduser("~")
+    want = [os.path.join(env.work, "x.txt"), os.path.join(env.work, "sub", "y.png"), os.path.join(home, "z.pdf")]
+    assert call["tool"] == "telegram_attach" and call["turn_id"] == "t1" and isinstance(call["id"], str), call
+    assert call["args"] == {"paths": want, "caption": "here"}, call
+    assert done["text"] == "tool said: attached: " + ",".join(want) and done["error"] is None, done
+    # a run typed in pi: turn_id null; the hub's ok:false is a tool error with its reason
+    pi.prompt('note [[tool:telegram_message:{"text":"half way FAIL","thread":"B"}]]')
+    wait_for(lambda: pi.settled() >= 2, what="local run")
+    call = tool_calls(hub)[1]
+    assert call["tool"] == "telegram_message" and call["turn_id"] is None, call
+    assert call["args"] == {"text": "half way FAIL", "thread": "B"}, call
+    assert pi.tool_results()[-1] == ("telegram_message", True, "hub says no"), pi.tool_results()
+    pi.prompt('note [[tool:telegram_message:{"text":"all good"}]]')
+    wait_for(lambda: pi.settled() >= 3, what="local run")
+    assert pi.tool_results()[-1] == ("telegram_message", False, "message sent"), pi.tool_results()
+    assert len({c["id"] for c in tool_calls(hub)}) == 3, "tool call ids are unique"
+    # what the model is told
+    req = FakeLLM.REQUESTS[0]
+    tools = {t["function"]["name"]: t["function"] for t in req.get("tools", [])}
+    assert tools["telegram_attach"]["parameters"]["required"] == ["paths"], tools
+    assert set(tools["telegram_message"]["parameters"]["properties"]) == {"text", "chat_id", "thread_id", "thread"}, tools
+    system = FakeLLM.text_of(req["messages"][0].get("content"))
+    assert "Send files from this machine to the person on Telegram" in system, system[:2000]
+    assert "Use telegram_message for short progress notes" in system, system[:2000]
+    pi.close()
+    hub.stop()
+
+
+def s_tools_without_hub_and_on_connection_loss(env):
+    pi = Pi(env)
+    pi.prompt('[[tool:telegram_message:{"text":"hi"}]]')
+    wait_for(lambda: pi.settled() >= 1, what="run")
+    assert pi.tool_results() == [("telegram_message", True, "not connected to Telegram: run /telegram-connect")], pi.tool_results()
+    hub = MockHub(env)
+    pi.prompt("/telegram-connect")
+    hub.send({"type": "prompt", "turn_id": "t1", "text": '[[tool:telegram_message:{"text":"HANG"}]]'})
+    wait_for(lambda: tool_calls(hub), what="tool_call")
+    hub.stop()  # never answers: the call fails at once, the turn finishes while the hub is away
+    wait_for(lambda: pi.settled() >= 2, what="t1 settled")
+    name, is_error, text = pi.tool_results()[-1]
+    assert name == "telegram_message" and is_error and "connection to the pi-telegram hub was lost" in text, text
+    hub2 = MockHub(env)
+    hello = wait_for(lambda: hub2.ins("hello"), what="reconnect")[0]
+    assert [c["turn_id"] for c in hello["completed_turns"]] == ["t1"], hello
+    assert hello["completed_turns"][0]["text"].startswith("tool said: the connection to the pi-telegram hub was lost")
+    pi.close()
+    hub2.stop()
+
+
+def s_prompt_with_images(env):
+    FakeLLM.REQUESTS.clear()
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    img = {"type": "image", "data": PNG_1X1, "mimeType": "image/png"}
+    hub.send({"type": "prompt", "turn_id": "t1", "text": "what is this", "images": [img]})
+    done = wait_for(lambda: hub.ins("turn_done"), what="t1 done")[0]
+    assert done["text"] == "echo: what is this" and done["error"] is None, done
+    user = [m for m in FakeLLM.REQUESTS[-1]["messages"] if m["role"] == "user"][-1]
+    kinds = [p["type"] for p in user["content"]]
+    assert kinds == ["text", "image_url"] and user["content"][1]["image_url"]["url"].startswith("data:image/png;base64,"), user
+    inputs = [(m["event"], m["turn_id"]) for m in hub.ins("event") if m["event"]["type"] == "input"]
+    assert inputs == [({"type": "input", "text": "what is this", "source": "extension", "imageCount": 1}, "t1")], inputs
+    # an image without text still runs (pi drops the empty text part)
+    hub.send({"type": "prompt", "turn_id": "t2", "text": "", "images": [img]})
+    done = wait_for(lambda: hub.ins("turn_done")[1:], what="t2 done")[0]
+    assert done["turn_id"] == "t2" and done["error"] is None and done["aborted"] is False, done
+    user = [m for m in FakeLLM.REQUESTS[-1]["messages"] if m["role"] == "user"][-1]
+    assert [p["type"] for p in user["content"]] == ["image_url"], user
+    # text starting with "/" and images: no template expansion (sent as written)
+    hub.send({"type": "prompt", "turn_id": "t3", "text": "/telegram-status", "images": [img]})
+    done = wait_for(lambda: hub.ins("turn_done")[2:], what="t3 done")[0]
+    assert done["text"] == "echo: /telegram-status", done
+    pi.close()
+    hub.stop()
+
+
+def s_child_tools_mode(env):
+    hub = MockHub(env, "--token", "tok1")
+    os.makedirs(os.path.join(env.agent, "telegram"), exist_ok=True)
+    with open(os.path.join(env.agent, "telegram", "connections.json"), "w") as f:
+        json.dump({"version": 1, "projects": {env.work: {"profile": "default"}}}, f)
+    child_env = {"PI_TELEGRAM_CHILD": "1", "PI_TELEGRAM_CHILD_TOKEN": "tok1", "PI_TELEGRAM_BIN": env.hub_bin}
+    pi = Pi(env, extra_env=child_env)
+    hello = wait_for(lambda: hub.ins("hello"), what="tools hello")[0]
+    assert set(hello) == {"type", "protocol", "role", "secret", "token", "pid", "cwd"}, hello
+    assert hello["role"] == "tools" and hello["token"] == "tok1" and hello["cwd"] == env.work, hello
+    assert hello["pid"] == pi.p.pid, (hello, pi.p.pid)
+    pi.prompt('[[tool:telegram_attach:{"paths":["out/report.txt"]}]]')
+    wait_for(lambda: pi.settled() >= 1, what="run")
+    call = tool_calls(hub)[0]
+    assert call["tool"] == "telegram_attach" and "turn_id" not in call, call
+    assert call["args"] == {"paths": [os.path.join(env.work, "out", "report.txt")]}, call
+    assert pi.tool_results() == [("telegram_attach", False, "attached: " + os.path.join(env.work, "out", "report.txt"))]
+    time.sleep(0.5)
+    assert {e["msg"]["type"] for e in hub.entries(lambda e: e["dir"] == "in")} == {"hello", "tool_call"}
+    assert pi.status == [] and env.hub_calls() == [], "no footer, no hub start"
+    pi.prompt("/telegram-connect")
+    assert "inactive" in pi.notes[-1], pi.notes
+    # reconnects like the instance connection
+    hub.stop()
+    hub2 = MockHub(env, "--token", "tok1")
+    hello = wait_for(lambda: hub2.ins("hello"), timeout=15, what="tools reconnect")[0]
+    assert hello["role"] == "tools" and hello["token"] == "tok1", hello
+    pi.prompt('[[tool:telegram_message:{"text":"again"}]]')
+    wait_for(lambda: pi.settled() >= 2, what="run")
+    assert pi.tool_results()[-1] == ("telegram_message", False, "message sent"), pi.tool_results()
+    hub2.stop()
+    # a token the hub does not know: refused, no retries
+    hub3 = MockHub(env, "--token", "other")
+    wait_for(lambda: hub3.ins("hello"), timeout=15, what="hello with the old token")
+    time.sleep(3)
+    assert len(hub3.ins("hello")) == 1, "no retry after a token refusal"
+    pi.close()
+    hub3.stop()
+
+
+def s_loaded_twice(env):
+    copy = os.path.join(env.root, "ext-copy")
+    shutil.copytree(os.path.dirname(EXT), copy, ignore=shutil.ignore_patterns("dev", "node_modules"))
+    hub = MockHub(env)
+    pi = Pi(env, extensions=[copy])
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    time.sleep(1.5)
+    assert len(hub.ins("hello")) == 1, "one connection for two copies"
+    hub.send({"type": "prompt", "turn_id": "t1", "text": '[[tool:telegram_message:{"text":"once"}]]'})
+    done = wait_for(lambda: hub.ins("turn_done"), what="t1")[0]
+    assert done["text"] == "tool said: message sent" and len(tool_calls(hub)) == 1, (done, tool_calls(hub))
+    errors = [m for m in pi.lines if m.get("type") == "extension_error"]
+    assert errors == [], errors
+    pi.close()
+    hub.stop()
+    hub = MockHub(env, "--token", "t")
+    pi = Pi(env, extensions=[copy], extra_env={"PI_TELEGRAM_CHILD_TOKEN": "t"})
+    wait_for(lambda: hub.ins("hello"), what="tools hello")
+    time.sleep(1.5)
+    assert len(hub.ins("hello")) == 1, "one tools connection for two copies"
+    pi.close()
+    hub.stop()
+
+
+def s_reload(env):
+    hub = MockHub(env)
+    pi = Pi(env, extensions=[os.path.join(HERE, "reload_helper.ts")])
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    pi.prompt("/dev-reload")
+    hello = wait_for(lambda: hub.ins("hello")[1:], what="hello after /reload")[0]
+    assert hello["reason"] == "reload", hello
+    assert hub.ins("bye") == [{"type": "bye", "reason": "shutdown"}], hub.ins("bye")
+    hub.send({"type": "prompt", "turn_id": "t1", "text": '[[tool:telegram_attach:{"paths":["a"]}]]'})
+    done = wait_for(lambda: hub.ins("turn_done"), what="t1")[0]
+    assert done["text"] == "tool said: attached: " + os.path.join(env.work, "a"), done
+    assert len(hub.ins("hello")) == 2
+    pi.close()
+    hub.stop()
+
+
 SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_queue_new_reload_and_remembered,
-             s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests]
+             s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
+             s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
+             s_child_tools_mode, s_loaded_twice, s_reload]
 
 
 def main():

@@ -1,20 +1,34 @@
 /**
- * The connection of one extension instance to the hub of one profile (instance role of
- * docs/wire-protocol.md): handshake, reading, bounded buffering while away, quiet reconnects with
- * backoff (1 s doubling to 10 s), and starting the hub when it is not running.
+ * The connection of one extension instance to the hub of one profile (docs/wire-protocol.md):
+ * handshake, reading, bounded buffering while away, quiet reconnects with backoff (1 s doubling
+ * to 10 s), and, for the `instance` role, starting the hub when it is not running
+ * (`hub-process.ts`). The `tools` role (a hub-spawned child) never starts a hub and never says
+ * goodbye: the hub owns that process.
  *
  * Nothing here throws to its callers; failures become state (`phase`, `detail`) and callbacks.
  */
-import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
-import { ensurePrivateDir, hubBinary, INSTALL_HINT, lastLine, type ProfilePaths, profilePaths } from "./paths.ts";
+import { otherHubAlive, spawnHub } from "./hub-process.ts";
+import { lastLine, type ProfilePaths, profilePaths } from "./paths.ts";
 import { globalState } from "./state.ts";
-import { encodeLine, type Json, LineReader, PROTOCOL } from "./wire.ts";
+import {
+	type ClientMessage,
+	decodeHandshake,
+	decodeHubMessage,
+	encodeLine,
+	type HelloFields,
+	type HubMessage,
+	type Json,
+	type Level,
+	LineReader,
+	PROTOCOL,
+} from "./wire.ts";
 
 export type Phase = "stopped" | "waiting" | "connecting" | "handshake" | "connected";
+export type Role = "instance" | "tools";
 
-export interface Welcome {
+export interface WelcomeInfo {
 	hub_pid: number | null;
 	instance_id: string | null;
 }
@@ -26,17 +40,26 @@ export interface ConnectOutcome {
 	silent?: boolean;
 }
 
-export interface HubCallbacks {
-	/** The hello's fields besides type, protocol, role and secret (built at each attempt). */
-	hello(): Json;
+export interface ConnectionCallbacks {
+	/** The hello's fields besides type, protocol and secret (built at each attempt). */
+	hello(): HelloFields;
 	/** After a welcome, before the outbox is flushed. */
-	onWelcome(welcome: Welcome): void;
-	/** Every message after the welcome. */
-	onMessage(msg: Json): void;
-	/** The connection state changed (footer). */
+	onWelcome(welcome: WelcomeInfo): void;
+	/** Every message after the welcome that this extension knows (unknown types are ignored). */
+	onMessage(msg: HubMessage): void;
+	/** The connection state changed (footer, pending tool calls). */
 	onStatus(): void;
 	/** Show something to the person. */
-	notify(text: string, level: "info" | "warning" | "error"): void;
+	notify(text: string, level: Level): void;
+	/** A failure that is only recorded (see log.ts). */
+	problem(where: string, e: unknown): void;
+}
+
+export interface SendOptions {
+	/** Keep the line while disconnected (events), in a bounded outbox. */
+	buffer?: boolean;
+	/** What to send instead when the message cannot fit in one line. */
+	fallback?: () => ClientMessage;
 }
 
 const OUTBOX_CAP = 1000;
@@ -46,17 +69,23 @@ const FAST_RETRY_MS = 250;
 const HUB_START_WAIT_MS = 10_000;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 const AUTO_START_INTERVAL_MS = 30_000;
+/** Refusals that retrying cannot fix: stop until the next connect command or session start. */
+const HALTING_REFUSALS: ReadonlySet<string> = new Set(["protocol", "secret", "token"]);
 
-export class HubClient {
+export class HubConnection {
 	readonly profile: string;
 	readonly paths: ProfilePaths;
+	readonly role: Role;
 	phase: Phase = "waiting";
 	/** Why we are not connected, for the footer and /telegram-status. */
 	detail = "connecting…";
-	welcome: Welcome | undefined;
-	/** Set after a refusal that retrying cannot fix (protocol, secret). */
+	welcome: WelcomeInfo | undefined;
+	/** Set after a refusal that retrying cannot fix (protocol, secret, token). */
 	halted: string | undefined;
-	/** Start the hub when it is not running (the project is remembered or the person asked). */
+	/**
+	 * Start the hub when it is not running (the project is remembered or the person asked).
+	 * Always false for the tools role.
+	 */
 	autoStart: boolean;
 	/** Lines waiting for the connection (at most 1000, the oldest dropped first). */
 	private outbox: string[] = [];
@@ -76,12 +105,13 @@ export class HubClient {
 
 	constructor(
 		profile: string,
-		private readonly cb: HubCallbacks,
-		opts: { autoStart: boolean },
+		private readonly cb: ConnectionCallbacks,
+		opts: { role: "instance"; autoStart: boolean } | { role: "tools" },
 	) {
 		this.profile = profile;
 		this.paths = profilePaths(profile);
-		this.autoStart = opts.autoStart;
+		this.role = opts.role;
+		this.autoStart = opts.role === "instance" ? opts.autoStart : false;
 	}
 
 	/** Starts connecting (quietly, in the background). */
@@ -113,7 +143,7 @@ export class HubClient {
 		});
 	}
 
-	/** Stops for good, saying goodbye when connected. */
+	/** Stops for good, saying goodbye when connected and `bye` is given. */
 	stop(bye?: "disconnect" | "shutdown"): void {
 		const wasConnected = this.phase === "connected";
 		this.phase = "stopped";
@@ -126,7 +156,8 @@ export class HubClient {
 			try {
 				if (wasConnected && bye && s.writable) s.end(encodeLine({ type: "bye", reason: bye }));
 				else s.destroy();
-			} catch {
+			} catch (e) {
+				this.cb.problem("saying goodbye to the hub", e);
 				s.destroy();
 			}
 		}
@@ -141,15 +172,17 @@ export class HubClient {
 	 * Sends a message now when connected; otherwise keeps it in the bounded outbox when `buffer`
 	 * is set (events), or drops it. Returns whether it was written.
 	 */
-	send(obj: Json, opts: { buffer?: boolean; fallback?: () => Json } = {}): boolean {
-		const line = encodeLine(obj, opts.fallback);
+	send(msg: ClientMessage, opts: SendOptions = {}): boolean {
+		const line = encodeLine(msg, opts.fallback);
 		const s = this.sock;
 		if (this.phase === "connected" && s && s.writable) {
 			try {
 				s.write(line);
 				return true;
-			} catch {
-				// the close handler reconnects
+			} catch (e) {
+				// a broken socket: closing it makes the close handler reconnect
+				this.cb.problem(`writing ${msg.type} to the hub`, e);
+				s.destroy();
 			}
 		}
 		if (opts.buffer && this.phase !== "stopped") {
@@ -190,7 +223,7 @@ export class HubClient {
 	}
 
 	/** Shows a message once per connect command / session (background retries stay quiet). */
-	private showOnce(text: string, level: "info" | "warning" | "error"): void {
+	private showOnce(text: string, level: Level): void {
 		if (this.waiter) return; // the connect command reports it
 		if (this.lastShown.has(text)) return;
 		this.lastShown.add(text);
@@ -225,14 +258,19 @@ export class HubClient {
 		this.attemptSoon(delay);
 	}
 
+	/** The shared secret, or undefined when the hub has not written it (not running). */
+	private readSecret(): string | undefined {
+		try {
+			return fs.readFileSync(this.paths.secret, "utf8").trim() || undefined;
+		} catch (e) {
+			if ((e as NodeJS.ErrnoException).code !== "ENOENT") this.cb.problem(`reading ${this.paths.secret}`, e);
+			return undefined;
+		}
+	}
+
 	private attempt(explicit: boolean): void {
 		if (this.phase === "stopped" || this.halted) return;
-		let secret: string | undefined;
-		try {
-			secret = fs.readFileSync(this.paths.secret, "utf8").trim();
-		} catch {
-			secret = undefined;
-		}
+		const secret = this.readSecret();
 		if (!secret || !fs.existsSync(this.paths.socket)) {
 			this.hubNotRunning(explicit);
 			return;
@@ -246,9 +284,7 @@ export class HubClient {
 		s.on("connect", () => {
 			if (this.sock !== s) return;
 			this.phase = "handshake";
-			s.write(
-				encodeLine({ type: "hello", protocol: PROTOCOL, role: "instance", secret, ...this.cb.hello() }),
-			);
+			s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret, ...this.cb.hello() }));
 			this.handshakeTimer = setTimeout(() => {
 				if (this.sock === s && this.phase === "handshake") {
 					this.setDetail("the hub did not answer the hello");
@@ -267,7 +303,9 @@ export class HubClient {
 			if (error && this.sock === s) {
 				try {
 					s.end(encodeLine({ type: "error", message: error }));
-				} catch {}
+				} catch (e) {
+					this.cb.problem("reporting a protocol error to the hub", e);
+				}
 				s.destroy();
 			}
 		});
@@ -300,53 +338,52 @@ export class HubClient {
 		});
 	}
 
-	private incoming(s: net.Socket, msg: Json): void {
-		if (this.phase === "handshake") {
-			if (msg.type === "welcome") {
-				if (msg.protocol !== PROTOCOL) {
-					const text = `the hub speaks protocol ${String(msg.protocol)}, this extension speaks ${PROTOCOL}: update pi-telegram and the extension to the same version`;
-					this.halt(text);
-					s.destroy();
-					return;
-				}
-				if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
-				this.handshakeTimer = undefined;
-				this.phase = "connected";
-				this.backoff = BACKOFF_MIN_MS;
-				this.fastUntil = 0;
-				this.hubExitError = undefined;
-				this.lastShown.clear();
-				this.welcome = {
-					hub_pid: typeof msg.hub_pid === "number" ? msg.hub_pid : null,
-					instance_id: typeof msg.instance_id === "string" ? msg.instance_id : null,
-				};
-				this.detail = "connected";
-				try {
-					this.cb.onWelcome(this.welcome);
-				} catch {}
-				const lines = this.outbox;
-				this.outbox = [];
-				for (const l of lines) if (s.writable) s.write(l);
-				this.cb.onStatus();
-				this.settleWaiter({ ok: true, message: this.connectedText() });
-				return;
-			}
-			if (msg.type === "refused") {
-				const code = String(msg.code ?? "");
-				const text = `the hub of profile ${this.profile} refused this pi: ${String(msg.message ?? code)}`;
-				if (code === "protocol" || code === "secret") {
-					this.halt(text);
-				} else {
-					this.setDetail(`refused (${code || "?"})`);
-					this.settleWaiter({ ok: false, message: text });
-					this.showOnce(text, "error");
-				}
+	private incoming(s: net.Socket, raw: Json): void {
+		if (this.phase === "connected") {
+			const msg = decodeHubMessage(raw);
+			if (msg) this.cb.onMessage(msg);
+			return;
+		}
+		if (this.phase !== "handshake") return;
+		const msg = decodeHandshake(raw);
+		if (!msg) return; // anything else before the welcome: ignored
+		if (msg.type === "welcome") {
+			if (msg.protocol !== PROTOCOL) {
+				const text = `the hub speaks protocol ${String(msg.protocol)}, this extension speaks ${PROTOCOL}: update pi-telegram and the extension to the same version`;
+				this.halt(text);
 				s.destroy();
 				return;
 			}
-			return; // anything else before the welcome: ignored
+			if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
+			this.handshakeTimer = undefined;
+			this.phase = "connected";
+			this.backoff = BACKOFF_MIN_MS;
+			this.fastUntil = 0;
+			this.hubExitError = undefined;
+			this.lastShown.clear();
+			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id };
+			this.detail = "connected";
+			try {
+				this.cb.onWelcome(this.welcome);
+			} catch (e) {
+				this.cb.problem("after the hub's welcome", e);
+			}
+			const lines = this.outbox;
+			this.outbox = [];
+			for (const l of lines) if (s.writable) s.write(l);
+			this.cb.onStatus();
+			this.settleWaiter({ ok: true, message: this.connectedText() });
+			return;
 		}
-		if (this.phase === "connected") this.cb.onMessage(msg);
+		const text = `the hub of profile ${this.profile} refused this pi: ${msg.message}`;
+		if (HALTING_REFUSALS.has(msg.code)) {
+			this.halt(text);
+		} else {
+			this.setDetail(`refused (${msg.code || "?"})`);
+			this.settleWaiter({ ok: false, message: text });
+			this.showOnce(text, "error");
+		}
+		s.destroy();
 	}
 
 	private halt(text: string): void {
@@ -387,64 +424,22 @@ export class HubClient {
 		this.scheduleRetry();
 	}
 
-	/** Spawns `<bin> serve --profile <p>` detached, its output appended to hub.log. */
 	private startHub(): void {
-		const { bin, source } = hubBinary();
-		const spawnedAt = Date.now();
-		this.fastUntil = spawnedAt + HUB_START_WAIT_MS;
+		this.fastUntil = Date.now() + HUB_START_WAIT_MS;
 		this.setDetail("starting the hub…");
-		let fd: number | undefined;
-		try {
-			ensurePrivateDir(this.paths.dir);
-			fd = fs.openSync(this.paths.log, "a", 0o600);
-			const child = spawn(bin, ["serve", "--profile", this.profile], {
-				detached: true,
-				stdio: ["ignore", fd, fd],
-				env: { ...process.env, NO_COLOR: "1" },
-			});
-			child.on("error", (e: NodeJS.ErrnoException) => {
-				if (e.code === "ENOENT") {
-					this.hubFailed(`the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`);
-				} else {
-					this.hubFailed(`could not start the hub "${bin}" (from ${source}): ${e.message}`);
-				}
-			});
-			child.on("exit", (code, signal) => {
-				if (code === 0 || Date.now() - spawnedAt > 60_000) return;
+		spawnHub(this.profile, this.paths, {
+			failed: (text) => this.hubFailed(text),
+			exited: (code, signal, pid) => {
 				if (this.phase === "stopped" || this.phase === "connected") return;
 				// Another hub holds the profile (two pis started one at once): it is coming up.
-				if (this.otherHubAlive(child.pid)) return;
+				if (otherHubAlive(this.paths.dir, pid)) return;
 				const line = lastLine(this.paths.log);
 				this.fastUntil = 0;
 				this.hubExitError = `the hub exited (${code !== null ? `code ${code}` : signal}): ${line ?? "no output"} (log: ${this.paths.log})`;
 				if (this.phase === "waiting") this.attemptSoon(0);
-			});
-			child.unref();
-		} catch (e) {
-			this.hubFailed(`could not start the hub "${bin}" (from ${source}): ${e instanceof Error ? e.message : String(e)}`);
-		} finally {
-			if (fd !== undefined) {
-				try {
-					fs.closeSync(fd);
-				} catch {}
-			}
-		}
-	}
-
-	/** Whether `hub.lock` names a live process other than `ours` (the hub records its pid there). */
-	private otherHubAlive(ours: number | undefined): boolean {
-		try {
-			const pid = Number.parseInt(fs.readFileSync(`${this.paths.dir}/hub.lock`, "utf8").trim(), 10);
-			if (!Number.isInteger(pid) || pid <= 0 || pid === ours) return false;
-			try {
-				process.kill(pid, 0);
-				return true;
-			} catch (e) {
-				return (e as NodeJS.ErrnoException).code === "EPERM";
-			}
-		} catch {
-			return false;
-		}
+			},
+			problem: (where, e) => this.cb.problem(where, e),
+		});
 	}
 
 	private reportHubExit(): void {

@@ -5,6 +5,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { errorText } from "./log.ts";
 import { agentDir, ensurePrivateDir, isProfileName } from "./paths.ts";
 
 interface ConnectionsFile {
@@ -17,16 +18,34 @@ export function connectionsFile(): string {
 	return path.join(agentDir(), "telegram", "connections.json");
 }
 
+/**
+ * The file's contents; a missing or empty file is an empty list. A file that is not a JSON object
+ * throws (with what to do about it) instead of being treated as empty, which the next `remember`
+ * would overwrite.
+ */
 function load(): ConnectionsFile {
+	const file = connectionsFile();
+	let text: string;
 	try {
-		const raw = JSON.parse(fs.readFileSync(connectionsFile(), "utf8"));
-		if (raw && typeof raw === "object" && raw.projects && typeof raw.projects === "object") {
-			return { ...raw, version: 1, projects: raw.projects };
-		}
-	} catch {
-		// missing or malformed: start empty
+		text = fs.readFileSync(file, "utf8");
+	} catch (e) {
+		if ((e as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, projects: {} };
+		throw new Error(`cannot read ${file}: ${errorText(e)}`);
 	}
-	return { version: 1, projects: {} };
+	if (text.trim() === "") return { version: 1, projects: {} };
+	let raw: unknown;
+	try {
+		raw = JSON.parse(text);
+	} catch (e) {
+		throw new Error(`${file} is not valid JSON (${errorText(e)}): fix or delete it`);
+	}
+	if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new Error(`${file} is not a JSON object: fix or delete it`);
+	const obj = raw as Record<string, unknown>;
+	if (obj.projects === undefined) return { ...obj, version: 1, projects: {} };
+	if (!obj.projects || typeof obj.projects !== "object" || Array.isArray(obj.projects)) {
+		throw new Error(`"projects" in ${file} is not an object: fix or delete it`);
+	}
+	return { ...obj, version: 1, projects: obj.projects as ConnectionsFile["projects"] };
 }
 
 function save(data: ConnectionsFile): void {
@@ -44,10 +63,13 @@ function save(data: ConnectionsFile): void {
 		fs.chmodSync(tmp, 0o600);
 		fs.renameSync(tmp, file);
 	} catch (e) {
+		let left = "";
 		try {
 			fs.unlinkSync(tmp);
-		} catch {}
-		throw e;
+		} catch (cleanup) {
+			left = ` (and ${tmp} is left behind: ${errorText(cleanup)})`;
+		}
+		throw new Error(`cannot write ${file}: ${errorText(e)}${left}`);
 	}
 }
 

@@ -3,20 +3,57 @@
  * "Instance → hub"): the extension-side events also carry cumulative snapshots and the rebuilt
  * context, which must never go over the wire on every update.
  */
+import type {
+	AgentEndEvent,
+	AgentSettledEvent,
+	AgentStartEvent,
+	InputEvent,
+	MessageEndEvent,
+	MessageStartEvent,
+	MessageUpdateEvent,
+	ModelSelectEvent,
+	SessionBeforeCompactEvent,
+	SessionCompactEvent,
+	SessionCompactFailedEvent,
+	SessionInfoChangedEvent,
+	ThinkingLevelSelectEvent,
+	ToolExecutionEndEvent,
+	ToolExecutionStartEvent,
+	ToolExecutionUpdateEvent,
+	TurnEndEvent,
+	TurnStartEvent,
+} from "@earendil-works/pi-coding-agent";
+import { modelRef } from "./session.ts";
 import type { Json } from "./wire.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: pi's event union is wide; the shapes are checked by hand
-type AnyEvent = any;
+/** The events forwarded to the hub (compaction becomes compaction_start/end). */
+export type ForwardedEvent =
+	| AgentStartEvent
+	| AgentEndEvent
+	| AgentSettledEvent
+	| TurnStartEvent
+	| TurnEndEvent
+	| MessageStartEvent
+	| MessageUpdateEvent
+	| MessageEndEvent
+	| ToolExecutionStartEvent
+	| ToolExecutionUpdateEvent
+	| ToolExecutionEndEvent
+	| SessionBeforeCompactEvent
+	| SessionCompactEvent
+	| SessionCompactFailedEvent
+	| SessionInfoChangedEvent
+	| ModelSelectEvent
+	| ThinkingLevelSelectEvent
+	| InputEvent;
 
-function modelRef(m: AnyEvent): Json | null {
-	return m && typeof m === "object" ? { provider: String(m.provider ?? ""), id: String(m.id ?? "") } : null;
-}
-
-/** The RPC shape of an event, or undefined for events that are not forwarded. */
-export function reduceEvent(e: AnyEvent): Json | undefined {
-	switch (e?.type) {
+/** The RPC shape of an event, or undefined for events that are not forwarded as they come. */
+export function reduceEvent(e: ForwardedEvent): Json | undefined {
+	switch (e.type) {
 		case "agent_start":
 			return { type: "agent_start" };
+		case "agent_end":
+			return undefined; // sent by the forwarder once `willRetry` is known
 		case "agent_settled":
 			return { type: "agent_settled", aborted: Boolean(e.aborted) };
 		case "turn_start":
@@ -33,19 +70,19 @@ export function reduceEvent(e: AnyEvent): Json | undefined {
 		case "message_end":
 			return { type: e.type, message: e.message };
 		case "message_update": {
-			const { partial: _partial, ...ame } = e.assistantMessageEvent ?? {};
+			const ame: Json = { ...e.assistantMessageEvent };
+			delete ame.partial;
 			return { type: "message_update", assistantMessageEvent: ame };
 		}
 		case "tool_execution_start":
 		case "tool_execution_update":
-		case "tool_execution_end": {
-			const { type: _t, ...rest } = e;
-			return { type: e.type, ...rest };
-		}
+		case "tool_execution_end":
+			return { ...e };
 		case "session_before_compact":
 			return { type: "compaction_start", reason: e.reason };
 		case "session_compact": {
-			const c = e.compactionEntry ?? {};
+			// pi's type says compactionEntry is always there; the extension never trusted that
+			const c: Partial<SessionCompactEvent["compactionEntry"]> = e.compactionEntry ?? {};
 			return {
 				type: "compaction_end",
 				reason: e.reason,
@@ -94,12 +131,13 @@ export function reduceEvent(e: AnyEvent): Json | undefined {
 }
 
 /** The text of an assistant message: its text parts joined (as pi's get_last_assistant_text). */
-export function assistantText(message: AnyEvent): string {
-	const content = message?.content;
+export function assistantText(message: MessageEndEvent["message"]): string {
+	if (!("content" in message)) return "";
+	const content: unknown = message.content;
 	if (typeof content === "string") return content;
 	if (!Array.isArray(content)) return "";
 	return content
-		.filter((c: AnyEvent) => c && c.type === "text" && typeof c.text === "string")
-		.map((c: AnyEvent) => c.text)
+		.filter((c): c is { type: "text"; text: string } => !!c && c.type === "text" && typeof c.text === "string")
+		.map((c) => c.text)
 		.join("");
 }

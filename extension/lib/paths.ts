@@ -49,14 +49,18 @@ export function ensurePrivateDir(dir: string): void {
 export function hubBinary(): { bin: string; source: string } {
 	const env = process.env.PI_TELEGRAM_BIN;
 	if (env) return { bin: env, source: "PI_TELEGRAM_BIN" };
+	const file = path.join(agentDir(), "telegram.json");
 	try {
-		const file = path.join(agentDir(), "telegram.json");
-		const cfg = JSON.parse(fs.readFileSync(file, "utf8"));
-		if (cfg && typeof cfg === "object" && typeof cfg.hubBinary === "string" && cfg.hubBinary) {
+		const cfg: unknown = JSON.parse(fs.readFileSync(file, "utf8"));
+		if (cfg && typeof cfg === "object" && "hubBinary" in cfg && typeof cfg.hubBinary === "string" && cfg.hubBinary) {
 			return { bin: cfg.hubBinary, source: `"hubBinary" in ${file}` };
 		}
-	} catch {
-		// missing or malformed: fall through to PATH
+	} catch (e) {
+		// missing: PATH it is; unreadable or not JSON: PATH too, and the messages that name the
+		// source say why telegram.json was not used
+		if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+			return { bin: "pi-telegram", source: `PATH (${file} could not be read: ${e instanceof Error ? e.message : String(e)})` };
+		}
 	}
 	return { bin: "pi-telegram", source: "PATH" };
 }

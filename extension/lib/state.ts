@@ -1,19 +1,19 @@
 /**
  * Process-global state. `/reload`, `/new`, `/resume` and `/fork` replace the extension instance
  * (the module may even be loaded again), but the pi process and its agent stay; what must survive
- * lives on `globalThis.__piTelegram`.
+ * lives on `globalThis.__piTelegram`: the turn bookkeeping, the last automatic hub start, and
+ * which copy of the extension runs in this process (`claimProcess`). Nothing else in the
+ * extension outlives an instance.
  */
+import type { TurnDone, WireImage } from "./wire.ts";
 
-export interface TurnDone {
-	turn_id: string;
-	text: string;
-	aborted: boolean;
-	error: string | null;
-}
+export type { TurnDone };
 
 export interface HubTurn {
 	turn_id: string;
 	text: string;
+	/** The prompt's images; absent or empty for a text-only prompt. */
+	images?: WireImage[];
 }
 
 /** A hub turn whose run is in progress. */
@@ -38,6 +38,11 @@ export interface GlobalState {
 	active: ActiveTurn | undefined;
 	/** When this process last started a hub (ms since epoch): at most one automatic start per 30 s. */
 	lastAutoStart: number;
+	/**
+	 * The copy of the extension that runs in this process (see `claimProcess`). Optional: a state
+	 * object made by an older version of this module (before a /reload) does not have it.
+	 */
+	owner?: { isStale(): boolean };
 }
 
 export const RECEIVED_CAP = 200;
@@ -75,4 +80,21 @@ export function addCompleted(s: GlobalState, done: TurnDone): void {
 
 export function ackCompleted(s: GlobalState, turnId: string): void {
 	s.completed = s.completed.filter((d) => d.turn_id !== turnId);
+}
+
+/**
+ * Claims this process for one copy of the extension: the person may have it installed in the
+ * agent dir while the hub also passes it with `-e`, and two copies would connect twice (or
+ * register the same tools twice). Returns the release function, or undefined when another live
+ * copy holds the claim (then this copy must do nothing). A claim whose holder's pi runtime has
+ * gone stale (a /reload, /new, … that did not release it) is taken over.
+ */
+export function claimProcess(isStale: () => boolean): (() => void) | undefined {
+	const s = globalState();
+	if (s.owner && !s.owner.isStale()) return undefined;
+	const owner = { isStale };
+	s.owner = owner;
+	return () => {
+		if (s.owner === owner) s.owner = undefined;
+	};
 }

@@ -1,7 +1,13 @@
 /**
- * Framing of the hub wire protocol (docs/wire-protocol.md): UTF-8 JSON objects, one per line,
- * `\n`-terminated, an optional `\r` before it ignored, at most 1 MiB a line. Split on `\n` only
- * (never U+2028/2029, so no `readline`).
+ * The hub wire protocol (docs/wire-protocol.md): the framing and every message of the `instance`
+ * and `tools` roles, as discriminated unions on `type`.
+ *
+ * Framing: UTF-8 JSON objects, one per line, `\n`-terminated, an optional `\r` before it ignored,
+ * at most 1 MiB a line. Split on `\n` only (never U+2028/2029, so no `readline`).
+ *
+ * What the hub sends is untrusted JSON: `decodeHubMessage` turns a line into a typed message (or
+ * `undefined` for types this extension does not know, which are ignored for forward
+ * compatibility), coercing fields the way the extension always has.
  */
 import { StringDecoder } from "node:string_decoder";
 
@@ -10,6 +16,314 @@ export const PROTOCOL = 1;
 export const MAX_LINE_BYTES = 1024 * 1024;
 
 export type Json = Record<string, unknown>;
+
+/** Whether `v` is a JSON object (not null, not an array). */
+export function isJson(v: unknown): v is Json {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+// ------------------------------------------------------------------------------ shared shapes
+
+export type Level = "info" | "warning" | "error";
+
+export interface ModelRef {
+	provider: string;
+	id: string;
+}
+
+/** An image of a `prompt` (pi's `ImageContent`). */
+export interface WireImage {
+	type: "image";
+	/** Base64, without a `data:` prefix. */
+	data: string;
+	mimeType: string;
+}
+
+/** The result of a hub turn (`turn_done`, and the hello's `completed_turns`). */
+export interface TurnDone {
+	turn_id: string;
+	text: string;
+	aborted: boolean;
+	error: string | null;
+}
+
+/** The hello's state fields; also the `state` message and `get_state`'s answer. */
+export interface StateFields {
+	pid: number;
+	cwd: string;
+	mode: string | null;
+	reason: string;
+	session_id: string | null;
+	session_file: string | null;
+	session_name: string | null;
+	model: ModelRef | null;
+	thinking_level: string | null;
+	idle: boolean;
+	pending: boolean;
+}
+
+/** The tools an extension serves over the hub connection (`tool_call`). */
+export type ToolName = "telegram_attach" | "telegram_message";
+
+// ------------------------------------------------------------------------------ client -> hub
+
+/** The fields of a hello besides `type`, `protocol` and `secret`, per role. */
+export interface InstanceHelloFields extends StateFields {
+	role: "instance";
+	/** Turn ids this pi process received, most recent last, at most 200. */
+	received_turns: string[];
+	/** Finished turns the hub has not acknowledged (`done_ack`) yet. */
+	completed_turns: TurnDone[];
+}
+
+export interface ToolsHelloFields {
+	role: "tools";
+	/** `PI_TELEGRAM_CHILD_TOKEN`: which hub-spawned child this is. */
+	token: string;
+	pid: number;
+	cwd: string;
+}
+
+export type HelloFields = InstanceHelloFields | ToolsHelloFields;
+
+export type Hello = { type: "hello"; protocol: number; secret: string } & HelloFields;
+
+export interface Ack {
+	type: "ack";
+	turn_id: string;
+	disposition: "started" | "queued" | "duplicate";
+}
+
+export interface EventMessage {
+	type: "event";
+	/** The hub turn the run belongs to; null for runs typed in pi. */
+	turn_id: string | null;
+	/** An RPC-shaped pi event (`events.ts`). */
+	event: Json;
+}
+
+export interface TurnDoneMessage extends TurnDone {
+	type: "turn_done";
+}
+
+export interface StateMessage extends StateFields {
+	type: "state";
+}
+
+export interface Response {
+	type: "response";
+	id: string;
+	ok: boolean;
+	data?: unknown;
+	error?: string;
+}
+
+export interface Bye {
+	type: "bye";
+	reason: "disconnect" | "shutdown";
+}
+
+export interface ToolCall {
+	type: "tool_call";
+	/** Unique per connection; the hub answers with a `response` of the same id. */
+	id: string;
+	tool: ToolName;
+	/** The tool's arguments as the model gave them, paths made absolute. */
+	args: Json;
+	/** Instance role: the hub turn of the run that called the tool, null for a run typed in pi. */
+	turn_id?: string | null;
+}
+
+/** A protocol error: the sender closes the connection after it. */
+export interface ProtocolError {
+	type: "error";
+	message: string;
+}
+
+/** Everything this extension sends to the hub. */
+export type ClientMessage =
+	| Hello
+	| Ack
+	| EventMessage
+	| TurnDoneMessage
+	| StateMessage
+	| Response
+	| Bye
+	| ToolCall
+	| ProtocolError;
+
+// ------------------------------------------------------------------------------ hub -> client
+
+export interface Welcome {
+	type: "welcome";
+	protocol: unknown;
+	hub_pid: number | null;
+	instance_id: string | null;
+}
+
+export interface Refused {
+	type: "refused";
+	code: string;
+	message: string;
+}
+
+/** `id` is set when the hub wants a `response`. */
+interface Request {
+	id: string | undefined;
+}
+
+export interface Prompt {
+	type: "prompt";
+	turn_id: string;
+	text: string;
+	/** Empty when the prompt has none. */
+	images: WireImage[];
+	/** Entries of `images` that were not `{type:"image",data,mimeType}` (left out). */
+	droppedImages: number;
+}
+
+export interface Abort extends Request {
+	type: "abort";
+}
+
+export interface GetState extends Request {
+	type: "get_state";
+}
+
+/** The hub's questions and orders about pi itself (menus, /model, /thinking, /compact). */
+export type PiRequest =
+	| ({ type: "get_stats" } & Request)
+	| ({ type: "get_models" } & Request)
+	| ({ type: "set_model"; provider: string; model_id: string } & Request)
+	| ({ type: "get_thinking_levels" } & Request)
+	| ({ type: "set_thinking_level"; level: string } & Request)
+	| ({ type: "get_commands" } & Request)
+	| ({ type: "compact" } & Request);
+
+export interface Notify extends Request {
+	type: "notify";
+	text: string;
+	level: Level;
+}
+
+export interface SetStatus extends Request {
+	type: "set_status";
+	/** undefined clears it. */
+	text: string | undefined;
+}
+
+export interface DoneAck extends Request {
+	type: "done_ack";
+	turn_id: string | undefined;
+}
+
+export interface HubError {
+	type: "error";
+	message: string;
+}
+
+/** The hub's answer to a `tool_call`. */
+export interface HubResponse {
+	type: "response";
+	id: string;
+	ok: boolean;
+	data: unknown;
+	error: string | undefined;
+}
+
+/** Everything the hub sends after the welcome that this extension knows. */
+export type HubMessage =
+	| Prompt
+	| Abort
+	| GetState
+	| PiRequest
+	| Notify
+	| SetStatus
+	| DoneAck
+	| HubError
+	| HubResponse;
+
+/** What the hub answers to a hello. */
+export type Handshake = Welcome | Refused;
+
+// ------------------------------------------------------------------------------ decoding
+
+const str = (v: unknown, dflt = ""): string => (typeof v === "string" ? v : v === undefined || v === null ? dflt : String(v));
+const optStr = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+/** A request id: any non-null value, as a string. */
+const requestId = (v: unknown): string | undefined => (v === undefined || v === null ? undefined : String(v));
+
+function isImage(v: unknown): v is WireImage {
+	return isJson(v) && v.type === "image" && typeof v.data === "string" && typeof v.mimeType === "string";
+}
+
+/** The images of a prompt; entries that are not `{type:"image",data,mimeType}` are dropped. */
+export function decodeImages(v: unknown): { images: WireImage[]; dropped: number } {
+	if (!Array.isArray(v)) return { images: [], dropped: 0 };
+	const images = v.filter(isImage).map((i) => ({ type: "image" as const, data: i.data, mimeType: i.mimeType }));
+	return { images, dropped: v.length - images.length };
+}
+
+/** The hub's answer to a hello, or undefined for anything else (ignored before the welcome). */
+export function decodeHandshake(m: Json): Handshake | undefined {
+	if (m.type === "welcome") {
+		return {
+			type: "welcome",
+			protocol: m.protocol,
+			hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
+			instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
+		};
+	}
+	if (m.type === "refused") return { type: "refused", code: str(m.code), message: str(m.message, str(m.code)) };
+	return undefined;
+}
+
+/**
+ * A message from the hub, typed; undefined for unknown types and for messages that cannot be
+ * acted on (a prompt without a turn id, a response without an id).
+ */
+export function decodeHubMessage(m: Json): HubMessage | undefined {
+	const id = requestId(m.id);
+	switch (m.type) {
+		case "prompt": {
+			if (typeof m.turn_id !== "string" || m.turn_id === "") return undefined;
+			const { images, dropped } = decodeImages(m.images);
+			return { type: "prompt", turn_id: m.turn_id, text: str(m.text), images, droppedImages: dropped };
+		}
+		case "abort":
+		case "get_state":
+		case "get_stats":
+		case "get_models":
+		case "get_thinking_levels":
+		case "get_commands":
+		case "compact":
+			return { type: m.type, id };
+		case "set_model":
+			return { type: "set_model", id, provider: str(m.provider), model_id: str(m.model_id) };
+		case "set_thinking_level":
+			return { type: "set_thinking_level", id, level: str(m.level, "off") };
+		case "notify":
+			return {
+				type: "notify",
+				id,
+				text: str(m.text),
+				level: m.level === "warning" || m.level === "error" ? m.level : "info",
+			};
+		case "set_status":
+			return { type: "set_status", id, text: optStr(m.text) };
+		case "done_ack":
+			return { type: "done_ack", id, turn_id: optStr(m.turn_id) };
+		case "error":
+			return { type: "error", message: str(m.message, "error") };
+		case "response":
+			if (id === undefined) return undefined;
+			return { type: "response", id, ok: m.ok === true, data: m.data, error: optStr(m.error) };
+		default:
+			return undefined;
+	}
+}
+
+// ------------------------------------------------------------------------------ framing
 
 /** Splits a byte stream into JSON-object lines. */
 export class LineReader {
@@ -65,24 +379,24 @@ function truncateStrings(value: unknown, max: number): unknown {
 }
 
 /**
- * One wire line for `obj`, `\n` included, never longer than 1 MiB: long strings are cut (images
+ * One wire line for `msg`, `\n` included, never longer than 1 MiB: long strings are cut (images
  * in tool results, huge outputs) until it fits; `fallback` is used when nothing else fits.
  */
-export function encodeLine(obj: Json, fallback?: () => Json): string {
-	let line = `${safeStringify(obj)}\n`;
+export function encodeLine(msg: ClientMessage, fallback?: () => ClientMessage): string {
+	let line = `${safeStringify(msg)}\n`;
 	if (Buffer.byteLength(line) <= MAX_LINE_BYTES) return line;
 	for (const max of [200_000, 50_000, 10_000, 2_000, 500, 100]) {
-		line = `${safeStringify(truncateStrings(obj, max) as Json)}\n`;
+		line = `${safeStringify(truncateStrings(msg, max) as Json)}\n`;
 		if (Buffer.byteLength(line) <= MAX_LINE_BYTES) return line;
 	}
-	return `${safeStringify(fallback ? fallback() : { type: String(obj.type ?? "unknown"), truncated: true })}\n`;
+	return `${safeStringify(fallback ? fallback() : { type: msg.type, truncated: true })}\n`;
 }
 
-function safeStringify(obj: Json): string {
+function safeStringify(obj: object): string {
 	try {
 		return JSON.stringify(obj);
 	} catch {
 		// cycles or bigints: pi's events are plain JSON (RPC mode prints them), so this is a guard only
-		return JSON.stringify({ type: String(obj.type ?? "unknown"), unserializable: true });
+		return JSON.stringify({ type: String((obj as Json).type ?? "unknown"), unserializable: true });
 	}
 }

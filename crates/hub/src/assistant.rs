@@ -244,10 +244,17 @@ mod tests {
         );
         assert!(w.is_empty());
         let (s, w) = settings(r#"{"voice": {"replyMode": "mirror", "sendTranscript": true}}"#);
-        assert_eq!((s.voice_reply, s.voice_transcript), (VoiceReply::Mirror, true));
+        assert_eq!(
+            (s.voice_reply, s.voice_transcript),
+            (VoiceReply::Mirror, true)
+        );
         assert!(w.is_empty());
         let (s, w) = settings(r#"{"voice": {"replyMode": "manual"}}"#);
-        assert_eq!(s.voice_reply, VoiceReply::Hidden, "the reference's legacy value");
+        assert_eq!(
+            s.voice_reply,
+            VoiceReply::Hidden,
+            "the reference's legacy value"
+        );
         assert!(w.is_empty());
         let (_, w) = settings(r#"{"voice": {"replyMode": "loud"}}"#);
         assert_eq!(w.len(), 1);

@@ -90,7 +90,7 @@ pub async fn serve(
 ) -> Result<(), HubError> {
     let paths = opts.agent_dir.profile(&opts.profile);
     if let Some(entry) = &opts.child_extension {
-        links::rpc::set_child_extension(entry.clone());
+        links::rpc::set_child_extension(entry.clone(), opts.profile.as_str());
     }
     paths
         .ensure()

@@ -24,12 +24,14 @@ pub const CHILD_ENV: &str = "PI_TELEGRAM_CHILD";
 /// Environment variable with the token a child's tools connect with (role `tools`).
 pub const CHILD_TOKEN_ENV: &str = "PI_TELEGRAM_CHILD_TOKEN";
 
-/// The extension children load (`-e`) for pi's Telegram tools, set once at start.
-static CHILD_EXTENSION: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The extension children load (`-e`) for pi's Telegram tools, and the profile its tools
+/// connect to, set once at start.
+static CHILD_EXTENSION: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
 
-/// Children load the extension at `entry` (its `index.ts`) for pi's Telegram tools.
-pub fn set_child_extension(entry: PathBuf) {
-    let _ = CHILD_EXTENSION.set(entry);
+/// Children load the extension at `entry` (its `index.ts`) for pi's Telegram tools, which
+/// connect to this hub's `profile`.
+pub fn set_child_extension(entry: PathBuf, profile: &str) {
+    let _ = CHILD_EXTENSION.set((entry, profile.to_owned()));
 }
 
 fn new_token() -> String {
@@ -66,8 +68,11 @@ pub async fn spawn(
     let token = new_token();
     let mut process = Process::new(&bin);
     process.arg("--mode").arg("rpc");
-    if let Some(entry) = CHILD_EXTENSION.get() {
-        process.arg("-e").arg(entry);
+    if let Some((entry, profile)) = CHILD_EXTENSION.get() {
+        process
+            .arg("-e")
+            .arg(entry)
+            .env("PI_TELEGRAM_PROFILE", profile);
     }
     let mut child = process
         .current_dir(&dir)

@@ -1,0 +1,118 @@
+/**
+ * The hub's requests about pi itself (docs/wire-protocol.md, "Hub → instance"): the menu's
+ * statistics, models and thinking levels, switching them, pi's commands, compaction, aborting,
+ * and pi's state. Each request with an `id` gets exactly one `response`.
+ */
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { errorText } from "./log.ts";
+import type { Outbox } from "./link.ts";
+import { modelRef, type Session } from "./session.ts";
+import type { Abort, GetState, PiRequest } from "./wire.ts";
+
+type ThinkingLevel = ReturnType<ExtensionAPI["getThinkingLevel"]>;
+
+const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+function isThinkingLevel(level: string): level is ThinkingLevel {
+	return (THINKING_LEVELS as readonly string[]).includes(level);
+}
+
+export class Requests {
+	constructor(
+		private readonly s: Session,
+		private readonly out: Outbox,
+	) {}
+
+	/** Answers a request that carried an `id`; requests without one get no answer. */
+	respond(id: string | undefined, ok: boolean, data?: unknown, error?: string): void {
+		if (id === undefined) return;
+		this.out.send({
+			type: "response",
+			id,
+			ok,
+			...(data !== undefined ? { data } : {}),
+			...(error !== undefined ? { error } : {}),
+		});
+	}
+
+	abort(m: Abort): void {
+		try {
+			this.s.ctx?.abort();
+			this.respond(m.id, true);
+		} catch (e) {
+			this.respond(m.id, false, undefined, errorText(e));
+		}
+	}
+
+	getState(m: GetState): void {
+		this.respond(m.id, true, this.s.stateFields());
+	}
+
+	/** The menu, /model, /thinking, /compact and the commands list. */
+	async answer(m: PiRequest): Promise<void> {
+		const c = this.s.ctx;
+		const pi = this.s.pi;
+		const fail = (e: unknown) => this.respond(m.id, false, undefined, errorText(e));
+		try {
+			switch (m.type) {
+				case "get_stats": {
+					const usage = c?.getContextUsage();
+					this.respond(m.id, true, {
+						model: modelRef(c?.model),
+						thinking_level: pi.getThinkingLevel() ?? null,
+						context: usage ? { tokens: usage.tokens, contextWindow: usage.contextWindow, percent: usage.percent } : null,
+						cost: null,
+					});
+					return;
+				}
+				case "get_models": {
+					const models = (c?.modelRegistry.getAvailable() ?? []).map((x) => ({
+						provider: String(x.provider ?? ""),
+						id: String(x.id ?? ""),
+						name: String(x.name ?? x.id ?? ""),
+					}));
+					this.respond(m.id, true, { models, current: modelRef(c?.model) });
+					return;
+				}
+				case "set_model": {
+					const model = c?.modelRegistry.find(m.provider, m.model_id);
+					if (!model) return fail(`no model ${m.provider}/${m.model_id}`);
+					const ok = await pi.setModel(model);
+					if (!ok) return fail(`no credentials for ${m.provider}`);
+					this.respond(m.id, true, { model: modelRef(model) });
+					return;
+				}
+				case "get_thinking_levels": {
+					// pi clamps a level to what the model supports; these are the levels it offers.
+					const levels = c?.model?.reasoning ? ["off", "minimal", "low", "medium", "high"] : ["off"];
+					this.respond(m.id, true, { levels, current: pi.getThinkingLevel() ?? null });
+					return;
+				}
+				case "set_thinking_level":
+					if (!isThinkingLevel(m.level)) return fail(`unknown thinking level "${m.level}"`);
+					pi.setThinkingLevel(m.level);
+					this.respond(m.id, true, { level: pi.getThinkingLevel() ?? null });
+					return;
+				case "get_commands": {
+					const commands = pi.getCommands().map((x) => ({
+						name: String(x.name ?? ""),
+						description: typeof x.description === "string" ? x.description : null,
+						source: String(x.source ?? ""),
+					}));
+					this.respond(m.id, true, { commands });
+					return;
+				}
+				case "compact":
+					if (!c) return fail("pi has no session");
+					c.compact({
+						onComplete: (result) =>
+							this.respond(m.id, true, { tokensBefore: result?.tokensBefore ?? null, summary: result?.summary ?? null }),
+						onError: (e) => fail(e),
+					});
+					return;
+			}
+		} catch (e) {
+			fail(e);
+		}
+	}
+}
