@@ -12,8 +12,13 @@
 import { StringDecoder } from "node:string_decoder";
 
 export const PROTOCOL = 1;
-/** Longest line, terminator included. */
+/** Longest line the extension writes, terminator included (the hub reads at most this). */
 export const MAX_LINE_BYTES = 1024 * 1024;
+/**
+ * Longest line the extension reads from the hub: a prompt carries the person's photos as
+ * base64 (the hub keeps them under 32 MB, about 43 MB encoded).
+ */
+export const MAX_HUB_LINE_BYTES = 64 * 1024 * 1024;
 
 export type Json = Record<string, unknown>;
 
@@ -342,7 +347,7 @@ export class LineReader {
 			let line = this.buf.slice(0, nl);
 			this.buf = this.buf.slice(nl + 1);
 			if (line.endsWith("\r")) line = line.slice(0, -1);
-			if (Buffer.byteLength(line) + 1 > MAX_LINE_BYTES) return { messages, error: "a line is longer than 1 MiB" };
+			if (Buffer.byteLength(line) + 1 > MAX_HUB_LINE_BYTES) return { messages, error: "a line is longer than 64 MiB" };
 			if (line.trim().length > 0) {
 				let parsed: unknown;
 				try {
@@ -358,8 +363,8 @@ export class LineReader {
 			nl = this.buf.indexOf("\n");
 		}
 		// No terminator yet: a partial line may not grow past the limit (UTF-16 units <= bytes).
-		if (this.buf.length >= MAX_LINE_BYTES || Buffer.byteLength(this.buf) >= MAX_LINE_BYTES) {
-			return { messages, error: "a line is longer than 1 MiB" };
+		if (this.buf.length >= MAX_HUB_LINE_BYTES || Buffer.byteLength(this.buf) >= MAX_HUB_LINE_BYTES) {
+			return { messages, error: "a line is longer than 64 MiB" };
 		}
 		return { messages };
 	}

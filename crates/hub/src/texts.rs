@@ -233,8 +233,8 @@ pub fn instances_intro(labels: &[(String, String, bool)]) -> String {
     t
 }
 
-/// A message whose content (a photo, a file, ...) cannot reach pi yet. `captioned`: the
-/// caption went to pi without it.
+/// A message whose content (a location, a contact, a poll...) cannot be handed to pi.
+/// `captioned`: the caption went to pi without it.
 pub fn attachment_not_delivered(field: &str, captioned: bool) -> String {
     let what = match field {
         "photo" => "photo",
@@ -251,15 +251,9 @@ pub fn attachment_not_delivered(field: &str, captioned: bool) -> String {
         _ => "attachment",
     };
     if captioned {
-        format!(
-            "Only your caption reached pi: the {what} itself cannot reach pi yet (files come in a \
-             later version)."
-        )
+        format!("Only your caption reached pi: a {what} cannot be handed to pi.")
     } else {
-        format!(
-            "Only text reaches pi for now, so this {what} did not reach it (files come in a later \
-             version)."
-        )
+        format!("A {what} cannot be handed to pi, so nothing was sent to it.")
     }
 }
 

@@ -1334,3 +1334,126 @@ fn a_waiting_prompt_cannot_be_edited_into_one_of_our_commands() {
         texts::edit_into_command()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What is not plain text
+// ---------------------------------------------------------------------------------------------
+
+impl Hub {
+    /// A message from the owner with extra fields (`photo`, `document`, `location`,
+    /// `media_group_id`, `forward_origin`...).
+    fn send_fields(&mut self, fields: Value) -> (i64, Done) {
+        let message_id = self.next_message;
+        self.next_message += 1;
+        let mut m = json!({
+            "message_id": message_id,
+            "from": user(OWNER),
+            "chat": private_chat(OWNER),
+            "date": self.now / 1000,
+        });
+        for (k, v) in fields.as_object().unwrap() {
+            m[k] = v.clone();
+        }
+        (message_id, self.deliver("message", m))
+    }
+
+    fn files_of(&self, turn: i64) -> Vec<store::files::File> {
+        self.store.read(|c| store::files::of_turn(c, turn)).unwrap()
+    }
+}
+
+#[test]
+fn a_location_is_explained_and_nothing_reaches_pi() {
+    let mut h = Hub::with_proj();
+    let (mid, d) = h.send_fields(json!({ "location": { "latitude": 52.5, "longitude": 13.4 } }));
+    assert_eq!(d.outcome, "replied:text-only");
+    assert_eq!(h.turn_count(), 0);
+    let row = h.only_row_of(d.update_id);
+    assert_eq!(
+        text_of(&row),
+        texts::attachment_not_delivered("location", false)
+    );
+    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+}
+
+#[test]
+fn a_document_makes_a_turn_that_waits_for_its_file() {
+    let mut h = Hub::with_proj();
+    let (mid, d) = h.send_fields(json!({
+        "document": { "file_id": "F1", "file_unique_id": "U1", "file_name": "../../x.pdf",
+                      "mime_type": "application/pdf", "file_size": 1234 },
+        "caption": "read this",
+    }));
+    assert_eq!(d.outcome, "queued");
+    assert!(d.after.inbound, "the inbound task is woken");
+    let t = h.turn_of(mid);
+    assert!(!t.ready, "not ready before its file is settled");
+    assert_eq!(t.text, "read this");
+    let files = h.files_of(t.id);
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        files[0].name.as_deref(),
+        Some("../../x.pdf"),
+        "kept as sent; sanitised on save"
+    );
+    assert_eq!(files[0].state, store::files::FileState::Pending);
+    // A turn that is not ready is not dispatched, but does not hold the ones behind it.
+    let (_, behind) = h.prompt("plain text behind it");
+    let next = h
+        .store
+        .read(|c| store::turns::next_queued(c, PROJ))
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.id, behind.id);
+}
+
+#[test]
+fn album_parts_join_one_turn_and_a_long_text_gathers_its_continuation() {
+    let mut h = Hub::with_proj();
+    let photo = |id: &str| json!([{ "file_id": id, "width": 100, "height": 100, "file_size": 10 }]);
+    let (first, d1) =
+        h.send_fields(json!({ "photo": photo("P1"), "media_group_id": "G", "caption": "look" }));
+    let (_, d2) = h.send_fields(json!({ "photo": photo("P2"), "media_group_id": "G" }));
+    let (_, d3) = h.send_fields(json!({ "photo": photo("P3"), "media_group_id": "G" }));
+    assert_eq!(d1.outcome, "queued");
+    assert_eq!(
+        (d2.outcome.as_str(), d3.outcome.as_str()),
+        ("joined:album", "joined:album")
+    );
+    let t = h.turn_of(first);
+    assert_eq!(t.text, "look");
+    assert!(t.gather_until_ms > 0, "still gathering");
+    assert_eq!(h.files_of(t.id).len(), 3);
+    assert_eq!(h.turn_count(), 1);
+    // A text at Telegram's limit waits for its continuation; the short rest closes it.
+    let long = "x".repeat(4050);
+    let (lid, _) = h.write(&long);
+    let (_, d) = h.write("the end");
+    assert_eq!(d.outcome, "joined:long-text");
+    let lt = h.turn_of(lid);
+    assert_eq!(lt.text, format!("{long}\nthe end"));
+    assert_eq!(lt.gather_until_ms, 0, "complete");
+    // An ordinary message opens nothing and is ready at once.
+    let (oid, _) = h.write("short and sweet");
+    let o = h.turn_of(oid);
+    assert!(o.ready && o.group_key.is_none());
+}
+
+#[test]
+fn a_forward_and_the_comment_after_it_are_one_turn() {
+    let mut h = Hub::with_proj();
+    let (fid, d) = h.send_fields(json!({
+        "text": "the build broke",
+        "forward_origin": { "type": "hidden_user", "sender_user_name": "Grace", "date": 0 },
+    }));
+    assert_eq!(d.outcome, "queued");
+    let (_, c) = h.write("what now?");
+    assert_eq!(c.outcome, "joined:comment");
+    let t = h.turn_of(fid);
+    assert_eq!(t.text, "what now?");
+    assert_eq!(
+        t.context.as_deref(),
+        Some("[forward|from:Grace]\nthe build broke")
+    );
+    assert_eq!(t.gather_until_ms, 0, "the comment closed the group");
+}

@@ -314,7 +314,11 @@ fn a_reply_to_a_pi_that_is_gone_waits_for_it_or_goes_where_the_person_sends_it()
     assert_eq!(env.status()["turns"]["queued"], json!(1));
     press(&env, &button(&env, "Send to api"));
     let p = api.recv_type("prompt");
-    assert_eq!(p["text"], json!("follow-up for web"));
+    // With what it replies to, for pi.
+    assert_eq!(
+        p["text"],
+        json!("follow-up for web\n\n[reply|from:pi]\n[web]\nweb's answer")
+    );
     api.answer(&p, "api took it");
     wait_for("api's answer", 20, || {
         env.bot_texts(OWNER)

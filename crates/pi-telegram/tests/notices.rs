@@ -415,41 +415,40 @@ fn media(env: &Env, kind: MediaKind, caption: Option<&str>) {
 }
 
 #[test]
-fn a_photo_or_file_says_that_only_its_caption_reached_pi() {
+fn a_photo_is_an_image_and_a_file_is_named_in_the_prompt() {
     let env = classic_env();
     let mut hub = env.serve();
     wait_socket(&env);
     let mut web = Shim::plain(&env, "/work/web", 7501);
     media(&env, MediaKind::Photo, Some("what is on this screen?"));
     let p = web.recv_type("prompt");
-    assert_eq!(p["text"], json!("what is on this screen?"));
+    assert!(
+        p["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("what is on this screen?\n\n[attachments]"),
+        "{p}"
+    );
+    let images = p["images"].as_array().unwrap();
+    assert_eq!(images.len(), 1);
+    assert_eq!(images[0]["type"], json!("image"));
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(images[0]["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(bytes, b"not really a file", "the photo's bytes");
     web.answer(&p, "a");
     media(&env, MediaKind::Document, Some("summarise the log"));
     let p = web.recv_type("prompt");
-    assert_eq!(p["text"], json!("summarise the log"));
-    web.answer(&p, "b");
-    media(&env, MediaKind::Photo, None);
-    wait_for("three notices", 20, || {
-        let t = texts_in(&env, None);
-        t.iter().any(|t| {
-            t.starts_with("Only your caption reached pi: the photo itself cannot reach pi yet")
-        }) && t.iter().any(|t| {
-            t.starts_with("Only your caption reached pi: the file itself cannot reach pi yet")
-        }) && t
-            .iter()
-            .any(|t| t.starts_with("Only text reaches pi for now, so this photo did not reach it"))
-    });
-    let replies: Vec<Value> = env
-        .fake
-        .control()
-        .requests(0, Some("sendMessage"))
-        .into_iter()
-        .map(|r| r.params)
-        .filter(|p| p["text"].as_str().is_some_and(|t| t.contains("reach")))
-        .collect();
+    let text = p["text"].as_str().unwrap();
     assert!(
-        replies.iter().all(|p| p.get("reply_parameters").is_some()),
-        "each notice replies to its message"
+        text.starts_with("summarise the log\n\n[attachments] "),
+        "{text}"
     );
+    assert!(text.contains("-notes.txt (document"), "{text}");
+    assert!(
+        p.get("images").is_none(),
+        "a document is a file, not an image"
+    );
+    web.answer(&p, "b");
     assert_eq!(hub.stop(), Some(0));
 }

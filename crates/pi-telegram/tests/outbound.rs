@@ -534,3 +534,64 @@ fn voice_replies_follow_the_reply_mode_and_fall_back_to_text() {
     });
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn with_the_extension_an_album_of_large_photos_reaches_pi_whole() {
+    let Some(s) = setup() else { return };
+    let out = s.env.run(&["install-extension"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env = &s.env;
+    let mut hub = start(&s);
+    let mut pi = s.pi.spawn_rpc(["--no-session"]).unwrap();
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || {
+        env.status()["instances"].as_array().is_some_and(|l| {
+            l.iter()
+                .any(|i| i["transport"] == "shim" && i["state"] != "gone")
+        })
+    });
+    // Three photos of about 600 KB each: together far more than one 1 MiB line.
+    let mut png = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+    )
+    .unwrap();
+    png.extend(std::iter::repeat_n(7u8, 600_000));
+    let item = |caption: Option<&str>| tg_fake::control::MediaItem {
+        kind: tg_fake::world::MediaKind::Photo,
+        data_base64: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &png),
+        filename: None,
+        mime_type: None,
+        caption: caption.map(str::to_owned),
+    };
+    env.fake
+        .control()
+        .send_media_group(tg_fake::control::SendMediaGroup {
+            items: vec![item(Some("three big ones")), item(None), item(None)],
+            thread_id: None,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_message(env, "the answer", |m| {
+        text_is(m, |t| t.starts_with("echo: three big ones"))
+    });
+    let req = s
+        .llm
+        .requests()
+        .into_iter()
+        .rfind(|r| r.to_string().contains("three big ones"))
+        .unwrap();
+    let images = req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_array())
+        .map_or(0, |p| p.iter().filter(|p| p["type"] == "image_url").count());
+    assert_eq!(images, 3);
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}

@@ -992,6 +992,9 @@ impl Conductor {
 
 /// The largest photo handed to pi as an image (larger ones stay files on disk).
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// At most this much image data in one prompt (the extension reads hub lines up to 64 MiB;
+/// base64 makes 32 MB about 43).
+const MAX_PROMPT_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
 /// too large) is left out: the prompt still names its file.
@@ -999,14 +1002,19 @@ async fn photos_of(db: &Db, turn: i64) -> Result<Vec<wire::ImagePart>, HubError>
     use base64::Engine as _;
     let saved = db.read(move |c| store::files::of_turn(c, turn)).await?;
     let mut images = Vec::new();
+    let mut total = 0u64;
     for f in saved
         .into_iter()
         .filter(|f| f.kind == "photo" && f.state == store::files::FileState::Saved)
     {
         let Some(path) = f.path else { continue };
-        let fits = tokio::fs::metadata(&path)
+        let size = tokio::fs::metadata(&path)
             .await
-            .is_ok_and(|m| m.len() <= MAX_IMAGE_BYTES);
+            .map_or(u64::MAX, |m| m.len());
+        let fits = size <= MAX_IMAGE_BYTES && total + size <= MAX_PROMPT_IMAGE_BYTES;
+        if fits {
+            total += size;
+        }
         match tokio::fs::read(&path).await {
             Ok(bytes) if fits => images.push(wire::ImagePart {
                 kind: "image".into(),
