@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::shim::Shim;
 use common::{Env, OWNER, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 use tg_fake::control::{MediaItem, Press, SendMedia, SendText, ThreadFilter, TranscriptEntry};
 use tg_fake::world::{MediaKind, TopicState};
 use tg_fake::{FakeConfig, FaultKind, FaultSpec};
