@@ -30,15 +30,29 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
 /// lock, so no other hub uses it).
+///
+/// The socket is bound under a temporary name and renamed into place: `bind(2)` creates the
+/// file before `listen(2)` runs and before the mode is set, so a client that sees `hub.sock`
+/// appear must never find it refusing connections or readable by others.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    for stale in [path, tmp.as_path()] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
     }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let listener = UnixListener::bind(&tmp)?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(listener)
 }
 
@@ -528,4 +542,30 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
     }
     drop(conn.out);
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.writer).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::bind;
+
+    #[tokio::test]
+    async fn the_socket_appears_listening_private_and_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sock");
+        // A stale socket from a hub that died: nothing listens on it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_err());
+
+        let _listener = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("hub.sock")]);
+    }
 }
