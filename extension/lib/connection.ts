@@ -68,7 +68,8 @@ const BACKOFF_MAX_MS = 10_000;
 const FAST_RETRY_MS = 250;
 const HUB_START_WAIT_MS = 10_000;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
-const AUTO_START_INTERVAL_MS = 30_000;
+/** How often a missing hub is started again (no stop marker); tests shorten it. */
+const AUTO_START_INTERVAL_MS = Number(process.env.PI_TELEGRAM_AUTOSTART_MS) || 30_000;
 /** Refusals that retrying cannot fix: stop until the next connect command or session start. */
 const HALTING_REFUSALS: ReadonlySet<string> = new Set(["protocol", "secret", "token"]);
 
@@ -408,6 +409,12 @@ export class HubConnection {
 		if (now < this.fastUntil) {
 			// a hub we started is coming up
 			this.setDetail("starting the hub…");
+			this.scheduleRetry();
+			return;
+		}
+		if (mayStart && !explicit && fs.existsSync(this.paths.stopped)) {
+			// A person stopped the hub on purpose: only /telegram-connect (or `serve`) starts it.
+			this.setDetail("hub stopped on purpose (/telegram-connect starts it)");
 			this.scheduleRetry();
 			return;
 		}

@@ -31,7 +31,9 @@ export function spawnHub(profile: string, paths: ProfilePaths, reports: SpawnRep
 		const child = spawn(bin, ["serve", "--profile", profile], {
 			detached: true,
 			stdio: ["ignore", fd, fd],
-			env: { ...process.env, NO_COLOR: "1" },
+			// The hub records who started it (`pi-telegram status`); with a service installed it
+			// starts the service instead of serving beside it.
+			env: { ...process.env, NO_COLOR: "1", PI_TELEGRAM_STARTED_BY: "extension" },
 		});
 		child.on("error", (e: NodeJS.ErrnoException) => {
 			if (e.code === "ENOENT") {

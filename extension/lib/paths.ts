@@ -1,7 +1,8 @@
 /**
  * Where things live, by the same rules as the hub (`crates/hub/src/paths.rs`):
  * `<agent-dir>` = `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`; a profile's private folder is
- * `<agent-dir>/telegram/<profile>/` with `hub.sock`, `hub.secret` and `hub.log`.
+ * `<agent-dir>/telegram/<profile>/` with `hub.sock`, `hub.secret`, `hub.log` and `hub.stopped` (left
+ * by `pi-telegram stop` or Ctrl-C on `serve`: the hub was stopped on purpose).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -25,6 +26,7 @@ export interface ProfilePaths {
 	socket: string;
 	secret: string;
 	log: string;
+	stopped: string;
 }
 
 export function profilePaths(profile: string): ProfilePaths {
@@ -34,6 +36,7 @@ export function profilePaths(profile: string): ProfilePaths {
 		socket: path.join(dir, "hub.sock"),
 		secret: path.join(dir, "hub.secret"),
 		log: path.join(dir, "hub.log"),
+		stopped: path.join(dir, "hub.stopped"),
 	};
 }
 

@@ -109,12 +109,29 @@ pub async fn serve(
             flag,
         });
     };
+    let started_by = crate::lifecycle::StartedBy::from_env();
+    if started_by == crate::lifecycle::StartedBy::Extension
+        && let Some(found) = crate::service::installed(&paths)
+    {
+        // The service runs this profile's hub: start it rather than a second hub beside it.
+        match crate::service::start(&found) {
+            Ok(()) => {
+                tracing::info!(service = %found.name, "started the service instead");
+                return Ok(());
+            }
+            Err(e) => tracing::warn!(error = %e, "could not start the service; serving here"),
+        }
+    }
     let _lock = ProfileLock::acquire(&paths.lock_file())?;
+    // Starting a hub is as deliberate as stopping one: the extension may start it again.
+    if let Err(e) = crate::lifecycle::clear_stopped(&paths) {
+        tracing::warn!(error = %e, "could not remove the stop marker");
+    }
     // Every wait from here on ends on a stop: start-up retries an unreachable Telegram for as
     // long as it takes, and a person stopping the hub meanwhile must not need SIGKILL.
     let mut shutdown = std::pin::pin!(shutdown);
     let api_base = config::resolve_api_base(&settings);
-    tracing::info!(profile = %opts.profile, bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
+    tracing::info!(profile = %opts.profile, started_by = started_by.as_str(), bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
 
     let started = async {
         let store = Arc::new(Store::open(&paths.state_db())?);
@@ -123,6 +140,8 @@ pub async fn serve(
         let (epoch, (resent, ambiguous)) = db
             .write(move |tx| {
                 let epoch = lease::acquire(tx, pid, now_ms())?;
+                kv::set(tx, kv::HUB_STARTED_BY, started_by.as_str())?;
+                kv::set_i64(tx, kv::HUB_STARTED_MS, now_ms())?;
                 let (resent, ambiguous) = outbox::recover_interrupted(tx, now_ms())?;
                 if resent > 0 {
                     incidents::record(

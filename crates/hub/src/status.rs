@@ -31,6 +31,15 @@ pub struct HubStatus {
     pub pid: Option<u32>,
     /// The current lease epoch.
     pub epoch: Option<i64>,
+    /// Who started the running (else the last) hub: `service`, `extension` or `shell`.
+    pub started_by: Option<String>,
+    /// Since when (Unix ms).
+    pub started_ms: Option<i64>,
+    /// Where its log is.
+    pub log: Option<String>,
+    /// Stopped on purpose (`pi-telegram stop` or Ctrl-C): a pi's extension does not start it
+    /// again until `/telegram-connect`. `stop` or `interrupt`.
+    pub stopped_on_purpose: Option<String>,
 }
 
 /// Journal counts.
@@ -213,6 +222,10 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             running: pid.is_some(),
             pid: pid.filter(|p| *p != 0),
             epoch: None,
+            started_by: None,
+            started_ms: None,
+            log: None,
+            stopped_on_purpose: crate::lifecycle::stopped(&paths).map(|m| m.how),
         },
         offset: None,
         journal: JournalStatus {
@@ -262,6 +275,14 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             attempts_left: p.attempts_left,
         });
         st.hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
+        st.hub.started_by = kv::get(c, kv::HUB_STARTED_BY)?;
+        st.hub.started_ms = kv::get_i64(c, kv::HUB_STARTED_MS)?;
+        st.hub.log = st
+            .hub
+            .started_by
+            .as_deref()
+            .and_then(crate::lifecycle::StartedBy::parse)
+            .map(|by| crate::lifecycle::log_location(by, &paths));
         st.offset = journal::offset(c)?;
         let (pending, handled) = journal::counts(c)?;
         st.journal = JournalStatus { pending, handled };
@@ -382,7 +403,33 @@ pub fn render(st: &Status) -> String {
         (true, None) => "running".into(),
         (false, _) => "not running".into(),
     };
+    let starter = match st.hub.started_by.as_deref() {
+        Some("service") => Some("the service"),
+        Some("extension") => Some("a pi's extension"),
+        Some("shell") => Some("a shell"),
+        _ => None,
+    };
+    let hub = match (starter, st.hub.running) {
+        (Some(by), true) => format!("{hub}, started by {by}"),
+        (Some(by), false) => format!("{hub} (last started by {by})"),
+        (None, _) => hub,
+    };
     out.push_str(&format!("hub          {hub}\n"));
+    if let Some(log) = &st.hub.log {
+        out.push_str(&format!("log          {log}\n"));
+    }
+    if let Some(how) = &st.hub.stopped_on_purpose
+        && !st.hub.running
+    {
+        let how = if how == "interrupt" {
+            "with Ctrl-C"
+        } else {
+            "with `pi-telegram stop`"
+        };
+        out.push_str(&format!(
+            "stopped      on purpose ({how}): pi does not start it again until /telegram-connect or serve\n"
+        ));
+    }
     out.push_str(&format!(
         "journal      {} pending, {} handled (offset {})\n",
         st.journal.pending,

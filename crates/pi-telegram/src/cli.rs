@@ -48,6 +48,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Stop the running hub, whoever started it; a pi's extension does not start it again until
+    /// `/telegram-connect` (or `serve`).
+    Stop,
+    /// Run the hub as a service (systemd --user on Linux, launchd on macOS).
+    Service {
+        /// What to do.
+        #[command(subcommand)]
+        command: ServiceCommand,
+    },
     /// Threaded Mode: settle what the hub cannot decide alone.
     Threads {
         /// What to do.
@@ -71,5 +80,25 @@ pub enum ThreadsCommand {
         /// find can be bound with "Move here").
         #[arg(long)]
         forget: bool,
+    },
+}
+
+/// `service` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ServiceCommand {
+    /// Write the unit, enable it and start it (restarted on failure, not on a bad token,
+    /// configuration or another poller).
+    Install {
+        /// Print the unit instead of installing it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Stop and disable the service and remove its unit.
+    Uninstall,
+    /// Whether the service is installed, enabled and running.
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
 }

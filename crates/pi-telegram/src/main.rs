@@ -4,6 +4,7 @@
 mod cli;
 mod demo;
 mod install;
+mod service_cmd;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -82,7 +83,17 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                 // Registered before anything else, so a signal during start-up is not lost.
                 let signals =
                     Signals::register().map_err(HubError::io("installing signal handlers"))?;
-                serve::serve(opts, signals.recv()).await
+                let paths = opts.agent_dir.profile(&opts.profile);
+                serve::serve(opts, async move {
+                    if signals.recv().await == Stopped::Interrupt {
+                        // Ctrl-C is a person stopping the hub on purpose: their pi must not
+                        // start it again behind their back.
+                        if let Err(e) = hub::lifecycle::mark_stopped(&paths, "interrupt") {
+                            tracing::warn!(error = %e, "could not leave the stop marker");
+                        }
+                    }
+                })
+                .await
             })
         }
         cli::Command::Spawn { cwd } => {
@@ -135,6 +146,19 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
             }
             Ok(())
         }
+        cli::Command::Stop => {
+            let paths = agent_dir.profile(&profile);
+            match hub::lifecycle::stop(&paths, std::time::Duration::from_secs(30))? {
+                hub::lifecycle::StopOutcome::NotRunning => println!(
+                    "No hub is running for profile {profile}. pi will not start one until /telegram-connect."
+                ),
+                hub::lifecycle::StopOutcome::Stopped { pid } => println!(
+                    "Stopped the hub of profile {profile} (pid {pid}). pi will not start it again until /telegram-connect; `pi-telegram serve` starts it by hand."
+                ),
+            }
+            Ok(())
+        }
+        cli::Command::Service { command } => service_cmd::run(&agent_dir, &profile, command),
         cli::Command::Status { json } => {
             let st = status::status(&agent_dir, &profile)?;
             if json {
@@ -178,11 +202,21 @@ impl Signals {
     }
 
     /// Resolves on the first of them.
-    async fn recv(mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-        }
-        tracing::info!("stopping on a signal");
+    async fn recv(mut self) -> Stopped {
+        let how = tokio::select! {
+            _ = self.int.recv() => Stopped::Interrupt,
+            _ = self.term.recv() => Stopped::Terminate,
+        };
+        tracing::info!(?how, "stopping on a signal");
+        how
     }
+}
+
+/// Which signal stopped the hub.
+#[derive(Debug, PartialEq, Eq)]
+enum Stopped {
+    /// SIGINT: Ctrl-C.
+    Interrupt,
+    /// SIGTERM: `pi-telegram stop`, a service manager, a shutdown.
+    Terminate,
 }

@@ -14,6 +14,10 @@ pub const BOT_ID: &str = "bot.id";
 pub const BOT_USERNAME: &str = "bot.username";
 /// Key of `getMe.has_topics_enabled` (from the last `getMe`).
 pub const BOT_TOPICS: &str = "bot.has_topics_enabled";
+/// Key of who started the running (or last) hub: `service`, `extension` or `shell`.
+pub const HUB_STARTED_BY: &str = "hub.started_by";
+/// Key of when the running (or last) hub started (Unix ms).
+pub const HUB_STARTED_MS: &str = "hub.started_ms";
 
 /// Reads a value.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {

@@ -1,0 +1,535 @@
+//! `pi-telegram service install|uninstall|status`: the hub as a `systemd --user` unit (Linux) or
+//! a launchd agent (macOS), restarted on failure but never in a loop on an error a restart cannot
+//! fix (the exit codes of [`HubError::exit_code`]: configuration, another hub, another poller, a
+//! refused token).
+//!
+//! Installing leaves `service.json` in the profile folder: a hub that a pi's extension tries to
+//! start then starts the service instead (see `serve`), so there is never a second hub beside
+//! the service's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::HubError;
+use crate::lifecycle::{STARTED_BY_ENV, StartedBy};
+use crate::paths::{AgentDir, ProfileName, ProfilePaths};
+
+/// Exit codes after which restarting cannot help (see `HubError::exit_code`).
+pub const NO_RESTART_EXIT_CODES: [i32; 4] = [2, 3, 4, 5];
+
+/// Which service manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Manager {
+    /// `systemd --user`.
+    Systemd,
+    /// launchd (a LaunchAgent).
+    Launchd,
+}
+
+impl Manager {
+    /// The manager of this system.
+    pub fn here() -> Self {
+        if cfg!(target_os = "macos") {
+            Self::Launchd
+        } else {
+            Self::Systemd
+        }
+    }
+}
+
+/// What `install` puts in the unit: the binary, the profile, and the environment the hub needs
+/// to find pi and the agent folder as the installing shell does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitSpec {
+    /// The `pi-telegram` binary (absolute).
+    pub exe: PathBuf,
+    /// The profile.
+    pub profile: ProfileName,
+    /// Environment for the hub (besides `PI_TELEGRAM_STARTED_BY=service`).
+    pub env: Vec<(String, String)>,
+}
+
+/// The variables copied from the installing shell when set: where pi's agent folder is, where
+/// `pi` and Node are found, and the log filter.
+pub const COPIED_ENV: [&str; 5] = [
+    "PI_CODING_AGENT_DIR",
+    "PI_TELEGRAM_PI_BIN",
+    "PI_TELEGRAM_LOG",
+    "PATH",
+    "HOME",
+];
+
+impl UnitSpec {
+    /// The spec for this process's binary and environment.
+    pub fn current(profile: &ProfileName) -> Result<Self, HubError> {
+        let exe = std::env::current_exe().map_err(HubError::io("finding this binary"))?;
+        let env = COPIED_ENV
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+            .collect();
+        Ok(Self {
+            exe,
+            profile: profile.clone(),
+            env,
+        })
+    }
+
+    /// `pi-telegram` (default profile) or `pi-telegram-<profile>`.
+    pub fn unit_name(&self) -> String {
+        unit_name(&self.profile)
+    }
+
+    fn all_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![(
+            STARTED_BY_ENV.to_owned(),
+            StartedBy::Service.as_str().to_owned(),
+        )];
+        env.extend(self.env.iter().cloned());
+        env
+    }
+}
+
+/// `pi-telegram` (default profile) or `pi-telegram-<profile>`.
+pub fn unit_name(profile: &ProfileName) -> String {
+    if *profile == ProfileName::default_profile() {
+        "pi-telegram".into()
+    } else {
+        format!("pi-telegram-{profile}")
+    }
+}
+
+/// A value in systemd's quoting: double quotes, backslash escapes, `%` doubled (specifiers).
+fn systemd_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '%' => out.push_str("%%"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `systemd --user` unit.
+pub fn systemd_unit(spec: &UnitSpec) -> String {
+    let mut env = String::new();
+    for (k, v) in spec.all_env() {
+        env.push_str(&format!(
+            "Environment={}\n",
+            systemd_quote(&format!("{k}={v}"))
+        ));
+    }
+    let codes = NO_RESTART_EXIT_CODES.map(|c| c.to_string()).join(" ");
+    format!(
+        "[Unit]\n\
+         Description=pi-telegram hub (profile {profile})\n\
+         After=network-online.target\n\
+         Wants=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=exec\n\
+         ExecStart={exe} serve --profile {profile}\n\
+         {env}\
+         Restart=on-failure\n\
+         RestartSec=5\n\
+         # Restarting cannot fix these: bad configuration, another hub, another poller, a refused token.\n\
+         RestartPreventExitStatus={codes}\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        profile = spec.profile,
+        exe = systemd_quote(&spec.exe.display().to_string()),
+    )
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The launchd label.
+pub fn launchd_label(profile: &ProfileName) -> String {
+    format!("dev.pi-telegram.{profile}")
+}
+
+/// The launchd agent. launchd cannot tell exit codes apart: it restarts after a failed exit
+/// (`SuccessfulExit` false), throttled to once a minute so a lasting error is no busy loop.
+pub fn launchd_plist(spec: &UnitSpec, log: &Path) -> String {
+    let mut env = String::new();
+    for (k, v) in spec.all_env() {
+        env.push_str(&format!(
+            "      <key>{}</key><string>{}</string>\n",
+            xml_escape(&k),
+            xml_escape(&v)
+        ));
+    }
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+  <dict>
+    <key>Label</key><string>{label}</string>
+    <key>ProgramArguments</key>
+    <array>
+      <string>{exe}</string><string>serve</string><string>--profile</string><string>{profile}</string>
+    </array>
+    <key>EnvironmentVariables</key>
+    <dict>
+{env}    </dict>
+    <key>RunAtLoad</key><true/>
+    <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>
+    <key>ThrottleInterval</key><integer>60</integer>
+    <key>StandardErrorPath</key><string>{log}</string>
+  </dict>
+</plist>
+"#,
+        label = launchd_label(&spec.profile),
+        exe = xml_escape(&spec.exe.display().to_string()),
+        profile = spec.profile,
+        log = xml_escape(&log.display().to_string()),
+    )
+}
+
+/// What `install` left in the profile folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Installed {
+    /// The manager.
+    pub manager: Manager,
+    /// The unit name or launchd label.
+    pub name: String,
+    /// The unit or plist file.
+    pub file: PathBuf,
+}
+
+fn marker(paths: &ProfilePaths) -> PathBuf {
+    paths.dir.join("service.json")
+}
+
+/// The installed service of a profile, if any.
+pub fn installed(paths: &ProfilePaths) -> Option<Installed> {
+    let text = std::fs::read_to_string(marker(paths)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Where a service-run hub's output goes, for `status`.
+pub fn journal_hint(paths: &ProfilePaths) -> String {
+    match installed(paths) {
+        Some(Installed {
+            manager: Manager::Systemd,
+            name,
+            ..
+        }) => format!("journalctl --user -u {name}"),
+        Some(Installed {
+            manager: Manager::Launchd,
+            ..
+        }) => paths.log_file().display().to_string(),
+        None => "the service manager's log".into(),
+    }
+}
+
+/// Runs the service manager (`systemctl`, `launchctl`; `PI_TELEGRAM_SYSTEMCTL` /
+/// `PI_TELEGRAM_LAUNCHCTL` replace them, for tests and unusual systems).
+fn manager_cmd(manager: Manager, args: &[&str]) -> Result<std::process::Output, HubError> {
+    let (var, default, prefix): (&str, &str, &[&str]) = match manager {
+        Manager::Systemd => ("PI_TELEGRAM_SYSTEMCTL", "systemctl", &["--user"]),
+        Manager::Launchd => ("PI_TELEGRAM_LAUNCHCTL", "launchctl", &[]),
+    };
+    let bin = std::env::var(var).unwrap_or_else(|_| default.to_owned());
+    Command::new(&bin)
+        .args(prefix)
+        .args(args)
+        .output()
+        .map_err(HubError::io(format!(
+            "running {bin} (is this system using {default}?)"
+        )))
+}
+
+fn checked(manager: Manager, args: &[&str]) -> Result<String, HubError> {
+    let out = manager_cmd(manager, args)?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        Err(HubError::Usage(format!(
+            "`{} {}` failed ({}): {}",
+            match manager {
+                Manager::Systemd => "systemctl --user",
+                Manager::Launchd => "launchctl",
+            },
+            args.join(" "),
+            out.status,
+            if err.is_empty() { text } else { err }
+        )))
+    }
+}
+
+/// Where the unit or plist goes.
+pub fn unit_file(manager: Manager, profile: &ProfileName) -> Result<PathBuf, HubError> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| HubError::Usage("HOME is not set".into()))?;
+    Ok(match manager {
+        Manager::Systemd => std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"))
+            .join("systemd/user")
+            .join(format!("{}.service", unit_name(profile))),
+        Manager::Launchd => home
+            .join("Library/LaunchAgents")
+            .join(format!("{}.plist", launchd_label(profile))),
+    })
+}
+
+/// The text `install` writes (also what `install --dry-run` prints).
+pub fn unit_text(manager: Manager, spec: &UnitSpec, paths: &ProfilePaths) -> String {
+    match manager {
+        Manager::Systemd => systemd_unit(spec),
+        Manager::Launchd => launchd_plist(spec, &paths.log_file()),
+    }
+}
+
+fn gui_domain() -> String {
+    format!("gui/{}", rustix::process::getuid().as_raw())
+}
+
+/// Writes the unit, enables it and starts it now.
+pub fn install(
+    agent_dir: &AgentDir,
+    manager: Manager,
+    spec: &UnitSpec,
+) -> Result<Installed, HubError> {
+    let paths = agent_dir.profile(&spec.profile);
+    paths
+        .ensure()
+        .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
+    let file = unit_file(manager, &spec.profile)?;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(HubError::io(format!("creating {}", dir.display())))?;
+    }
+    let text = unit_text(manager, spec, &paths);
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(HubError::io(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &file).map_err(HubError::io(format!("writing {}", file.display())))?;
+    let name = match manager {
+        Manager::Systemd => {
+            let name = spec.unit_name();
+            checked(manager, &["daemon-reload"])?;
+            checked(manager, &["enable", "--now", &format!("{name}.service")])?;
+            name
+        }
+        Manager::Launchd => {
+            let label = launchd_label(&spec.profile);
+            // Replacing an earlier install: unload it first (an error means it was not loaded).
+            let _ = manager_cmd(manager, &["bootout", &format!("{}/{label}", gui_domain())]);
+            checked(
+                manager,
+                &["bootstrap", &gui_domain(), &file.display().to_string()],
+            )?;
+            label
+        }
+    };
+    let installed = Installed {
+        manager,
+        name,
+        file,
+    };
+    let text = serde_json::to_string(&installed).map_err(std::io::Error::other);
+    text.and_then(|t| std::fs::write(marker(&paths), t))
+        .map_err(HubError::io(format!(
+            "writing {}",
+            marker(&paths).display()
+        )))?;
+    Ok(installed)
+}
+
+/// Stops and disables the service and removes its unit. `None` when none was installed.
+pub fn uninstall(
+    agent_dir: &AgentDir,
+    profile: &ProfileName,
+) -> Result<Option<Installed>, HubError> {
+    let paths = agent_dir.profile(profile);
+    let Some(found) = installed(&paths) else {
+        return Ok(None);
+    };
+    match found.manager {
+        Manager::Systemd => {
+            checked(
+                found.manager,
+                &["disable", "--now", &format!("{}.service", found.name)],
+            )?;
+        }
+        Manager::Launchd => {
+            let _ = manager_cmd(
+                found.manager,
+                &["bootout", &format!("{}/{}", gui_domain(), found.name)],
+            );
+        }
+    }
+    for f in [found.file.clone(), marker(&paths)] {
+        match std::fs::remove_file(&f) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(HubError::io(format!("removing {}", f.display()))(e));
+            }
+            _ => {}
+        }
+    }
+    if found.manager == Manager::Systemd {
+        checked(found.manager, &["daemon-reload"])?;
+    }
+    Ok(Some(found))
+}
+
+/// Starts an installed service (what `serve` does instead of running a second hub beside it).
+pub fn start(found: &Installed) -> Result<(), HubError> {
+    match found.manager {
+        Manager::Systemd => {
+            checked(
+                found.manager,
+                &["start", &format!("{}.service", found.name)],
+            )?;
+        }
+        Manager::Launchd => {
+            checked(
+                found.manager,
+                &["kickstart", &format!("{}/{}", gui_domain(), found.name)],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// What `service status` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServiceStatus {
+    /// The installed service, if any.
+    pub installed: Option<Installed>,
+    /// Enabled (starts at login).
+    pub enabled: bool,
+    /// Running now.
+    pub running: bool,
+    /// What the manager said, when it could be asked.
+    pub detail: Option<String>,
+}
+
+/// Asks the manager about the profile's service.
+pub fn status(paths: &ProfilePaths) -> ServiceStatus {
+    let Some(found) = installed(paths) else {
+        return ServiceStatus {
+            installed: None,
+            enabled: false,
+            running: false,
+            detail: None,
+        };
+    };
+    let (enabled, running, detail) = match found.manager {
+        Manager::Systemd => {
+            let unit = format!("{}.service", found.name);
+            let ask = |what: &str| {
+                manager_cmd(found.manager, &[what, &unit])
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .unwrap_or_else(|e| e.to_string())
+            };
+            let enabled = ask("is-enabled");
+            let active = ask("is-active");
+            (
+                enabled == "enabled",
+                active == "active",
+                Some(format!("{enabled}, {active}")),
+            )
+        }
+        Manager::Launchd => {
+            let out = manager_cmd(
+                found.manager,
+                &["print", &format!("{}/{}", gui_domain(), found.name)],
+            );
+            match out {
+                Ok(o) if o.status.success() => {
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    let running = text.contains("state = running");
+                    (
+                        true,
+                        running,
+                        Some(if running { "running" } else { "loaded" }.into()),
+                    )
+                }
+                Ok(_) => (false, false, Some("not loaded".into())),
+                Err(e) => (false, false, Some(e.to_string())),
+            }
+        }
+    };
+    ServiceStatus {
+        installed: Some(found),
+        enabled,
+        running,
+        detail,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn spec() -> UnitSpec {
+        UnitSpec {
+            exe: "/opt/pi tg/pi-telegram".into(),
+            profile: ProfileName::new("work").unwrap(),
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("PI_CODING_AGENT_DIR".into(), "/home/a/100% \"x\"".into()),
+            ],
+        }
+    }
+
+    /// Compares with `crates/hub/tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it (review the
+    /// diff).
+    fn golden(name: &str, text: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+        }
+        assert_eq!(text, std::fs::read_to_string(&path).unwrap(), "{name}");
+    }
+
+    #[test]
+    fn the_systemd_unit_matches_the_golden_file() {
+        let text = systemd_unit(&spec());
+        golden("pi-telegram-work.service", &text);
+        assert!(text.contains("RestartPreventExitStatus=2 3 4 5\n"));
+        assert!(text.contains(r#"Environment="PI_CODING_AGENT_DIR=/home/a/100%% \"x\"""#));
+    }
+
+    #[test]
+    fn the_launchd_plist_matches_the_golden_file() {
+        let text = launchd_plist(
+            &spec(),
+            Path::new("/home/a/.pi/agent/telegram/work/hub.log"),
+        );
+        golden("dev.pi-telegram.work.plist", &text);
+    }
+
+    #[test]
+    fn unit_names() {
+        assert_eq!(unit_name(&ProfileName::default_profile()), "pi-telegram");
+        assert_eq!(
+            unit_name(&ProfileName::new("work").unwrap()),
+            "pi-telegram-work"
+        );
+    }
+}
