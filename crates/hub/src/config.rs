@@ -376,6 +376,16 @@ impl ConfigFile {
         }
     }
 
+    /// The top-level `piBinary`: the pi the hub runs for headless instances (else
+    /// `PI_TELEGRAM_PI_BIN`, else `pi` from the hub's PATH).
+    pub fn pi_binary(&self) -> Option<String> {
+        self.doc
+            .get("piBinary")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+
     /// Sets the top-level `hubBinary` (the binary the extension starts when no hub runs).
     pub fn set_hub_binary(&mut self, path: &str) {
         self.doc

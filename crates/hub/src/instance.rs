@@ -223,7 +223,11 @@ pub enum ConductorMsg {
     /// An instance reports.
     Link(InstanceId, LinkEvent),
     /// The CLI asks for a headless instance in `cwd`.
-    Spawn(String, oneshot::Sender<Result<InstanceId, String>>),
+    Spawn(
+        String,
+        Vec<(String, String)>,
+        oneshot::Sender<Result<InstanceId, String>>,
+    ),
     /// An instance's model called a tool.
     Tool(InstanceId, ToolCall),
     /// A child's tools connect with their token: which instance is it?

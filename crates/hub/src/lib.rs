@@ -41,6 +41,7 @@ pub mod sender;
 pub mod serve;
 pub mod service;
 pub mod setup;
+pub mod spawned;
 pub mod state;
 pub mod status;
 pub mod texts;

@@ -276,6 +276,7 @@ pub async fn serve(
             assistant.clone(),
             preview_tx,
         )
+        .with_config_path(config_path.clone())
         .with_tools(crate::conductor::ToolSettings {
             out_dir: opts
                 .agent_dir
@@ -350,15 +351,27 @@ pub async fn serve(
         conductor_tx.clone(),
         stop_rx.clone(),
     ));
+    let spawner = crate::spawned::Spawner {
+        db: db.clone(),
+        conductor: conductor_tx.clone(),
+        config_path: config_path.clone(),
+        wakes: wakes.clone(),
+    };
+    // The headless instances the last hub ran come back on their sessions.
+    {
+        let spawner = spawner.clone();
+        tokio::spawn(async move { spawner.restore().await });
+    }
     for start in &opts.instances_at_start {
-        let tx = conductor_tx.clone();
         match start.clone() {
             StartInstance::Echo(cwd) => {
+                let tx = conductor_tx.clone();
                 tokio::spawn(async move { links::echo::start(tx, cwd).await });
             }
             StartInstance::Rpc(cwd, env) => {
+                let spawner = spawner.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = links::rpc::spawn(tx, cwd, env).await {
+                    if let Err(e) = spawner.start_new(cwd, env).await {
                         tracing::warn!(error = %e, "could not start a headless pi");
                     }
                 });

@@ -528,3 +528,34 @@ pub fn file_not_saved(what: &str, why: &str) -> String {
 pub fn transcript(text: &str) -> String {
     format!("🎙 \u{201c}{}\u{201d}", text.trim())
 }
+
+/// After a hub restart: the headless instances started again, and those that could not be.
+/// `back`: (folder, on its earlier session); `lost`: (row, folder, why).
+pub fn instances_restored(back: &[(String, bool)], lost: &[(i64, String, String)]) -> String {
+    let mut t = String::from("The hub restarted.");
+    if !back.is_empty() {
+        t.push_str(" Back:");
+        for (cwd, resumed) in back {
+            t.push_str(&format!(
+                "\n• pi in {cwd}{}",
+                if *resumed {
+                    ", on its earlier session"
+                } else {
+                    " (a new session: the earlier one was not saved)"
+                }
+            ));
+        }
+    }
+    if !lost.is_empty() {
+        t.push_str(if back.is_empty() {
+            " Could not start again:"
+        } else {
+            "\nCould not start again:"
+        });
+        for (_, cwd, why) in lost {
+            t.push_str(&format!("\n• pi in {cwd}: {why}"));
+        }
+        t.push_str("\nThey are not tried again; /new starts a pi where you want one.");
+    }
+    t
+}

@@ -102,9 +102,16 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
                 .display()
                 .to_string();
             let paths = agent_dir.profile(&profile);
+            // The hub may run with another environment (a service): tell it how this shell
+            // finds pi.
+            let env = hub::spawned::REQUEST_ENV
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+                .collect();
             let msg = wire::ClientMsg::Spawn {
                 id: "spawn".into(),
                 cwd: cwd.clone(),
+                env,
             };
             let data = runtime.block_on(hub::control::request(&paths, msg, "spawn"))?;
             let id = data

@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod pairing;
 pub mod routes;
 pub mod schema;
+pub mod spawned;
 pub mod threads;
 pub mod turns;
 

@@ -316,6 +316,22 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX attachments_waiting ON attachments(turn_id) WHERE state = 'waiting';
     ",
+    // 9: headless pi instances the hub started, so that a restarted hub starts them again on
+    // their pi sessions.
+    r"
+    CREATE TABLE spawned (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        cwd          TEXT NOT NULL,
+        env          TEXT NOT NULL DEFAULT '[]',
+        session_file TEXT,
+        instance_id  TEXT,
+        state        TEXT NOT NULL CHECK (state IN ('running', 'exited', 'closed', 'lost')),
+        detail       TEXT,
+        created_ms   INTEGER NOT NULL,
+        updated_ms   INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX spawned_running ON spawned(id) WHERE state = 'running';
+    ",
 ];
 
 /// The schema version this build writes.

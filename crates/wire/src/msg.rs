@@ -188,6 +188,10 @@ pub enum ClientMsg {
         id: String,
         /// Working directory.
         cwd: String,
+        /// How the requester finds pi (`PI_TELEGRAM_PI_BIN`, `PATH`; others are ignored),
+        /// kept for the instance's restarts.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        env: std::collections::BTreeMap<String, String>,
     },
     /// CLI: list instances.
     Instances {

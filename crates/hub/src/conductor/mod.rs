@@ -34,7 +34,6 @@ use crate::error::HubError;
 use crate::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
 };
-use crate::links;
 use crate::names::label_of;
 use crate::outbound;
 use crate::preview::PreviewMsg;
@@ -87,6 +86,8 @@ pub struct Conductor {
     controls_deadline: Option<i64>,
     /// pi's Telegram tools: where copies go, how large.
     tools: Arc<ToolSettings>,
+    /// `telegram.json` (`piBinary` for the headless instances it starts).
+    config_path: std::path::PathBuf,
 }
 
 /// What an answer row needs.
@@ -125,6 +126,23 @@ impl Conductor {
                 out_dir: std::env::temp_dir().join("pi-telegram-out"),
                 max_bytes: 50 * 1024 * 1024,
             }),
+            config_path: std::path::PathBuf::from("telegram.json"),
+        }
+    }
+
+    /// Where `telegram.json` is.
+    #[must_use]
+    pub fn with_config_path(mut self, path: std::path::PathBuf) -> Self {
+        self.config_path = path;
+        self
+    }
+
+    fn spawner(&self) -> crate::spawned::Spawner {
+        crate::spawned::Spawner {
+            db: self.db.clone(),
+            conductor: self.tx.clone(),
+            config_path: self.config_path.clone(),
+            wakes: self.wakes.clone(),
         }
     }
 
@@ -212,11 +230,12 @@ impl Conductor {
         match msg {
             ConductorMsg::Attach(a, reply) => self.attach(a, reply).await,
             ConductorMsg::Link(id, event) => self.link(id, event).await,
-            ConductorMsg::Spawn(cwd, reply) => {
-                let tx = self.tx.clone();
+            ConductorMsg::Spawn(cwd, env, reply) => {
+                let spawner = self.spawner();
                 // Spawning registers through this very loop: never wait for it here.
                 tokio::spawn(async move {
-                    let _ = reply.send(links::rpc::spawn(tx, cwd, Vec::new()).await);
+                    let r = spawner.start_new(cwd, env).await.map(|s| s.id);
+                    let _ = reply.send(r);
                 });
                 Ok(())
             }
@@ -585,6 +604,8 @@ impl Conductor {
         let key = id.0.clone();
         let final_turns = reason.process_gone() || l.transport != Transport::Shim;
         let disconnected = reason == GoneReason::Disconnected;
+        // A hub-started pi that exited by itself is not started again at the next start.
+        let exited = matches!(reason, GoneReason::Exited(_)) && l.transport == Transport::Rpc;
         let epoch = self.epoch;
         // The person reads what happened in plain words; status keeps the detail.
         let why = reason.describe();
@@ -593,6 +614,9 @@ impl Conductor {
         self.db
             .write(move |tx| {
                 instances::mark_gone(tx, &key, &detail, now)?;
+                if exited {
+                    crate::spawned::exited(tx, &key, &detail, now)?;
+                }
                 // Its commands leave the bot's list (unless another live pi has them too).
                 bot_commands::refresh(tx, now)?;
                 if final_turns {

@@ -53,21 +53,60 @@ pub fn pi_binary() -> PathBuf {
         .map_or_else(|| PathBuf::from("pi"), PathBuf::from)
 }
 
-/// Starts `pi --mode rpc` in `cwd` and registers it. The child inherits the hub's environment,
-/// so `PI_CODING_AGENT_DIR` and pi's own settings apply.
+/// The pi binary a child runs, and where that choice came from (said in errors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PiBinary {
+    /// The program (a path, or a name looked up on PATH).
+    pub path: PathBuf,
+    /// Where it came from: `PI_TELEGRAM_PI_BIN of the spawn request`, `"piBinary" in
+    /// telegram.json`, `the hub's PATH`…
+    pub source: String,
+}
+
+/// How to start one headless pi.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// Its folder.
+    pub cwd: String,
+    /// Extra environment (the requester's PATH, say).
+    pub env: Vec<(String, String)>,
+    /// pi's session file to resume (`--session`); a fresh session when `None` or missing.
+    pub session: Option<PathBuf>,
+    /// The binary.
+    pub bin: PiBinary,
+}
+
+/// A started child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// Its instance.
+    pub id: InstanceId,
+    /// pi's session file (from `get_state`).
+    pub session_file: Option<String>,
+}
+
+/// Starts `pi --mode rpc` in the spec's folder and registers it. The child inherits the hub's
+/// environment (plus the spec's), so `PI_CODING_AGENT_DIR` and pi's own settings apply.
 pub async fn spawn(
     conductor: mpsc::Sender<ConductorMsg>,
-    cwd: String,
-    env: Vec<(String, String)>,
-) -> Result<InstanceId, String> {
+    spec: SpawnSpec,
+) -> Result<Started, String> {
+    let SpawnSpec {
+        cwd,
+        env,
+        session,
+        bin,
+    } = spec;
     let dir = PathBuf::from(&cwd);
     if !dir.is_dir() {
         return Err(format!("{cwd} is not a directory"));
     }
-    let bin = pi_binary();
     let token = new_token();
-    let mut process = Process::new(&bin);
+    let mut process = Process::new(&bin.path);
     process.arg("--mode").arg("rpc");
+    if let Some(file) = session.filter(|f| f.is_file()) {
+        process.arg("--session").arg(file);
+    }
     if let Some((entry, profile)) = CHILD_EXTENSION.get() {
         process
             .arg("-e")
@@ -86,8 +125,11 @@ pub async fn spawn(
         .spawn()
         .map_err(|e| {
             format!(
-                "could not start {} (set PI_TELEGRAM_PI_BIN or put pi on PATH): {e}",
-                bin.display()
+                "could not start pi (\"{}\", from {}): {e}. The hub must find pi: put it on the \
+                 hub's PATH, set PI_TELEGRAM_PI_BIN for the hub, or set \"piBinary\" in \
+                 telegram.json",
+                bin.path.display(),
+                bin.source
             )
         })?;
     let pid = child.id().map(i64::from);
@@ -130,6 +172,10 @@ pub async fn spawn(
             Err(e) => return Err(format!("pi's output is unreadable: {e}")),
         }
     };
+    let session_file = state
+        .get("sessionFile")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let (commands, command_rx) = mpsc::channel(super::COMMAND_QUEUE);
     let attach = Attach {
         transport: Transport::Rpc,
@@ -164,7 +210,7 @@ pub async fn spawn(
         .map_err(|_| "the hub is stopping".to_owned())?;
     let id = id_rx.await.map_err(|_| "the hub is stopping".to_owned())?;
     tokio::spawn(run(id.clone(), rpc, reader, child, command_rx, conductor));
-    Ok(id)
+    Ok(Started { id, session_file })
 }
 
 struct Rpc {

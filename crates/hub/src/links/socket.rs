@@ -500,8 +500,12 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
             }
         };
         let answer = match serde_json::from_str::<ClientMsg>(&line) {
-            Ok(ClientMsg::Spawn { id, cwd }) => {
-                let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, reply)).await;
+            Ok(ClientMsg::Spawn { id, cwd, env }) => {
+                let env = env
+                    .into_iter()
+                    .filter(|(k, _)| crate::spawned::REQUEST_ENV.contains(&k.as_str()))
+                    .collect();
+                let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, env, reply)).await;
                 response(id, result.map(|i| json!({ "instance_id": i.0 })))
             }
             Ok(ClientMsg::ResolveIntent {
