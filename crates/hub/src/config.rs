@@ -113,7 +113,18 @@ fn env_bytes(vars: &[&str]) -> Option<u64> {
 pub struct ConfigFile {
     path: PathBuf,
     doc: Map<String, Value>,
+    /// The older top-level identity was moved into `profiles.default` at load.
+    migrated: bool,
 }
+
+/// The bot identity the reference's older layout kept at the top level.
+const LEGACY_ROOT_KEYS: [&str; 5] = [
+    "botToken",
+    "botUsername",
+    "botId",
+    "allowedUserId",
+    "lastUpdateId",
+];
 
 impl ConfigFile {
     /// Reads the file; a missing file is an empty config.
@@ -134,6 +145,7 @@ impl ConfigFile {
             return Ok(Self {
                 path: path.to_owned(),
                 doc: Map::new(),
+                migrated: false,
             });
         }
         let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
@@ -149,12 +161,58 @@ impl ConfigFile {
                 problem: "must be a JSON object".into(),
             });
         };
-        let file = Self {
+        let mut file = Self {
             path: path.to_owned(),
             doc,
+            migrated: false,
         };
         file.check()?;
+        file.migrate_legacy()?;
         Ok(file)
+    }
+
+    /// The reference's older layout kept the bot's identity at the top level; it belongs to
+    /// `profiles.default`. Moved in memory here (a writer saves it: [`migrated`]); identical
+    /// duplicates collapse, complementary keys merge, and a conflict fails closed, the file
+    /// untouched.
+    ///
+    /// [`migrated`]: Self::migrated
+    fn migrate_legacy(&mut self) -> Result<(), ConfigError> {
+        let present: Vec<&str> = LEGACY_ROOT_KEYS
+            .iter()
+            .copied()
+            .filter(|k| self.doc.contains_key(*k))
+            .collect();
+        if present.is_empty() {
+            return Ok(());
+        }
+        let default = ProfileName::default_profile();
+        let existing = self.profile_obj(&default).cloned().unwrap_or_default();
+        for key in &present {
+            if let (Some(root), Some(prof)) = (self.doc.get(*key), existing.get(*key))
+                && root != prof
+            {
+                return Err(self.bad(
+                    (*key).to_owned(),
+                    "is set both at the top level (the older layout) and in profiles.default, \
+                     with different values; keep one of them (nothing was changed)",
+                ));
+            }
+        }
+        for key in present {
+            if let Some(v) = self.doc.remove(key)
+                && !existing.contains_key(key)
+            {
+                self.set_profile_key(&default, key, v);
+            }
+        }
+        self.migrated = true;
+        Ok(())
+    }
+
+    /// Whether loading moved the older top-level layout into `profiles.default` (save it).
+    pub fn migrated(&self) -> bool {
+        self.migrated
     }
 
     /// The file's path.
@@ -473,4 +531,77 @@ pub fn resolve_api_base(settings: &ProfileSettings) -> String {
         .filter(|b| !b.is_empty())
         .or_else(|| settings.api_base.clone())
         .unwrap_or_else(|| telegram::DEFAULT_API_BASE.to_owned())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod legacy_tests {
+    use super::*;
+
+    fn load(text: &str) -> (tempfile::TempDir, Result<ConfigFile, ConfigError>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telegram.json");
+        std::fs::write(&path, text).unwrap();
+        let r = ConfigFile::load(&path);
+        (dir, r)
+    }
+
+    const TOKEN: &str = "123456:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+    #[test]
+    fn the_older_layout_moves_into_the_default_profile_keeping_other_keys() {
+        let text = format!(
+            r#"{{ "botToken": "{TOKEN}", "allowedUserId": 42, "lastUpdateId": 7,
+                 "assistant": {{ "rendering": "html" }}, "somethingOfOurs": [1, 2],
+                 "profiles": {{ "work": {{ "apiBase": "http://x" }} }} }}"#
+        );
+        let (_dir, file) = load(&text);
+        let file = file.unwrap();
+        assert!(file.migrated());
+        let p = file.profile(&ProfileName::default_profile());
+        assert_eq!(
+            p.bot_token.map(|t| t.expose().to_owned()).as_deref(),
+            Some(TOKEN)
+        );
+        assert_eq!(p.allowed_user_id, Some(42));
+        file.save().unwrap();
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
+        assert_eq!(saved["profiles"]["default"]["botToken"], TOKEN);
+        assert_eq!(saved["profiles"]["default"]["lastUpdateId"], 7);
+        assert_eq!(saved["profiles"]["work"]["apiBase"], "http://x");
+        assert_eq!(saved["assistant"]["rendering"], "html");
+        assert_eq!(saved["somethingOfOurs"], serde_json::json!([1, 2]));
+        assert!(saved.get("botToken").is_none() && saved.get("allowedUserId").is_none());
+        // Loading the migrated file changes nothing more.
+        assert!(!ConfigFile::load(file.path()).unwrap().migrated());
+    }
+
+    #[test]
+    fn duplicates_collapse_and_complements_merge() {
+        let text = format!(
+            r#"{{ "botToken": "{TOKEN}", "allowedUserId": 42,
+                 "profiles": {{ "default": {{ "botToken": "{TOKEN}", "botId": 123456 }} }} }}"#
+        );
+        let (_dir, file) = load(&text);
+        let file = file.unwrap();
+        let p = file.profile(&ProfileName::default_profile());
+        assert_eq!(p.allowed_user_id, Some(42));
+        assert!(p.bot_token.is_some());
+    }
+
+    #[test]
+    fn a_conflict_fails_closed_and_leaves_the_file_alone() {
+        let text = format!(
+            r#"{{ "allowedUserId": 42, "profiles": {{ "default": {{ "botToken": "{TOKEN}", "allowedUserId": 43 }} }} }}"#
+        );
+        let (dir, file) = load(&text);
+        let err = file.unwrap_err().to_string();
+        assert!(
+            err.contains("allowedUserId") && err.contains("profiles.default"),
+            "{err}"
+        );
+        let after = std::fs::read_to_string(dir.path().join("telegram.json")).unwrap();
+        assert_eq!(after, text);
+    }
 }

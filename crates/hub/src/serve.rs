@@ -97,6 +97,12 @@ pub async fn serve(
         .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
     let config_path = opts.agent_dir.config_file();
     let file = ConfigFile::load(&config_path)?;
+    if file.migrated() {
+        file.save()?;
+        tracing::info!(
+            "moved the bot identity of the older top-level layout into profiles.default"
+        );
+    }
     let settings = file.profile(&opts.profile);
     let Some((token, token_source)) = config::resolve_token(&settings) else {
         let flag = if opts.profile == ProfileName::default_profile() {

@@ -120,6 +120,22 @@ impl Env {
         self.serve_with(&[])
     }
 
+    /// A hub for another profile of the same agent dir.
+    pub fn serve_profile(&self, profile: &str) -> Hub {
+        let log = self.dir.path().join(format!("serve-{profile}.log"));
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = self
+            .cmd(&["serve", "--profile", profile])
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .unwrap();
+        Hub {
+            child: Some(child),
+            log,
+        }
+    }
+
     pub fn serve_with(&self, env: &[(&str, &str)]) -> Hub {
         let log = self
             .dir
