@@ -88,6 +88,9 @@ export default function piTelegram(pi: ExtensionAPI): void {
 			case "set_thinking_level":
 			case "get_commands":
 			case "compact":
+			case "new_session":
+			case "get_sessions":
+			case "switch_session":
 				void requests.answer(m);
 				return;
 			case "notify":

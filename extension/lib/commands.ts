@@ -14,6 +14,12 @@ import type { TurnRunner } from "./turns.ts";
 
 export const COMMAND_NAMES = ["telegram-connect", "telegram-disconnect", "telegram-status", "telegram-setup"] as const;
 
+/**
+ * The command the hub's /new and /sessions run in this pi (only a command handler may replace
+ * pi's session): `new` or `switch <session file>`. Not meant to be typed.
+ */
+export const SESSION_COMMAND = "telegram-session";
+
 /** The project's remembered profile; a connections.json that cannot be read is reported. */
 export function remembered(s: Session, cwd: string): string | undefined {
 	try {
@@ -123,6 +129,20 @@ export function registerCommands(
 				lines.push(...problems.slice(-3).map((p) => `  ${p}`));
 			}
 			s.notify(lines.join("\n"), "info", c);
+		}),
+	});
+
+	pi.registerCommand(SESSION_COMMAND, {
+		description: "pi-telegram: a new or resumed session, asked for from Telegram (/new, /sessions)",
+		handler: command(SESSION_COMMAND, async (args, c) => {
+			const [verb, ...rest] = (args ?? "").trim().split(" ");
+			if (verb === "new") {
+				await c.newSession({ parentSession: c.sessionManager.getSessionFile() });
+			} else if (verb === "switch" && rest.length > 0) {
+				await c.switchSession(rest.join(" "));
+			} else {
+				s.notify(`${SESSION_COMMAND}: use "new" or "switch <session file>"`, "error", c);
+			}
 		}),
 	});
 

@@ -3,7 +3,8 @@
  * statistics, models and thinking levels, switching them, pi's commands, compaction, aborting,
  * and pi's state. Each request with an `id` gets exactly one `response`.
  */
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { type ExtensionAPI, SessionManager } from "@earendil-works/pi-coding-agent";
+import { SESSION_COMMAND } from "./commands.ts";
 import { errorText } from "./log.ts";
 import type { Outbox } from "./link.ts";
 import { modelRef, type Session } from "./session.ts";
@@ -100,6 +101,29 @@ export class Requests {
 						source: String(x.source ?? ""),
 					}));
 					this.respond(m.id, true, { commands });
+					return;
+				}
+				case "get_sessions": {
+					if (!c) return fail("pi has no session");
+					const list = await SessionManager.list(c.cwd);
+					const sessions = list.slice(0, 8).map((x) => ({
+						path: x.path,
+						name: x.name ?? null,
+						first_message: x.firstMessage,
+						modified_ms: x.modified.getTime(),
+					}));
+					this.respond(m.id, true, { sessions, current: c.sessionManager.getSessionFile() ?? null });
+					return;
+				}
+				case "new_session":
+				case "switch_session": {
+					// Only a command handler may replace the session: run ours. pi replaces the
+					// session after this answer, and the extension connects again.
+					if (!c) return fail("pi has no session");
+					if (!c.isIdle()) return fail("pi is working: /abort first, or wait for its answer");
+					const args = m.type === "new_session" ? "new" : `switch ${m.path}`;
+					this.respond(m.id, true, { cancelled: false });
+					pi.sendUserMessage(`/${SESSION_COMMAND} ${args}`, { expandPromptTemplates: true });
 					return;
 				}
 				case "compact":

@@ -203,7 +203,10 @@ export type PiRequest =
 	| ({ type: "get_thinking_levels" } & Request)
 	| ({ type: "set_thinking_level"; level: string } & Request)
 	| ({ type: "get_commands" } & Request)
-	| ({ type: "compact" } & Request);
+	| ({ type: "compact" } & Request)
+	| ({ type: "new_session" } & Request)
+	| ({ type: "get_sessions" } & Request)
+	| ({ type: "switch_session"; path: string } & Request);
 
 export interface Notify extends Request {
 	type: "notify";
@@ -302,7 +305,11 @@ export function decodeHubMessage(m: Json): HubMessage | undefined {
 		case "get_thinking_levels":
 		case "get_commands":
 		case "compact":
+		case "new_session":
+		case "get_sessions":
 			return { type: m.type, id };
+		case "switch_session":
+			return { type: "switch_session", id, path: str(m.path) };
 		case "set_model":
 			return { type: "set_model", id, provider: str(m.provider), model_id: str(m.model_id) };
 		case "set_thinking_level":

@@ -31,6 +31,9 @@ pub const OURS: &[(&str, &str)] = &[
     ("queue", "What waits, with buttons to reorder or skip"),
     ("status", "Model, context use, cost, queue"),
     ("settings", "Rendering, previews, activity, push"),
+    ("new", "Start pi in a folder, or a new session"),
+    ("sessions", "Resume one of pi's saved sessions"),
+    ("close", "End a pi the hub started"),
     ("help", "What the bot does and its commands"),
 ];
 

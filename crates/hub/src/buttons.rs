@@ -85,6 +85,23 @@ pub enum Button {
     },
     /// Close a question without doing anything.
     Dismiss,
+    /// `/new`: start a headless pi in this folder (checked against the workspaces again).
+    NewPi {
+        /// The folder.
+        cwd: String,
+    },
+    /// `/new`: a fresh session for this instance.
+    NewSession {
+        /// The instance.
+        identity: String,
+    },
+    /// `/sessions`: resume this session file.
+    Resume {
+        /// The instance.
+        identity: String,
+        /// The session file.
+        path: String,
+    },
     /// A button pi put under a message (`telegram_button`): the tap sends `prompt` to the
     /// instance, and the button takes `style` to show it was chosen.
     Prompt {

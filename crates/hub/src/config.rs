@@ -99,6 +99,8 @@ pub struct ProfileSettings {
     pub outbound_max_bytes: u64,
     /// `fileRetentionDays`: downloaded files of finished turns are removed after this many days.
     pub file_retention_days: u64,
+    /// `workspaces`: the folders under which `/new` may start pi (`~/` is the home folder).
+    pub workspaces: Vec<PathBuf>,
 }
 
 /// The first of `vars` that is set to a number.
@@ -288,6 +290,20 @@ impl ConfigFile {
             serde_json::from_value::<PacingConfig>(p.clone())
                 .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
         }
+        if let Some(w) = obj.get("workspaces") {
+            let ok = w.as_array().is_some_and(|a| {
+                a.iter().all(|r| {
+                    r.as_str()
+                        .is_some_and(|r| r.starts_with('/') || r.starts_with("~/"))
+                })
+            });
+            if !ok {
+                return Err(self.bad(
+                    format!("{prefix}workspaces"),
+                    "must be a list of absolute folders (\"/srv/code\" or \"~/code\")",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -371,7 +387,23 @@ impl ConfigFile {
             .lookup(name, "fileRetentionDays")
             .and_then(Value::as_u64)
             .unwrap_or(7);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let workspaces = self
+            .lookup(name, "workspaces")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .filter_map(|r| match (r.strip_prefix("~/"), &home) {
+                        (Some(rest), Some(h)) => Some(h.join(rest)),
+                        (Some(_), None) => None,
+                        (None, _) => Some(PathBuf::from(r)),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         ProfileSettings {
+            workspaces,
             thread_title,
             thread_retention_days,
             inbound_max_bytes,

@@ -62,6 +62,12 @@ pub enum Request {
     Commands,
     /// Compact the session (answers when the compaction is over).
     Compact,
+    /// Start a fresh pi session.
+    NewSession,
+    /// The saved sessions of its folder, and the current one.
+    Sessions,
+    /// Resume a saved session (a file `Sessions` listed).
+    SwitchSession(String),
 }
 
 /// Where the answer to a [`Request`] goes.

@@ -40,6 +40,7 @@ pub mod secret;
 pub mod sender;
 pub mod serve;
 pub mod service;
+pub mod sessions;
 pub mod setup;
 pub mod spawned;
 pub mod state;
@@ -51,5 +52,6 @@ pub mod voice;
 pub mod wakes;
 pub mod webhook;
 pub mod worker;
+pub mod workspaces;
 
 pub use error::HubError;

@@ -471,6 +471,100 @@ pub fn instances(list: &[Instance]) -> View {
     View { text, rows }
 }
 
+/// `/sessions`: pi's saved sessions (`data` of `get_sessions`), each a button to resume it
+/// (not the current one).
+pub fn sessions(identity: &str, data: &Value) -> View {
+    let label = crate::names::label_of(identity);
+    let current = data.get("current").and_then(Value::as_str);
+    let list = data
+        .get("sessions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut text = format!("Saved sessions of pi {label}:");
+    let mut rows = Vec::new();
+    for s in &list {
+        let Some(path) = s.get("path").and_then(Value::as_str) else {
+            continue;
+        };
+        let name = s.get("name").and_then(Value::as_str);
+        let first = s
+            .get("first_message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let when = s
+            .get("modified_ms")
+            .and_then(Value::as_i64)
+            .map(short_time)
+            .unwrap_or_default();
+        let title = name.unwrap_or(if first.is_empty() { "(empty)" } else { first });
+        let title: String = title.chars().take(40).collect();
+        let is_current = Some(path) == current;
+        text.push_str(&format!(
+            "\n• {when} {title}{}",
+            if is_current { " (current)" } else { "" }
+        ));
+        if !is_current {
+            rows.push(vec![(
+                format!("▶ {when} {title}"),
+                Button::Resume {
+                    identity: identity.to_owned(),
+                    path: path.to_owned(),
+                },
+            )]);
+        }
+    }
+    if list.is_empty() {
+        text.push_str("\nnone saved yet.");
+    }
+    rows.push(vec![(
+        "🆕 New session".into(),
+        Button::NewSession {
+            identity: identity.to_owned(),
+        },
+    )]);
+    View { text, rows }
+}
+
+/// `MM-DD HH:MM` (UTC) of a Unix ms time.
+fn short_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let _ = era;
+    format!("{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+}
+
+/// `/new` without a folder: a new session for the pi of this place (if any), or pi in one of
+/// the offered folders.
+pub fn new_picker(for_pi: Option<(&str, &str)>, folders: &[String], roots: &str) -> View {
+    let mut rows = Vec::new();
+    if let Some((identity, label)) = for_pi {
+        rows.push(vec![(
+            format!("🆕 New session for {label}"),
+            Button::NewSession {
+                identity: identity.to_owned(),
+            },
+        )]);
+    }
+    for f in folders {
+        rows.push(vec![(format!("📁 {f}"), Button::NewPi { cwd: f.clone() })]);
+    }
+    View {
+        text: crate::texts::new_picker(roots, for_pi.map(|(_, l)| l)),
+        rows,
+    }
+}
+
 /// Help: what the bot does and its commands.
 pub fn help(bot: &str, identity: Option<&str>) -> View {
     View {

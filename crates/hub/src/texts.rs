@@ -11,7 +11,8 @@ pub fn help(bot_username: &str) -> String {
          what pi gets.\n\n\
          Commands: /start the menu · /status · /model · /thinking · /queue · /settings · /abort \
          the running turn · /stop it and drop what waits · /next · /continue · /compact · /help \
-         this. pi's prompt templates work as commands too."
+         this · /new start pi in a folder (or a new session) · /sessions resume one · /close \
+         a pi the hub started. pi's prompt templates work as commands too."
     )
 }
 
@@ -558,4 +559,76 @@ pub fn instances_restored(back: &[(String, bool)], lost: &[(i64, String, String)
         t.push_str("\nThey are not tried again; /new starts a pi where you want one.");
     }
     t
+}
+
+/// `/new <folder>`: pi started.
+pub fn pi_started(cwd: &str) -> String {
+    format!("Started pi in {cwd}. Write to it here (or in its topic in Threaded Mode).")
+}
+
+/// `/new <folder>`: pi did not start.
+pub fn pi_not_started(cwd: &str, why: &str) -> String {
+    format!("Could not start pi in {cwd}: {why}")
+}
+
+/// A new or resumed session failed.
+pub fn session_failed(label: &str, why: &str) -> String {
+    format!("pi {label} could not change its session: {why}")
+}
+
+/// An extension cancelled the session change.
+pub fn session_cancelled(label: &str) -> String {
+    format!("pi {label} kept its session: an extension in it cancelled the change.")
+}
+
+/// `/new` for an instance.
+pub fn new_session_started(label: &str) -> String {
+    format!("pi {label} started a new session. Earlier sessions stay in /sessions.")
+}
+
+/// A session resumed.
+pub fn session_resumed(label: &str) -> String {
+    format!("pi {label} resumed the session you chose.")
+}
+
+/// `/close` done.
+pub fn pi_closed(label: &str) -> String {
+    format!("Closed pi {label}. Its session is saved; /new starts pi again.")
+}
+
+/// `/close` on a pi running in a terminal.
+pub fn cannot_close_terminal_pi(label: &str) -> String {
+    format!(
+        "pi {label} runs in a terminal: close it there (or type /telegram-disconnect in it). /close ends only the pi the hub started."
+    )
+}
+
+/// `/sessions`, `/close` or `/new` where no pi is.
+pub fn no_pi_here(command: &str) -> String {
+    format!("No pi is connected here, so /{command} has nothing to act on. /new starts one.")
+}
+
+/// `/new` without a folder: what to choose.
+pub fn new_picker(roots: &str, for_pi: Option<&str>) -> String {
+    let mut t = String::new();
+    if let Some(label) = for_pi {
+        t.push_str(&format!(
+            "Start a new session for pi {label}, or start pi in a folder.\n"
+        ));
+    } else {
+        t.push_str("Start pi in a folder.\n");
+    }
+    if roots.is_empty() {
+        t.push_str(
+            "To start pi from here, list the folders it may be started under in telegram.json: \"workspaces\": [\"~/code\"].",
+        );
+    } else {
+        t.push_str(&format!("Or send /new <folder> (a folder under {roots})."));
+    }
+    t
+}
+
+/// `/new <folder>` refused.
+pub fn folder_refused(why: &str) -> String {
+    format!("Not started: {why}.")
 }

@@ -309,6 +309,25 @@ pub enum HubMsg {
         /// Request id.
         id: String,
     },
+    /// Start a fresh pi session (`data`: `{"cancelled": bool}`). pi replaces its session: an
+    /// extension instance says goodbye and connects again with `reason: "new"`.
+    NewSession {
+        /// Request id.
+        id: String,
+    },
+    /// The saved sessions of pi's folder (`data`: `{"sessions": [{"path","name","first_message",
+    /// "modified_ms"}], "current": path|null}`, newest first).
+    GetSessions {
+        /// Request id.
+        id: String,
+    },
+    /// Resume a saved session (`data`: `{"cancelled": bool}`).
+    SwitchSession {
+        /// Request id.
+        id: String,
+        /// Its file (one `get_sessions` listed).
+        path: String,
+    },
     /// Show a notification in pi.
     Notify {
         /// Text.

@@ -26,7 +26,7 @@ use crate::buttons::{Button, Section};
 use crate::crashpoint;
 use crate::db::{Db, now_ms};
 use crate::error::HubError;
-use crate::instance::{Command, ConductorMsg, Request};
+use crate::instance::{Command, ConductorMsg, InstanceId, Request, Transport};
 use crate::menu::{self, Reported, View};
 use crate::names::label_of;
 use crate::outbound;
@@ -54,18 +54,33 @@ impl Conductor {
             if self.in_hand.0.contains(&c.id) {
                 continue;
             }
+            if c.kind == "spawn" {
+                // Starting pi needs no pi.
+                self.in_hand.0.insert(c.id);
+                let job = Job {
+                    db: self.db.clone(),
+                    sender: self.wakes.sender.clone(),
+                    conductor: self.tx.clone(),
+                    commands: None,
+                    instance: None,
+                    transport: None,
+                    spawner: Some(self.spawner()),
+                };
+                tokio::spawn(job.run(c));
+                continue;
+            }
             let live = c.identity.as_deref().and_then(|identity| {
                 self.live
-                    .values()
-                    .find(|l| l.identity == identity)
-                    .map(|l| (l.commands.clone(), l.outstanding))
+                    .iter()
+                    .find(|(_, l)| l.identity == identity)
+                    .map(|(id, l)| (l.commands.clone(), l.outstanding, id.clone(), l.transport))
             });
             if c.state == ControlState::Sent {
                 // Handed to pi by a hub that is gone: its outcome is not known.
                 self.settle(c, Outcome::Unknown).await?;
                 continue;
             }
-            let Some((commands, outstanding)) = live else {
+            let Some((commands, outstanding, instance, transport)) = live else {
                 let gives_up = c.created_ms + CONTROL_WAIT_MS;
                 if now < gives_up {
                     deadline = Some(deadline.map_or(gives_up, |d| d.min(gives_up)));
@@ -89,7 +104,10 @@ impl Conductor {
                 db: self.db.clone(),
                 sender: self.wakes.sender.clone(),
                 conductor: self.tx.clone(),
-                commands,
+                commands: Some(commands),
+                instance: Some(instance),
+                transport: Some(transport),
+                spawner: None,
             };
             tokio::spawn(job.run(c));
         }
@@ -123,6 +141,8 @@ enum Outcome {
     NotConnected,
     /// A compaction handed to pi by a hub that stopped.
     Unknown,
+    /// A message to show as it is (sessions, a new pi, a closed one).
+    Shown(View),
     /// pi answered: the menu section to show (with a line on top), or a compaction's result.
     Answered {
         section: Option<Section>,
@@ -136,7 +156,14 @@ struct Job {
     db: Db,
     sender: Arc<Notify>,
     conductor: mpsc::Sender<ConductorMsg>,
-    commands: mpsc::Sender<Command>,
+    /// The instance's link (`None` for controls that need no pi: `spawn`).
+    commands: Option<mpsc::Sender<Command>>,
+    /// The instance.
+    instance: Option<InstanceId>,
+    /// How it is connected.
+    transport: Option<Transport>,
+    /// For `spawn`.
+    spawner: Option<crate::spawned::Spawner>,
 }
 
 impl Job {
@@ -215,6 +242,102 @@ impl Job {
                     answer: self.ask(Request::Compact, COMPACT_TIMEOUT).await,
                 }
             }
+            "spawn" => {
+                let cwd = str_param(&c, "cwd");
+                crashpoint::hit("control.before_effect");
+                let started = match &self.spawner {
+                    Some(spawner) => spawner.start_new(cwd.clone(), Vec::new()).await,
+                    None => Err("the hub cannot start pi here".into()),
+                };
+                Outcome::Shown(View {
+                    text: match started {
+                        Ok(_) => texts::pi_started(&cwd),
+                        Err(e) => texts::pi_not_started(&cwd, &e),
+                    },
+                    rows: Vec::new(),
+                })
+            }
+            "new_session" | "switch_session" => {
+                let label = label_of(c.identity.as_deref().unwrap_or_default());
+                let resume = c.kind == "switch_session";
+                let request = if resume {
+                    Request::SwitchSession(str_param(&c, "path"))
+                } else {
+                    Request::NewSession
+                };
+                crashpoint::hit("control.before_effect");
+                let answer = self.ask(request, ASK_TIMEOUT).await;
+                if let (Ok(v), Some(instance)) = (&answer, &self.instance)
+                    && let Some(file) = v.get("session_file").and_then(Value::as_str)
+                {
+                    let (instance, file) = (instance.0.clone(), file.to_owned());
+                    self.db
+                        .write(move |tx| {
+                            store::spawned::set_session(tx, &instance, &file, now_ms())
+                        })
+                        .await?;
+                }
+                let cancelled = answer
+                    .as_ref()
+                    .is_ok_and(|v| v.get("cancelled").and_then(Value::as_bool) == Some(true));
+                Outcome::Shown(View {
+                    text: match (&answer, resume) {
+                        (Err(e), _) => texts::session_failed(&label, e),
+                        (Ok(_), _) if cancelled => texts::session_cancelled(&label),
+                        (Ok(_), false) => texts::new_session_started(&label),
+                        (Ok(_), true) => texts::session_resumed(&label),
+                    },
+                    rows: Vec::new(),
+                })
+            }
+            "sessions" => {
+                crashpoint::hit("control.before_effect");
+                let identity = c.identity.clone().unwrap_or_default();
+                let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
+                Outcome::Shown(match answer {
+                    Ok(v) => menu::sessions(&identity, &v),
+                    Err(e) => View {
+                        text: texts::pi_did_not_answer(&label_of(&identity), &e),
+                        rows: Vec::new(),
+                    },
+                })
+            }
+            "close" => {
+                let label = label_of(c.identity.as_deref().unwrap_or_default());
+                crashpoint::hit("control.before_effect");
+                let text = if self.transport == Some(Transport::Rpc) {
+                    if let Some(instance) = self.instance.clone() {
+                        let id = instance.0.clone();
+                        // Recorded first: a crash after it does not bring it back.
+                        self.db
+                            .write(move |tx| {
+                                if let Some(row) = store::spawned::by_instance(tx, &id)? {
+                                    store::spawned::end(
+                                        tx,
+                                        row.id,
+                                        store::spawned::SpawnState::Closed,
+                                        "closed from Telegram",
+                                        now_ms(),
+                                    )?;
+                                }
+                                Ok(())
+                            })
+                            .await?;
+                    }
+                    if let Some(commands) = &self.commands {
+                        let _ = commands
+                            .send(Command::Close("closed from Telegram".into()))
+                            .await;
+                    }
+                    texts::pi_closed(&label)
+                } else {
+                    texts::cannot_close_terminal_pi(&label)
+                };
+                Outcome::Shown(View {
+                    text,
+                    rows: Vec::new(),
+                })
+            }
             other => {
                 tracing::warn!(
                     control = c.id,
@@ -247,9 +370,11 @@ impl Job {
     }
 
     async fn ask(&self, request: Request, timeout: Duration) -> Result<Value, String> {
+        let Some(commands) = &self.commands else {
+            return Err("pi is not connected".into());
+        };
         let (answer, answered) = oneshot::channel();
-        if self
-            .commands
+        if commands
             .send(Command::Request(request, answer))
             .await
             .is_err()
@@ -308,6 +433,7 @@ fn write_outcome(
             Err(e) => texts::compact_failed(&label, &e),
         }),
         ("abort", _) => Ok(false),
+        (_, Outcome::Shown(view)) => show(tx, c, view, now),
         (_, Outcome::NotConnected) | (_, Outcome::Unknown) => {
             let view = back_to_menu(c, texts::not_connected(&label));
             show(tx, c, view, now)

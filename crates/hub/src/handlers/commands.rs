@@ -32,9 +32,109 @@ pub(super) fn handle(
         "next" => abort(say, msg, Halt::Next)?,
         "continue" => continue_(say, msg)?,
         "compact" => compact(say, msg)?,
+        "new" => new(say, msg, args)?,
+        "sessions" => instance_control(say, msg, "sessions")?,
+        "close" => instance_control(say, msg, "close")?,
         _ => return pi_command(say, msg, &cmd, args).map(Some),
     };
     Ok(Some(outcome))
+}
+
+/// The profile's `workspaces` roots (none when telegram.json cannot be read: `/new` then says
+/// how to configure them).
+pub(super) fn workspace_roots(ctx: &super::HandlerCtx) -> Vec<std::path::PathBuf> {
+    crate::config::ConfigFile::load(&ctx.config_path)
+        .map(|f| f.profile(&ctx.profile).workspaces)
+        .unwrap_or_default()
+}
+
+/// `/new <folder>`: start pi there (under a workspace root); `/new`: a picker with a new
+/// session for the pi of this place and the folders pi may be started in.
+fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let roots = workspace_roots(say.ctx);
+    let args = args.trim();
+    if !args.is_empty() {
+        return match crate::workspaces::resolve(args, &roots) {
+            Ok(folder) => {
+                say.control(controls::NewControl {
+                    source_update_id: Some(say.entry.update_id),
+                    kind: "spawn",
+                    identity: None,
+                    turn_id: None,
+                    chat_id: chat,
+                    thread_id: msg.thread_id(),
+                    message_id: None,
+                    params: &json!({ "cwd": folder.display().to_string(), "reply_to": msg.id() }),
+                })?;
+                Ok("command:new:spawn".into())
+            }
+            Err(e) => {
+                say.reply(
+                    msg,
+                    &texts::folder_refused(&e.to_string()),
+                    None,
+                    "reply:new",
+                )?;
+                Ok("command:new:refused".into())
+            }
+        };
+    }
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let live = store::instances::live(say.tx)?;
+    let here = identity
+        .as_deref()
+        .filter(|i| live.iter().any(|l| l.identity == *i))
+        .map(|i| (i.to_owned(), label_of(i)));
+    let recent: Vec<String> = store::instances::recent(say.tx, 50)?
+        .into_iter()
+        .map(|r| r.cwd)
+        .collect();
+    let folders: Vec<String> = crate::workspaces::offered(&roots, &recent, 8)
+        .into_iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let resolved = crate::workspaces::resolved_roots(&roots);
+    let view = menu::new_picker(
+        here.as_ref().map(|(i, l)| (i.as_str(), l.as_str())),
+        &folders,
+        &crate::workspaces::roots_text(&resolved),
+    );
+    let owner = msg.from_id().unwrap_or(chat);
+    let markup = menu::buttons_markup(say.tx, owner, &view, say.ctx.now_ms)?;
+    say.reply(msg, &view.text, markup, "reply:new")?;
+    Ok("command:new:picker".into())
+}
+
+/// `/sessions`, `/close`: a control for the pi of this place.
+fn instance_control(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    kind: &str,
+) -> Result<String, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let live = store::instances::live(say.tx)?;
+    let Some(identity) = identity.filter(|i| live.iter().any(|l| l.identity == *i)) else {
+        say.reply(
+            msg,
+            &texts::no_pi_here(kind),
+            None,
+            &format!("reply:{kind}"),
+        )?;
+        return Ok(format!("command:{kind}:no-pi"));
+    };
+    say.control(controls::NewControl {
+        source_update_id: Some(say.entry.update_id),
+        kind,
+        identity: Some(&identity),
+        turn_id: None,
+        chat_id: chat,
+        thread_id: msg.thread_id(),
+        message_id: None,
+        params: &json!({ "reply_to": msg.id() }),
+    })?;
+    Ok(format!("command:{kind}"))
 }
 
 /// Opens the menu at `section` in a new message.

@@ -305,6 +305,52 @@ fn button(
             Ok(tap.with_edit(settled("→ Compacting…".into())))
         }
         Button::Settled { answer } => Ok(Tap::answer(answer.clone(), "button:settled")),
+        Button::NewSession { identity } => {
+            let tap = pi_control(
+                say,
+                chat,
+                tapped,
+                identity,
+                "new_session",
+                &json!({}),
+                "Starting a new session…",
+            )?;
+            Ok(tap)
+        }
+        Button::Resume { identity, path } => pi_control(
+            say,
+            chat,
+            tapped,
+            identity,
+            "switch_session",
+            &json!({ "path": path }),
+            "Resuming…",
+        ),
+        Button::NewPi { cwd } => {
+            // The workspaces may have changed since the buttons were made.
+            let roots = super::commands::workspace_roots(ctx);
+            match crate::workspaces::resolve(cwd, &roots) {
+                Ok(folder) => {
+                    let folder = folder.display().to_string();
+                    say.control(controls::NewControl {
+                        source_update_id: None,
+                        kind: "spawn",
+                        identity: None,
+                        turn_id: None,
+                        chat_id: chat,
+                        thread_id: tapped.and_then(MessageView::thread_id),
+                        message_id: tapped.and_then(MessageView::id),
+                        params: &json!({ "cwd": folder }),
+                    })?;
+                    Ok(Tap::answer("Starting pi…", "control:spawn")
+                        .with_edit(settled(format!("→ Starting pi in {folder}…"))))
+                }
+                Err(e) => Ok(Tap::answer(
+                    texts::folder_refused(&e.to_string()),
+                    "spawn:refused",
+                )),
+            }
+        }
         Button::Prompt {
             identity,
             prompt,

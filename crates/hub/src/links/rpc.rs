@@ -177,6 +177,7 @@ pub async fn spawn(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let (commands, command_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let attach_cwd = cwd.clone();
     let attach = Attach {
         transport: Transport::Rpc,
         pid,
@@ -209,7 +210,19 @@ pub async fn spawn(
         .await
         .map_err(|_| "the hub is stopping".to_owned())?;
     let id = id_rx.await.map_err(|_| "the hub is stopping".to_owned())?;
-    tokio::spawn(run(id.clone(), rpc, reader, child, command_rx, conductor));
+    let current = Current {
+        cwd: attach_cwd,
+        ..Current::default()
+    };
+    tokio::spawn(run(
+        id.clone(),
+        rpc,
+        reader,
+        child,
+        command_rx,
+        conductor,
+        current,
+    ));
     Ok(Started { id, session_file })
 }
 
@@ -236,6 +249,8 @@ impl Rpc {
 /// pi's answers.
 #[derive(Default)]
 struct Current {
+    /// pi's folder.
+    cwd: String,
     turn: Option<TurnId>,
     prompt_request: Option<String>,
     text: String,
@@ -274,11 +289,21 @@ fn rpc_steps(req: &Request) -> Vec<Value> {
         }
         Request::Commands => vec![json!({ "type": "get_commands" })],
         Request::Compact => vec![json!({ "type": "compact" })],
+        Request::NewSession => vec![
+            json!({ "type": "new_session" }),
+            json!({ "type": "get_state" }),
+        ],
+        Request::Sessions => vec![json!({ "type": "get_state" })],
+        Request::SwitchSession(path) => vec![
+            json!({ "type": "switch_session", "sessionPath": path }),
+            json!({ "type": "get_state" }),
+        ],
     }
 }
 
-/// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md).
-fn normalize(kind: &Request, acc: &Value) -> Value {
+/// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md). `cwd`: pi's
+/// folder (its saved sessions are read from disk: RPC has no command that lists them).
+fn normalize(kind: &Request, acc: &Value, cwd: &str) -> Value {
     let model = acc.get("model").map(|m| {
         json!({ "provider": m.get("provider").cloned().unwrap_or(Value::Null),
                 "id": m.get("id").cloned().unwrap_or(Value::Null) })
@@ -311,6 +336,16 @@ fn normalize(kind: &Request, acc: &Value) -> Value {
             "levels": acc.get("levels").cloned().unwrap_or_else(|| json!([])),
             "current": acc.get("thinkingLevel"),
         }),
+        Request::NewSession | Request::SwitchSession(_) => json!({
+            "cancelled": acc.get("cancelled").and_then(Value::as_bool).unwrap_or(false),
+            "session_file": acc.get("sessionFile"),
+        }),
+        Request::Sessions => {
+            let sessions = crate::paths::AgentDir::from_env()
+                .map(|a| crate::sessions::list(cwd, a.path()))
+                .unwrap_or_default();
+            json!({ "sessions": sessions, "current": acc.get("sessionFile") })
+        }
         _ => acc.clone(),
     }
 }
@@ -322,8 +357,8 @@ async fn run(
     mut child: Child,
     mut commands: mpsc::Receiver<Command>,
     conductor: mpsc::Sender<ConductorMsg>,
+    mut current: Current,
 ) {
-    let mut current = Current::default();
     let report = |e: LinkEvent| ConductorMsg::Link(id.clone(), e);
     let gone = loop {
         tokio::select! {
@@ -349,7 +384,15 @@ async fn run(
             cmd = commands.recv() => match cmd {
                 Some(Command::Prompt { turn, text, images }) => {
                     let request = rpc.id("prompt");
-                    current = Current { turn: Some(turn.clone()), prompt_request: Some(request.clone()), ..Current::default() };
+                    // A new run: its text starts empty; pi's folder and the hub's requests in
+                    // flight (a menu asked meanwhile) stay.
+                    current = Current {
+                        cwd: std::mem::take(&mut current.cwd),
+                        turn: Some(turn.clone()),
+                        prompt_request: Some(request.clone()),
+                        requests: std::mem::take(&mut current.requests),
+                        ..Current::default()
+                    };
                     let mut prompt = json!({ "id": request, "type": "prompt", "message": text });
                     if !images.is_empty() {
                         prompt["images"] = json!(images);
@@ -441,7 +484,7 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
                 }
             }
             None => {
-                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
+                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc, &current.cwd)));
             }
         }
         return Vec::new();

@@ -199,6 +199,9 @@ fn request_msg(id: String, req: Request) -> HubMsg {
         Request::SetThinking(level) => HubMsg::SetThinkingLevel { id, level },
         Request::Commands => HubMsg::GetCommands { id },
         Request::Compact => HubMsg::Compact { id },
+        Request::NewSession => HubMsg::NewSession { id },
+        Request::Sessions => HubMsg::GetSessions { id },
+        Request::SwitchSession(path) => HubMsg::SwitchSession { id, path },
     }
 }
 

@@ -1,0 +1,239 @@
+//! Sessions from the phone, with real headless pi: `/new <folder>` starts pi under a workspace
+//! root (its own topic at once in Threaded Mode) and refuses `../` escapes and folders outside
+//! the roots; `/sessions` lists pi's saved sessions, `🆕 New session` starts a fresh one and
+//! `▶` resumes an earlier one (the model sees its history again); `/close` ends the pi.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::pi::setup_threaded;
+use common::{Env, OWNER, wait_for};
+use serde_json::{Value, json};
+use tg_fake::control::{Press, SendText, ThreadFilter, TranscriptEntry};
+use tg_fake::world::TopicState;
+
+fn bot_messages(env: &Env) -> Vec<TranscriptEntry> {
+    env.fake
+        .control()
+        .transcript(Some(OWNER), ThreadFilter::All, None)
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.from_bot && !m.deleted)
+        .collect()
+}
+
+/// The newest bot message whose text satisfies `pred` (waits for it).
+fn wait_message(env: &Env, what: &str, pred: impl Fn(&str) -> bool) -> TranscriptEntry {
+    let mut found = None;
+    wait_for(what, 60, || {
+        found = bot_messages(env)
+            .into_iter()
+            .rev()
+            .find(|m| m.text.as_deref().is_some_and(&pred));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+fn buttons(m: &TranscriptEntry) -> Vec<(String, String)> {
+    m.reply_markup
+        .as_ref()
+        .and_then(|r| r["inline_keyboard"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+        .filter_map(|b| {
+            Some((
+                b["text"].as_str()?.to_owned(),
+                b["callback_data"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+fn press(env: &Env, m: &TranscriptEntry, label: impl Fn(&str) -> bool) {
+    let (_, data) = buttons(m)
+        .into_iter()
+        .find(|(l, _)| label(l))
+        .unwrap_or_else(|| panic!("no such button on {:?}: {:?}", m.text, buttons(m)));
+    env.fake
+        .control()
+        .press(Press {
+            message_id: m.message_id,
+            data,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+}
+
+fn say(env: &Env, thread: Option<i64>, text: &str) {
+    env.fake
+        .control()
+        .send_text(SendText {
+            text: text.into(),
+            thread_id: thread,
+            ..Default::default()
+        })
+        .unwrap();
+}
+
+fn topic_of(env: &Env, project: &str) -> Option<i64> {
+    env.fake
+        .control()
+        .topics(Some(OWNER), None)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.state != TopicState::Deleted && t.name.ends_with(&format!("· {project}")))
+        .map(|t| t.thread_id)
+}
+
+/// The last model request whose messages mention `needle`.
+fn request_with(s: &common::pi::PiSetup, needle: &str) -> Value {
+    s.llm
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["messages"].to_string().contains(needle))
+        .unwrap()
+}
+
+#[test]
+fn new_sessions_resume_and_close_from_the_phone() {
+    let Some(s) = setup_threaded() else { return };
+    let env = &s.env;
+    let root = s.pi.root().join("code");
+    std::fs::create_dir_all(root.join("web")).unwrap();
+    std::fs::create_dir_all(root.join("api")).unwrap();
+    std::fs::create_dir_all(s.pi.root().join("secret")).unwrap();
+    let web = root
+        .join("web")
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string();
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.config_path()).unwrap()).unwrap();
+    cfg["workspaces"] = json!([root.display().to_string()]);
+    std::fs::write(env.config_path(), cfg.to_string()).unwrap();
+    let _hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+
+    // Folders outside the roots are refused, however they are written.
+    for (typed, why) in [
+        ("/new ../secret", "outside the workspaces"),
+        ("/new web/../../secret", "outside the workspaces"),
+        ("/new /", "outside the workspaces"),
+        ("/new nowhere", "is not a folder"),
+    ] {
+        say(env, None, typed);
+        wait_message(env, &format!("the refusal of {typed}"), |t| {
+            t.starts_with("Not started:") && t.contains(why)
+        });
+    }
+    assert_eq!(env.status()["instances"].as_array().unwrap().len(), 0);
+
+    // /new offers the folders; a tap starts pi there, in its own topic.
+    say(env, None, "/new");
+    let picker = wait_message(env, "the folder picker", |t| {
+        t.starts_with("Start pi in a folder")
+    });
+    let labels: Vec<String> = buttons(&picker).into_iter().map(|(l, _)| l).collect();
+    assert!(
+        labels.iter().any(|l| l.ends_with("/code/api")),
+        "{labels:?}"
+    );
+    assert!(!labels.iter().any(|l| l.contains("secret")), "{labels:?}");
+    press(env, &picker, |l| l == format!("📁 {web}"));
+    wait_message(env, "pi started", |t| {
+        t == format!("Started pi in {web}. Write to it here (or in its topic in Threaded Mode).")
+    });
+    let mut topic = None;
+    wait_for("the web topic", 60, || {
+        topic = topic_of(env, "web");
+        topic.is_some()
+    });
+    let topic = topic.unwrap();
+    say(env, Some(topic), "remember the word kiwi");
+    wait_message(env, "the first answer", |t| {
+        t == "echo: remember the word kiwi"
+    });
+
+    // /sessions: the one session, current; a new session forgets it.
+    say(env, Some(topic), "/sessions");
+    let list = wait_message(env, "the sessions", |t| {
+        t.starts_with("Saved sessions of pi web")
+    });
+    let dump = || {
+        std::fs::read_dir(s.pi.session_dir())
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let head = std::fs::read_to_string(&p).unwrap_or_default();
+                format!("{}: {}", p.display(), head.lines().next().unwrap_or(""))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        list.text.as_deref().unwrap().contains("kiwi"),
+        "{:?}\n{}",
+        list.text,
+        dump()
+    );
+    assert!(
+        list.text.as_deref().unwrap().contains("(current)"),
+        "{:?}",
+        list.text
+    );
+    press(env, &list, |l| l == "🆕 New session");
+    wait_message(env, "the new session", |t| {
+        t.starts_with("pi web started a new session")
+    });
+    say(env, Some(topic), "which word was it?");
+    wait_message(env, "the answer in the new session", |t| {
+        t == "echo: which word was it?"
+    });
+    assert!(
+        !request_with(&s, "which word was it?")["messages"]
+            .to_string()
+            .contains("kiwi"),
+        "a new session starts empty"
+    );
+
+    // Resume the first one: the model sees it again.
+    say(env, Some(topic), "/sessions");
+    let list = wait_message(env, "two sessions", |t| {
+        t.starts_with("Saved sessions of pi web") && t.matches('•').count() == 2
+    });
+    press(env, &list, |l| l.starts_with('▶') && l.contains("kiwi"));
+    wait_message(env, "resumed", |t| {
+        t.starts_with("pi web resumed the session you chose")
+    });
+    say(env, Some(topic), "and now?");
+    wait_message(env, "the answer in the resumed session", |t| {
+        t == "echo: and now?"
+    });
+    assert!(
+        request_with(&s, "and now?")["messages"]
+            .to_string()
+            .contains("remember the word kiwi"),
+        "the resumed session has its history"
+    );
+
+    // /close ends it.
+    say(env, Some(topic), "/close");
+    wait_message(env, "closed", |t| t.starts_with("Closed pi web"));
+    wait_for("the instance gone", 30, || {
+        env.status()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["state"] == "gone")
+    });
+    let _ = Duration::ZERO;
+}
