@@ -19,3 +19,7 @@ echo "== tsc"
 .cache/test-deps/bin/tsc -p extension/tsconfig.json
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== extension smoke (real pi against a mock hub)"
+# The extension's own end-to-end scenarios (reload, /new, remembered projects, refusals, child
+# tools mode...) with the real pi and a mock hub; Python standard library only.
+PI_BIN="$PI_TELEGRAM_TEST_PI" python3 extension/dev/smoke.py

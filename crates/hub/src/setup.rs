@@ -34,6 +34,8 @@ pub struct SetupReport {
     pub has_topics_enabled: bool,
     /// The code to send as `/start CODE`, unless an owner is known.
     pub pairing_code: Option<String>,
+    /// An earlier code was still valid: this one replaces it (the earlier one no longer works).
+    pub replaces_previous_code: bool,
     /// The bot's id.
     #[serde(skip)]
     pub bot_id: i64,
@@ -65,6 +67,15 @@ pub async fn setup(
     ) {
         (Some(t), _) => (t.clone(), "--token".to_owned()),
         (None, Some((t, var))) => (t, format!("${var}")),
+        // Running setup again (a new pairing code, a new API base) keeps the saved token.
+        (None, None) if file.profile(&opts.profile).bot_token.is_some() => {
+            let saved = file
+                .profile(&opts.profile)
+                .bot_token
+                .map(|t| t.expose().to_owned())
+                .unwrap_or_default();
+            (saved, "telegram.json (saved earlier)".to_owned())
+        }
         (None, None) => match prompt().map_err(HubError::io("reading the token"))? {
             Some(t) => (t, "prompt".to_owned()),
             None => {
@@ -144,6 +155,11 @@ pub async fn setup(
         Some(o) => Some(o),
         None => store.read(|c| kv::get_i64(c, kv::OWNER))?,
     };
+    let now = now_ms();
+    let replaces_previous_code = owner.is_none()
+        && store
+            .read(codes::current)?
+            .is_some_and(|p| p.state == codes::PairingState::Open && p.expires_ms > now);
     let pairing_code = if owner.is_some() {
         None
     } else {
@@ -173,6 +189,7 @@ pub async fn setup(
         bot_username,
         has_topics_enabled,
         pairing_code,
+        replaces_previous_code,
         bot_id,
         owner,
         token_source: source,
@@ -195,11 +212,21 @@ pub fn render(report: &SetupReport, profile: &ProfileName) -> String {
         );
     }
     match (&report.pairing_code, report.owner) {
-        (Some(code), _) => out.push_str(&format!(
-            "\nTo become the bot's owner, send this to @{} within 10 minutes:\n\n    /start {code}\n\n\
-             Then run `pi-telegram serve` (or connect from pi with /telegram-connect).\n",
-            report.bot_username
-        )),
+        (Some(code), _) => {
+            if report.replaces_previous_code {
+                out.push_str("\nThis pairing code replaces the one setup printed before: that one no longer works.\n");
+            }
+            out.push_str(&format!(
+                "\nTo become the bot's owner:\n  1. Start the hub: `pi-telegram serve{flag}` (or /telegram-connect in pi).\n  \
+                 2. Within 10 minutes, send this to @{}:\n\n    /start {code}\n",
+                report.bot_username,
+                flag = if *profile == ProfileName::default_profile() {
+                    String::new()
+                } else {
+                    format!(" --profile {profile}")
+                },
+            ));
+        }
         (None, Some(owner)) => out.push_str(&format!("Owner: user {owner} (already paired).\n")),
         (None, None) => {}
     }

@@ -185,12 +185,28 @@ fn ask_token() -> std::io::Result<Option<String>> {
     if !std::io::stdin().is_terminal() {
         return Ok(None);
     }
-    eprint!("Paste the bot token from @BotFather (/newbot or /mybots → API Token): ");
+    eprint!(
+        "Paste the bot token from @BotFather (/newbot or /mybots → API Token; it is not shown): "
+    );
     std::io::stderr().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
+    let line = read_hidden_line()?;
+    eprintln!();
     let line = line.trim().to_owned();
     Ok((!line.is_empty()).then_some(line))
+}
+
+/// One line from the terminal with its echo off (a token is a password), restored after.
+fn read_hidden_line() -> std::io::Result<String> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let before = tcgetattr(&stdin)?;
+    let mut quiet = before.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&stdin, OptionalActions::Now, &quiet)?;
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    tcsetattr(&stdin, OptionalActions::Now, &before)?;
+    read.map(|_| line)
 }
 
 /// SIGINT and SIGTERM, registered up front.
