@@ -365,8 +365,9 @@ pub async fn serve(
     };
     // The headless instances the last hub ran come back on their sessions.
     {
+        let rows = spawner.to_restore().await;
         let spawner = spawner.clone();
-        tokio::spawn(async move { spawner.restore().await });
+        tokio::spawn(async move { spawner.restore(rows).await });
     }
     for start in &opts.instances_at_start {
         match start.clone() {

@@ -118,16 +118,21 @@ impl Spawner {
         }
     }
 
-    /// At start: starts again every instance the last hub had running, then tells the person
-    /// in one message which came back and which could not.
-    pub async fn restore(&self) {
-        let rows = match self.db.read(spawned::running).await {
+    /// The instances the last hub had running. Read at start before anything new is spawned,
+    /// so an instance this hub starts is never started twice.
+    pub async fn to_restore(&self) -> Vec<spawned::Spawned> {
+        match self.db.read(spawned::running).await {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the spawned instances");
-                return;
+                Vec::new()
             }
-        };
+        }
+    }
+
+    /// At start: starts again `rows` (from [`to_restore`](Self::to_restore)), then tells the
+    /// person in one message which came back and which could not.
+    pub async fn restore(&self, rows: Vec<spawned::Spawned>) {
         if rows.is_empty() {
             return;
         }

@@ -104,6 +104,9 @@ pub async fn run() -> Result<(), HubError> {
     let mut changes = control.changes();
     let mut shown = Shown::default();
     let mut drafts_shown = 0u64;
+    let mut seen = Seen::default();
+    // A message being written over several lines (each ending with `\`).
+    let mut pending: Vec<String> = Vec::new();
     // The person's messages, numbered as the terminal shows them (for :react and :edit).
     let mut mine: Vec<i64> = Vec::new();
     let mut buttons: Vec<(i64, String)> = Vec::new();
@@ -134,7 +137,8 @@ pub async fn run() -> Result<(), HubError> {
          :edit N new text edits it; :file PATH [caption] sends a file (:photo for an image).\n\
          /start opens the menu, /help lists the commands.\n\
          Try: hello   or   [[bash:ls -la]]   (pi runs the tool)   or   [[slow]] a slow answer\n\
-         Type /quit (or Ctrl-D) to leave. Everything lives in {} and is removed at the end.\n",
+         A line ending with \\ goes on in the next line (one message of several lines).\n\
+         Type /quit (or Ctrl-D, Ctrl-C) to leave. Everything lives in {} and is removed at the end.\n",
         fake.base_url(),
         dir.path().display()
     );
@@ -150,11 +154,27 @@ pub async fn run() -> Result<(), HubError> {
         }
     });
 
+    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
         tokio::select! {
+            _ = &mut interrupted => {
+                println!();
+                break;
+            }
             line = lines.recv() => {
                 let Some(line) = line else { break };
-                let line = line.trim().to_owned();
+                // `text \` goes on in the next line.
+                if let Some(head) = line.strip_suffix('\\') {
+                    pending.push(head.to_owned());
+                    println!("  (… go on; a line without \\ at its end sends it)");
+                    continue;
+                }
+                let line = if pending.is_empty() {
+                    line.trim().to_owned()
+                } else {
+                    pending.push(line);
+                    std::mem::take(&mut pending).join("\n").trim().to_owned()
+                };
                 if line == "/quit" {
                     break;
                 }
@@ -230,12 +250,24 @@ pub async fn run() -> Result<(), HubError> {
                     }
                     continue;
                 }
-                match control.send_text(SendText { text: line, ..Default::default() }) {
-                    Ok(sent) => {
-                        mine.push(sent.message_id);
-                        println!("  (#{})", mine.len());
+                // Telegram takes at most 4096 characters in a message; its apps send a longer
+                // text as several messages, and so does the demo (the hub joins them again).
+                let parts = split_message(&line, TELEGRAM_TEXT_LIMIT);
+                if parts.len() > 1 {
+                    println!(
+                        "  ({} characters: more than Telegram's {TELEGRAM_TEXT_LIMIT} in one message, sent as {} messages as the Telegram app does)",
+                        line.chars().count(),
+                        parts.len()
+                    );
+                }
+                for part in parts {
+                    match control.send_text(SendText { text: part, ..Default::default() }) {
+                        Ok(sent) => {
+                            mine.push(sent.message_id);
+                            println!("  (#{})", mine.len());
+                        }
+                        Err(e) => println!("(could not send: {e})"),
                     }
-                    Err(e) => println!("(could not send: {e})"),
                 }
             }
             changed = changes.changed() => {
@@ -243,6 +275,7 @@ pub async fn run() -> Result<(), HubError> {
                     break;
                 }
                 show_drafts(&control, &mut drafts_shown);
+                show_toasts_and_typing(&control, &mut seen);
                 show_new(&control, &mut shown, &mut buttons);
             }
         }
@@ -254,6 +287,59 @@ pub async fn run() -> Result<(), HubError> {
     }
     fake.shutdown().await;
     Ok(())
+}
+
+/// Telegram's limit for one text message (characters).
+const TELEGRAM_TEXT_LIMIT: usize = 4096;
+
+/// `text` in pieces of at most `limit` characters, cut at a line break or space when one is
+/// near the limit.
+fn split_message(text: &str, limit: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while chars.len() - start > limit {
+        let window = &chars[start..start + limit];
+        let cut = window
+            .iter()
+            .rposition(|c| *c == '\n')
+            .or_else(|| window.iter().rposition(|c| *c == ' '))
+            .filter(|p| *p > limit / 2)
+            .map_or(limit, |p| p + 1);
+        out.push(chars[start..start + cut].iter().collect());
+        start += cut;
+    }
+    out.push(chars[start..].iter().collect());
+    out
+}
+
+/// What the terminal has shown of the bot's button answers and chat actions.
+#[derive(Default)]
+struct Seen {
+    toasts: usize,
+    last_action_seq: u64,
+}
+
+/// Prints the answers to button taps (Telegram shows them as a toast or an alert) and, once per
+/// action, that the bot is typing.
+fn show_toasts_and_typing(control: &tg_fake::Control, seen: &mut Seen) {
+    let Ok(chat) = control.chat(None, None) else {
+        return;
+    };
+    for a in chat.callback_answers.iter().skip(seen.toasts) {
+        if let Some(text) = a.text.as_deref().filter(|t| !t.is_empty()) {
+            let kind = if a.show_alert { "alert" } else { "toast" };
+            println!("  ({kind}: {text})");
+        }
+    }
+    seen.toasts = chat.callback_answers.len();
+    let since = seen.last_action_seq;
+    for a in chat.chat_actions.iter().filter(|a| a.action.seq > since) {
+        seen.last_action_seq = seen.last_action_seq.max(a.action.seq);
+        if a.visible {
+            println!("  (… bot is {})", a.action.action.replace('_', " "));
+        }
+    }
 }
 
 /// Prints the live preview (the draft the bot streams while pi works), each new state on a
@@ -320,4 +406,24 @@ fn show_new(control: &tg_fake::Control, shown: &mut Shown, buttons: &mut Vec<(i6
         }
     }
     let _ = std::io::stdout().flush();
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::split_message;
+
+    #[test]
+    fn long_messages_are_split_like_the_app_does() {
+        assert_eq!(split_message("short", 10), vec!["short"]);
+        let text = format!("{} {}", "a".repeat(8), "b".repeat(8));
+        assert_eq!(split_message(&text, 10), vec!["aaaaaaaa ", "bbbbbbbb"]);
+        let long = "x".repeat(25);
+        let parts = split_message(&long, 10);
+        assert_eq!(
+            parts.iter().map(|p| p.chars().count()).collect::<Vec<_>>(),
+            [10, 10, 5]
+        );
+        assert_eq!(parts.concat(), long);
+    }
 }

@@ -79,8 +79,17 @@ fn the_demo_with_pi_runs_real_pi_and_its_tools() {
         &[
             ("hello pi", "bot: echo: hello pi"),
             ("[[bash:echo from-a-tool]]", "bot: tool said: from-a-tool"),
+            // Several lines make one message; a button tap's answer is shown.
+            ("two \\", "go on"),
+            ("lines", "     lines"),
+            ("/start", "[!1] ▶ demo-project"),
+            ("!1", "(toast: New messages go to demo-project)"),
         ],
     );
+    assert!(out.contains("echo: two\n     lines"), "{out}");
+    // The demo's pi started once (not once more as "restored").
+    assert_eq!(out.matches("pi connected").count(), 1, "{out}");
+    assert!(!out.contains("The hub restarted"), "{out}");
     assert!(
         out.contains("real pi, talking to a local fake model"),
         "{out}"
