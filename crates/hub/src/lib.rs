@@ -8,7 +8,8 @@
 //! - [`instance`], [`links`] and [`conductor`]: pi instances over the extension socket, `pi
 //!   --mode rpc` children or the echo agent; turns dispatched to idle instances exactly once;
 //!   answers stored and queued.
-//! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
+//! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub);
+//!   [`logging`]: the rotated JSON log and `logs`.
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
@@ -27,6 +28,7 @@ pub mod inbound;
 pub mod instance;
 pub mod links;
 pub mod lock;
+pub mod logging;
 pub mod markup;
 pub mod menu;
 pub mod names;

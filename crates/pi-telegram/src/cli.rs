@@ -48,6 +48,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the hub's log (`<profile folder>/logs/hub.jsonl` and its rotated files, oldest
+    /// first).
+    Logs {
+        /// Keep printing new lines as the hub writes them (across rotations).
+        #[arg(short, long)]
+        follow: bool,
+        /// Print the JSON lines as they are.
+        #[arg(long)]
+        json: bool,
+        /// Only lines since then: a duration back from now (30s, 10m, 2h, 1d) or a time
+        /// (2026-11-30T18:00:00Z, 2026-11-30).
+        #[arg(long)]
+        since: Option<String>,
+    },
     /// Threaded Mode: settle what the hub cannot decide alone.
     Threads {
         /// What to do.
