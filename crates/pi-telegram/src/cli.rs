@@ -48,6 +48,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check everything the bot needs (config, token, Telegram, other pollers, the hub, its
+    /// folder, disk, pi, Node.js, the extension), each with what to do. Exit code 1 when a
+    /// check fails that stops the bot from working.
+    Doctor {
+        /// Machine-readable output: {"profile","checks":[{"id","title","outcome","detail","fix"}],"ok"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the hub's log (`<profile folder>/logs/hub.jsonl` and its rotated files, oldest
     /// first).
     Logs {

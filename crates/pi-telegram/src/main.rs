@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use hub::paths::{AgentDir, ProfileName};
-use hub::{HubError, lock, logging, serve, setup, status};
+use hub::{HubError, doctor, lock, logging, serve, setup, status};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -62,6 +62,22 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
         .build()
         .map_err(HubError::io("starting the runtime"))?;
     let done = match cli.command {
+        cli::Command::Doctor { json } => {
+            let mut opts = doctor::DoctorOptions::new(agent_dir, profile);
+            opts.extension = Some(install::embedded());
+            let report = runtime.block_on(doctor::run(opts));
+            if json {
+                let out = serde_json::to_string_pretty(&report)
+                    .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+                println!("{out}");
+            } else {
+                print!("{}", doctor::render(&report));
+            }
+            // 1 when a check failed; the report said which.
+            return Ok(ExitCode::from(
+                u8::try_from(report.exit_code()).unwrap_or(1),
+            ));
+        }
         cli::Command::Logs {
             follow,
             json,
