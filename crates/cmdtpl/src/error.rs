@@ -244,6 +244,36 @@ pub enum RunErrorKind {
     },
 }
 
+impl RunError {
+    /// The error without what the command wrote to stderr, which may quote its input (a
+    /// transcript, the text to speak): for logs that must not hold message content.
+    pub fn without_output(&self) -> String {
+        self.kind.without_output()
+    }
+}
+
+impl RunErrorKind {
+    /// See [`RunError::without_output`].
+    pub fn without_output(&self) -> String {
+        match self {
+            Self::Exit {
+                at,
+                program,
+                code,
+                signal,
+                ..
+            } => format!("{at}: `{program}` {}", describe_exit(*code, *signal)),
+            Self::Recover { at, source } => {
+                format!(
+                    "{at}: recover failed, retries stopped: {}",
+                    source.without_output()
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
         (Some(c), _) => format!("exited with code {c}"),

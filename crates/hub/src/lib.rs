@@ -8,7 +8,8 @@
 //! - [`instance`], [`links`] and [`conductor`]: pi instances over the extension socket, `pi
 //!   --mode rpc` children or the echo agent; turns dispatched to idle instances exactly once;
 //!   answers stored and queued.
-//! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
+//! - [`setup`], [`status`], [`doctor`] and [`control`] (the CLI's client of a running hub);
+//!   [`logging`]: the rotated JSON log and `logs`.
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
@@ -21,6 +22,7 @@ pub mod control;
 pub mod crashpoint;
 pub mod db;
 pub mod delivery;
+pub mod doctor;
 pub mod error;
 pub mod handlers;
 pub mod inbound;
@@ -28,6 +30,7 @@ pub mod instance;
 pub mod lifecycle;
 pub mod links;
 pub mod lock;
+pub mod logging;
 pub mod markup;
 pub mod menu;
 pub mod names;

@@ -61,13 +61,16 @@ impl StartedBy {
     }
 }
 
-/// Where the log of a hub started by `by` goes.
+/// Where the log of a hub started by `by` goes: always the JSON log (`pi-telegram logs`), and
+/// its stderr where the starter put it.
 pub fn log_location(by: StartedBy, paths: &ProfilePaths) -> String {
-    match by {
+    let json = crate::logging::log_file(paths).display().to_string();
+    let stderr = match by {
         StartedBy::Extension => paths.log_file().display().to_string(),
         StartedBy::Service => crate::service::journal_hint(paths),
-        StartedBy::Shell => "the terminal that started it (stderr)".into(),
-    }
+        StartedBy::Shell => "the terminal that started it".into(),
+    };
+    format!("{json} (pi-telegram logs); stderr: {stderr}")
 }
 
 /// Why the hub was stopped on purpose (the marker's content).

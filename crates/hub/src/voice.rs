@@ -243,8 +243,10 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
                 cmdtpl::OutputValue::Stdout(_) => ogg.clone(),
             },
             Err(e) => {
-                last = format!("{origin}: {e}");
-                tracing::warn!(handler = %origin, error = %e, "a voice template failed; trying the next");
+                last = format!("{origin}: {}", e.without_output());
+                // What the command printed may quote the answer: only at debug.
+                tracing::warn!(handler = %origin, error = %e.without_output(), "a voice template failed; trying the next");
+                tracing::debug!(handler = %origin, error = %e, "the voice template's failure in full");
                 continue;
             }
         };

@@ -57,6 +57,28 @@ pub enum Command {
         #[command(subcommand)]
         command: ServiceCommand,
     },
+    /// Check everything the bot needs (config, token, Telegram, other pollers, the hub, its
+    /// folder, disk, pi, Node.js, the extension), each with what to do. Exit code 1 when a
+    /// check fails that stops the bot from working.
+    Doctor {
+        /// Machine-readable output: {"profile","checks":[{"id","title","outcome","detail","fix"}],"ok"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the hub's log (`<profile folder>/logs/hub.jsonl` and its rotated files, oldest
+    /// first).
+    Logs {
+        /// Keep printing new lines as the hub writes them (across rotations).
+        #[arg(short, long)]
+        follow: bool,
+        /// Print the JSON lines as they are.
+        #[arg(long)]
+        json: bool,
+        /// Only lines since then: a duration back from now (30s, 10m, 2h, 1d) or a time
+        /// (2026-11-30T18:00:00Z, 2026-11-30).
+        #[arg(long)]
+        since: Option<String>,
+    },
     /// Threaded Mode: settle what the hub cannot decide alone.
     Threads {
         /// What to do.

@@ -11,6 +11,13 @@ use serde_json::{Map, Value};
 
 include!(concat!(env!("OUT_DIR"), "/extension_files.rs"));
 
+/// The extension files this binary carries (for `doctor`'s "installed and current").
+pub fn embedded() -> hub::doctor::EmbeddedExtension {
+    hub::doctor::EmbeddedExtension {
+        files: EXTENSION_FILES,
+    }
+}
+
 /// Installs the extension; returns its folder.
 pub fn install(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
     let dir = write_files(agent_dir)?;

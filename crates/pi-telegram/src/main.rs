@@ -11,25 +11,36 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use hub::paths::{AgentDir, ProfileName};
-use hub::{HubError, serve, setup, status};
+use hub::{HubError, doctor, lock, logging, serve, setup, status};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    // serve logs its life at info; the demo keeps the terminal for the conversation.
-    let level = match cli.command {
+    let (agent_dir, profile) = match where_from(&cli) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("pi-telegram: {e}");
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1));
+        }
+    };
+    // serve logs its life at info, also into its profile's log file; the demo keeps the
+    // terminal for the conversation.
+    let default_level = match cli.command {
         cli::Command::Serve => "info",
         cli::Command::Demo => "error",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PI_TELEGRAM_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let paths = agent_dir.profile(&profile);
+    // A second serve that will find the lock taken must not write (or rotate) the running
+    // hub's log.
+    let file = matches!(cli.command, cli::Command::Serve)
+        && matches!(lock::ProfileLock::holder(&paths.lock_file()), Ok(None));
+    logging::init(&logging::LogSetup {
+        default_level,
+        file: file.then_some(paths),
+        rotation: logging::rotate::Rotation::default(),
+    });
+    match run(cli, agent_dir, profile) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("pi-telegram: {e}");
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
@@ -37,16 +48,62 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: cli::Cli) -> Result<(), HubError> {
+/// The agent dir and the profile every subcommand works on.
+fn where_from(cli: &cli::Cli) -> Result<(AgentDir, ProfileName), HubError> {
     let profile = ProfileName::new(&cli.profile).map_err(|e| HubError::Usage(e.to_string()))?;
     let agent_dir = AgentDir::from_env().map_err(HubError::io("finding pi's agent directory"))?;
+    Ok((agent_dir, profile))
+}
+
+fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitCode, HubError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(4)
         .enable_all()
         .build()
         .map_err(HubError::io("starting the runtime"))?;
-    match cli.command {
+    let done = match cli.command {
+        cli::Command::Doctor { json } => {
+            let mut opts = doctor::DoctorOptions::new(agent_dir, profile);
+            opts.extension = Some(install::embedded());
+            let report = runtime.block_on(doctor::run(opts));
+            if json {
+                let out = serde_json::to_string_pretty(&report)
+                    .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+                println!("{out}");
+            } else {
+                print!("{}", doctor::render(&report));
+            }
+            // 1 when a check failed; the report said which.
+            return Ok(ExitCode::from(
+                u8::try_from(report.exit_code()).unwrap_or(1),
+            ));
+        }
+        cli::Command::Logs {
+            follow,
+            json,
+            since,
+        } => {
+            let since_ms = since
+                .map(|s| logging::time::parse_since(&s, hub::db::now_ms()))
+                .transpose()
+                .map_err(|e| HubError::Usage(e.to_string()))?;
+            let file = logging::log_file(&agent_dir.profile(&profile));
+            if !follow && logging::read::files(&file).is_empty() {
+                eprintln!(
+                    "no log yet: {} (the hub writes it while `serve` runs)",
+                    file.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            let opts = logging::read::LogsOptions {
+                json,
+                since_ms,
+                follow,
+            };
+            logging::read::print(&file, &opts, &mut std::io::stdout().lock())
+                .map_err(HubError::io(format!("reading {}", file.display())))
+        }
         cli::Command::Setup {
             token,
             api_base,
@@ -177,7 +234,8 @@ fn run(cli: cli::Cli) -> Result<(), HubError> {
             }
             Ok(())
         }
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 /// Asks for the token on a terminal; `None` when there is no terminal or no answer.

@@ -76,9 +76,14 @@ fn a_stopped_hub_stays_stopped_until_the_person_starts_it() {
     let h = hub(&s.env);
     assert_eq!(h["started_by"], "extension", "{h}");
     let log = h["log"].as_str().unwrap().to_owned();
+    let json_log = log.split(' ').next().unwrap();
     assert!(
-        log.ends_with("hub.log") && Path::new(&log).exists(),
+        json_log.ends_with("logs/hub.jsonl") && Path::new(json_log).exists(),
         "{log}"
+    );
+    assert!(
+        log.ends_with("hub.log"),
+        "the extension's capture of stderr: {log}"
     );
     let human = String::from_utf8(s.env.run(&["status"]).stdout).unwrap();
     assert!(human.contains("started by a pi's extension"), "{human}");

@@ -1,6 +1,6 @@
 //! The HTTP side: one `reqwest` client, Telegram's answer format, and the error classes.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -118,13 +118,23 @@ impl Client {
 
     /// Calls `method` with a JSON object of parameters; returns `result`.
     pub async fn call(&self, method: &str, params: &Value) -> Result<Value, CallError> {
+        self.call_dated(method, params).await.map(|(v, _)| v)
+    }
+
+    /// [`Client::call`], also returning the time in the answer's `Date` header (when it has a
+    /// readable one): a way to compare this machine's clock with Telegram's.
+    pub async fn call_dated(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<(Value, Option<SystemTime>), CallError> {
         let req = self
             .http
             .post(self.url(method))
             .json(params)
             .timeout(self.opts.timeout);
-        let body = self.send(method, chat_of(params), req).await?;
-        parse_result(method, &body)
+        let answer = self.send(method, chat_of(params), req).await?;
+        parse_result(method, &answer.body).map(|v| (v, answer.date))
     }
 
     /// Calls `method` with multipart form data: `params` as text fields (objects JSON-encoded)
@@ -160,8 +170,8 @@ impl Client {
             .post(self.url(method))
             .multipart(form)
             .timeout(self.opts.timeout);
-        let body = self.send(method, chat_of(params), req).await?;
-        parse_result(method, &body)
+        let answer = self.send(method, chat_of(params), req).await?;
+        parse_result(method, &answer.body)
     }
 
     /// `getUpdates` with a long-poll `timeout`; every update is kept as Telegram sent it.
@@ -185,7 +195,7 @@ impl Client {
             .post(self.url("getUpdates"))
             .json(&params)
             .timeout(timeout + self.opts.timeout);
-        let body = self.send("getUpdates", None, req).await?;
+        let body = self.send("getUpdates", None, req).await?.body;
         let answer: Answer<'_> = serde_json::from_slice(&body)
             .map_err(|e| CallError::Retryable(format!("getUpdates: unreadable answer: {e}")))?;
         if !answer.ok {
@@ -236,7 +246,7 @@ impl Client {
         method: &str,
         chat_id: Option<i64>,
         req: reqwest::RequestBuilder,
-    ) -> Result<Bytes, CallError> {
+    ) -> Result<Answered, CallError> {
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
@@ -254,6 +264,11 @@ impl Client {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let date = resp
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
         let body = match resp.bytes().await {
             Ok(b) => b,
             Err(e) => return Err(unknown_outcome(method, Stage::MaybeProcessed, describe(&e))),
@@ -275,8 +290,14 @@ impl Client {
                 format!("HTTP {status}"),
             ));
         }
-        Ok(body)
+        Ok(Answered { body, date })
     }
+}
+
+/// An answer's body and the server's clock.
+struct Answered {
+    body: Bytes,
+    date: Option<SystemTime>,
 }
 
 fn chat_of(params: &Value) -> Option<i64> {

@@ -74,7 +74,8 @@ pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Re
 }
 
 /// Everything that is not a control route: `/bot<token>/<method>` and
-/// `/file/bot<token>/<path>`.
+/// `/file/bot<token>/<path>`. The `Date` header tells the fake clock's time, as Telegram's
+/// tells its own: moving the clock (`POST /clock`) makes a client's clock look wrong.
 pub async fn bot_api(
     State(shared): State<Arc<Shared>>,
     Extension(kill): Extension<ConnKill>,
@@ -82,6 +83,22 @@ pub async fn bot_api(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let mut resp = answer(&shared, kill, uri, headers, body).await;
+    let now = std::time::UNIX_EPOCH + Duration::from_millis(shared.clock.now_ms());
+    if let Ok(date) = httpdate::fmt_http_date(now).parse() {
+        resp.headers_mut().insert(header::DATE, date);
+    }
+    resp
+}
+
+async fn answer(
+    shared: &Arc<Shared>,
+    kill: ConnKill,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let shared = shared.clone();
     let path = uri.path();
     if let Some(rest) = path.strip_prefix("/file/bot") {
         return download(&shared, rest);

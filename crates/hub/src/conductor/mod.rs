@@ -1220,7 +1220,9 @@ fn finish(
     // Hidden actions pi wrote (buttons) leave the visible text.
     let extracted = crate::markup::extract(&r.text);
     for rejected in &extracted.rejected {
-        tracing::info!(turn = t.id, problem = %rejected, "an action comment in an answer was not understood");
+        // The reason may quote the comment (pi's words): only at debug.
+        tracing::info!(turn = t.id, line = rejected.line, kind = %rejected.kind, "an action comment in an answer was not understood");
+        tracing::debug!(turn = t.id, problem = %rejected, "the action comment's problem");
     }
     let markdown = texts::answer_markdown(label, &extracted.text, r.aborted, r.error.as_deref());
     let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id);

@@ -146,7 +146,9 @@ pub async fn output_for(
                 tracing::info!(handler = %h.origin, "an inbound handler produced nothing; trying the next");
             }
             Err(e) => {
-                tracing::warn!(handler = %h.origin, error = %e, "an inbound handler failed; trying the next");
+                // What the command printed may quote the file's words: only at debug.
+                tracing::warn!(handler = %h.origin, error = %e.without_output(), "an inbound handler failed; trying the next");
+                tracing::debug!(handler = %h.origin, error = %e, "the inbound handler's failure in full");
             }
         }
     }
