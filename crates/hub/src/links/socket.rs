@@ -554,7 +554,6 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use std::os::unix::fs::PermissionsExt;
 
     use super::bind;
