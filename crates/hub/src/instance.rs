@@ -238,6 +238,10 @@ pub enum ConductorMsg {
     Tool(InstanceId, ToolCall),
     /// A child's tools connect with their token: which instance is it?
     ToolsHello(String, oneshot::Sender<Option<InstanceId>>),
+    /// A child with this tools token is being started: its tools hello waits for its attach.
+    ExpectTools(String),
+    /// That child did not start: a tools hello waiting for it is refused.
+    ForgetTools(String),
     /// A control's task is over (`store::controls` id).
     ControlSettled(i64),
     /// The CLI asks for the live instances.

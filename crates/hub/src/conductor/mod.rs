@@ -88,6 +88,9 @@ pub struct Conductor {
     tools: Arc<ToolSettings>,
     /// `telegram.json` (`piBinary` for the headless instances it starts).
     config_path: std::path::PathBuf,
+    /// Tokens of children being started, with the tools hellos that came before their pi
+    /// attached (a child's extension may connect before pi answers the hub's first question).
+    tools_waiting: std::collections::HashMap<String, Vec<oneshot::Sender<Option<InstanceId>>>>,
 }
 
 /// What an answer row needs.
@@ -127,6 +130,7 @@ impl Conductor {
                 max_bytes: 50 * 1024 * 1024,
             }),
             config_path: std::path::PathBuf::from("telegram.json"),
+            tools_waiting: std::collections::HashMap::new(),
         }
     }
 
@@ -258,7 +262,26 @@ impl Conductor {
                 Ok(())
             }
             ConductorMsg::ToolsHello(token, reply) => {
-                let _ = reply.send(self.tools_owner(&token));
+                match (self.tools_owner(&token), self.tools_waiting.get_mut(&token)) {
+                    (Some(id), _) => {
+                        let _ = reply.send(Some(id));
+                    }
+                    // Its pi is starting: the answer comes when it attaches.
+                    (None, Some(waiting)) => waiting.push(reply),
+                    (None, None) => {
+                        let _ = reply.send(None);
+                    }
+                }
+                Ok(())
+            }
+            ConductorMsg::ExpectTools(token) => {
+                self.tools_waiting.entry(token).or_default();
+                Ok(())
+            }
+            ConductorMsg::ForgetTools(token) => {
+                for w in self.tools_waiting.remove(&token).unwrap_or_default() {
+                    let _ = w.send(None);
+                }
                 Ok(())
             }
             ConductorMsg::ControlSettled(id) => {
@@ -422,7 +445,7 @@ impl Conductor {
             identity.clone(),
         ));
         self.live.insert(
-            id,
+            id.clone(),
             Live {
                 identity,
                 label,
@@ -436,9 +459,15 @@ impl Conductor {
                 last_status: None,
                 tools: Vec::new(),
                 tool_args: std::collections::HashMap::new(),
-                tools_token,
+                tools_token: tools_token.clone(),
             },
         );
+        // The child's tools may have said hello before pi answered the hub's first question.
+        if let Some(waiting) = tools_token.and_then(|t| self.tools_waiting.remove(&t)) {
+            for w in waiting {
+                let _ = w.send(Some(id.clone()));
+            }
+        }
         self.wakes.sender.notify_one();
         Ok(())
     }

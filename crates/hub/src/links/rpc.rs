@@ -91,6 +91,23 @@ pub async fn spawn(
     conductor: mpsc::Sender<ConductorMsg>,
     spec: SpawnSpec,
 ) -> Result<Started, String> {
+    let token = new_token();
+    // Told before the child exists: its extension may say hello before pi attaches.
+    let _ = conductor
+        .send(ConductorMsg::ExpectTools(token.clone()))
+        .await;
+    let result = start(conductor.clone(), spec, token.clone()).await;
+    if result.is_err() {
+        let _ = conductor.send(ConductorMsg::ForgetTools(token)).await;
+    }
+    result
+}
+
+async fn start(
+    conductor: mpsc::Sender<ConductorMsg>,
+    spec: SpawnSpec,
+    token: String,
+) -> Result<Started, String> {
     let SpawnSpec {
         cwd,
         env,
@@ -101,7 +118,6 @@ pub async fn spawn(
     if !dir.is_dir() {
         return Err(format!("{cwd} is not a directory"));
     }
-    let token = new_token();
     let mut process = Process::new(&bin.path);
     process.arg("--mode").arg("rpc");
     if let Some(file) = session.filter(|f| f.is_file()) {
