@@ -9,6 +9,7 @@
 //!   --mode rpc` children or the echo agent; turns dispatched to idle instances exactly once;
 //!   answers stored and queued.
 //! - [`setup`], [`status`] and [`control`] (the CLI's client of a running hub).
+//! - [`remote`]: pi on other machines (the TLS listener's certificate, `remote-config`).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
@@ -36,6 +37,7 @@ pub mod pairing;
 pub mod paths;
 pub mod poller;
 pub mod preview;
+pub mod remote;
 pub mod secret;
 pub mod sender;
 pub mod serve;
