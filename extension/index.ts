@@ -65,6 +65,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	const requests = new Requests(s, link);
 	const tools = new ToolCalls({
 		unavailable: () => link.unavailable(),
+		refuses: (tool) => link.refuses(tool),
 		send: (msg) => link.send(msg),
 		turnId: () => turns.activeTurnId(),
 	});

@@ -114,7 +114,7 @@ export function registerCommands(
 				else lines.push("run /telegram-connect [profile] to connect this project");
 			} else {
 				lines.push(hub.connected ? "telegram: connected" : `telegram: ${hub.halted ?? hub.detail}`);
-				lines.push(`profile: ${hub.profile} (${hub.paths.socket})`);
+				lines.push(`profile: ${hub.profile} (${hub.where})`);
 				lines.push(`hub pid: ${hub.welcome?.hub_pid ?? "-"}`);
 				lines.push(`instance id: ${hub.welcome?.instance_id ?? "-"}`);
 				lines.push(`remembered for this project: ${known === hub.profile ? "yes" : "no"}`);

@@ -3,15 +3,17 @@
  * handshake, reading, bounded buffering while away, quiet reconnects with backoff (1 s doubling
  * to 10 s), and, for the `instance` role, starting the hub when it is not running
  * (`hub-process.ts`). The `tools` role (a hub-spawned child) never starts a hub and never says
- * goodbye: the hub owns that process.
+ * goodbye: the hub owns that process. Where the hub is (this machine's hub.sock, or a hub on
+ * another machine, which is never started from here) is `transport.ts`'s business.
  *
  * Nothing here throws to its callers; failures become state (`phase`, `detail`) and callbacks.
  */
 import * as fs from "node:fs";
-import * as net from "node:net";
+import type * as net from "node:net";
 import { otherHubAlive, spawnHub } from "./hub-process.ts";
 import { lastLine, type ProfilePaths, profilePaths } from "./paths.ts";
 import { globalState } from "./state.ts";
+import { describeTarget, type HubTarget, isRemote, localTarget, openTransport, resolveTarget } from "./transport.ts";
 import {
 	type ClientMessage,
 	decodeHandshake,
@@ -88,6 +90,8 @@ export class HubConnection {
 	 * Always false for the tools role.
 	 */
 	autoStart: boolean;
+	/** Where the hub was looked for last (this machine's hub.sock until an attempt says otherwise). */
+	target: HubTarget;
 	/** Lines waiting for the connection (at most 1000, the oldest dropped first). */
 	private outbox: string[] = [];
 	private sock: net.Socket | undefined;
@@ -111,6 +115,7 @@ export class HubConnection {
 	) {
 		this.profile = profile;
 		this.paths = profilePaths(profile);
+		this.target = localTarget(this.paths);
 		this.role = opts.role;
 		this.autoStart = opts.role === "instance" ? opts.autoStart : false;
 	}
@@ -135,7 +140,7 @@ export class HubConnection {
 			const timer = setTimeout(() => {
 				this.settleWaiter({
 					ok: false,
-					message: `could not reach the hub of profile ${this.profile} within ${HUB_START_WAIT_MS / 1000} s (${this.detail}); see ${this.paths.log}. Still trying in the background.`,
+					message: `could not reach the hub of profile ${this.profile} within ${HUB_START_WAIT_MS / 1000} s (${this.detail}); ${isRemote(this.target) ? `it is at ${this.where}` : `see ${this.paths.log}`}. Still trying in the background.`,
 				});
 			}, HUB_START_WAIT_MS + 2000);
 			timer.unref?.();
@@ -167,6 +172,11 @@ export class HubConnection {
 
 	get connected(): boolean {
 		return this.phase === "connected";
+	}
+
+	/** Where the hub is reached (a socket path, or host:port for a hub on another machine). */
+	get where(): string {
+		return describeTarget(this.target);
 	}
 
 	/**
@@ -271,29 +281,40 @@ export class HubConnection {
 
 	private attempt(explicit: boolean): void {
 		if (this.phase === "stopped" || this.halted) return;
-		const secret = this.readSecret();
-		if (!secret || !fs.existsSync(this.paths.socket)) {
+		// A hub-spawned child always talks to the hub on this machine that spawned it.
+		const target = this.role === "tools" ? localTarget(this.paths) : resolveTarget(this.profile, this.paths);
+		if (target.kind === "invalid") {
+			this.halt(`telegram: ${target.message}`);
+			return;
+		}
+		this.target = target;
+		const secret = target.kind === "local" ? this.readSecret() : target.secret;
+		if (target.kind === "local" && (!secret || !fs.existsSync(this.paths.socket))) {
 			this.hubNotRunning(explicit);
 			return;
 		}
 		this.phase = "connecting";
-		const s = net.createConnection(this.paths.socket);
+		const s = openTransport(target, {
+			ready: () => {
+				if (this.sock !== s) return;
+				this.phase = "handshake";
+				s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", ...this.cb.hello() }));
+				this.handshakeTimer = setTimeout(() => {
+					if (this.sock === s && this.phase === "handshake") {
+						this.setDetail("the hub did not answer the hello");
+						s.destroy();
+					}
+				}, HANDSHAKE_TIMEOUT_MS);
+				this.handshakeTimer.unref?.();
+			},
+			untrusted: (text) => {
+				if (this.sock === s) this.halt(text);
+			},
+		});
 		s.unref(); // never keep pi alive
 		this.sock = s;
 		const reader = new LineReader();
 		let errCode: string | undefined;
-		s.on("connect", () => {
-			if (this.sock !== s) return;
-			this.phase = "handshake";
-			s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret, ...this.cb.hello() }));
-			this.handshakeTimer = setTimeout(() => {
-				if (this.sock === s && this.phase === "handshake") {
-					this.setDetail("the hub did not answer the hello");
-					s.destroy();
-				}
-			}, HANDSHAKE_TIMEOUT_MS);
-			this.handshakeTimer.unref?.();
-		});
 		s.on("data", (chunk: Buffer) => {
 			if (this.sock !== s) return;
 			const { messages, error } = reader.push(chunk);
@@ -329,8 +350,16 @@ export class HubConnection {
 				this.scheduleRetry();
 				return;
 			}
-			if (errCode === "ENOENT" || errCode === "ECONNREFUSED") {
+			if (target.kind === "local" && (errCode === "ENOENT" || errCode === "ECONNREFUSED")) {
 				this.hubNotRunning(explicit);
+				return;
+			}
+			if (isRemote(target) && was === "connecting" && !this.halted) {
+				// Never reached, and nothing to start: say where it was looked for, keep trying quietly.
+				const detail = `cannot reach the hub at ${describeTarget(target)} (${errCode ?? "closed"})`;
+				this.setDetail(detail);
+				this.settleWaiter({ ok: false, message: `${detail}; still trying in the background` });
+				this.scheduleRetry();
 				return;
 			}
 			if (!this.halted) this.setDetail(errCode ? `cannot connect (${errCode})` : "reconnecting…");
@@ -390,6 +419,8 @@ export class HubConnection {
 	private halt(text: string): void {
 		this.halted = text;
 		this.detail = "refused by the hub";
+		// Not left "connecting"/"handshake": the next connect command must try again.
+		if (this.phase !== "stopped" && this.phase !== "connected") this.phase = "waiting";
 		this.clearTimers();
 		this.cb.onStatus();
 		if (this.waiter) this.settleWaiter({ ok: false, message: text });

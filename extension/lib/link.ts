@@ -5,7 +5,8 @@
  */
 import { HubConnection, type SendOptions } from "./connection.ts";
 import type { Session } from "./session.ts";
-import type { ClientMessage, HubMessage, InstanceHelloFields, StateFields } from "./wire.ts";
+import { isRemote } from "./transport.ts";
+import type { ClientMessage, HubMessage, InstanceHelloFields, StateFields, ToolName } from "./wire.ts";
 
 /** Sending to the hub: what the turn runner, the forwarder and the request answers need. */
 export interface Outbox {
@@ -118,5 +119,16 @@ export class InstanceLink implements Outbox {
 		if (!hub) return "not connected to Telegram: run /telegram-connect";
 		if (hub.connected) return undefined;
 		return `not connected to Telegram (${hub.halted ?? hub.detail}): run /telegram-connect`;
+	}
+
+	/**
+	 * Why a tool cannot work over this link at all. The hub reads attached files from its own
+	 * disk: from a pi on another machine a path names nothing there, or another file. (A hub
+	 * behind TLS refuses it too; one behind a forwarded socket cannot tell.)
+	 */
+	refuses(tool: ToolName): string | undefined {
+		const hub = this.hub;
+		if (tool !== "telegram_attach" || !hub || !isRemote(hub.target)) return undefined;
+		return "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
 	}
 }

@@ -23,6 +23,8 @@ export interface ToolChannel {
 	send(msg: ClientMessage): boolean;
 	/** The hub turn the current run belongs to (instance role), else undefined (not sent). */
 	turnId?(): string | null;
+	/** Why this channel cannot carry out `tool` at all, or undefined when it can. */
+	refuses?(tool: ToolName): string | undefined;
 }
 
 interface Pending {
@@ -39,7 +41,7 @@ export class ToolCalls {
 
 	/** Sends a call and resolves with the hub's text, or rejects with the reason it failed. */
 	call(tool: ToolName, args: Json, signal: AbortSignal | undefined): Promise<string> {
-		const why = this.channel.unavailable();
+		const why = this.channel.unavailable() ?? this.channel.refuses?.(tool);
 		if (why) return Promise.reject(new Error(why));
 		if (signal?.aborted) return Promise.reject(new Error(`${tool} was cancelled`));
 		const id = randomUUID();

@@ -5,11 +5,13 @@
 //! ```
 //!
 //! Per profile (or at the top level, as a default for every profile): `apiBase`, `pairing`
-//! (`"code"`, the default, or `"first-contact"`), `pacing`. Unknown keys anywhere are kept as
-//! they are. The file is written atomically with mode 0600; a malformed file is reported with
+//! (`"code"`, the default, or `"first-contact"`), `pacing`. Per profile only: `remote` (pi on
+//! other machines: `listen` on the hub's machine; `connect`/`socket`, `fingerprint`, `secret` on
+//! the other machine, read by the extension). Unknown keys anywhere are kept as they are. The file is written atomically with mode 0600; a malformed file is reported with
 //! its line and never overwritten.
 
 use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -101,6 +103,12 @@ pub struct ProfileSettings {
     pub file_retention_days: u64,
     /// `workspaces`: the folders under which `/new` may start pi (`~/` is the home folder).
     pub workspaces: Vec<PathBuf>,
+    /// `remote.listen`: where the hub also listens (TCP + TLS) for pi on other machines; off
+    /// when absent.
+    pub remote_listen: Option<SocketAddr>,
+    /// `remote.connect` or `remote.socket` is set: this machine's pi reach a hub elsewhere
+    /// (the extension's business; the hub only refuses to be set up for it here).
+    pub remote_client: bool,
 }
 
 /// The first of `vars` that is set to a number.
@@ -304,6 +312,15 @@ impl ConfigFile {
                 ));
             }
         }
+        if let Some(remote) = obj.get("remote") {
+            if prefix.is_empty() {
+                return Err(self.bad(
+                    "remote",
+                    "belongs to one profile (profiles.<name>.remote): two hubs cannot listen on one address",
+                ));
+            }
+            check_remote(remote).map_err(|problem| self.bad(format!("{prefix}remote"), problem))?;
+        }
         Ok(())
     }
 
@@ -402,8 +419,16 @@ impl ConfigFile {
                     .collect()
             })
             .unwrap_or_default();
+        let remote = self.profile_obj(name).and_then(|p| p.get("remote"));
+        let remote_listen = remote
+            .and_then(|r| r.get("listen"))
+            .and_then(|l| parse_listen(l).ok());
+        let remote_client =
+            remote.is_some_and(|r| r.get("connect").is_some() || r.get("socket").is_some());
         ProfileSettings {
             workspaces,
+            remote_listen,
+            remote_client,
             thread_title,
             thread_retention_days,
             inbound_max_bytes,
@@ -531,6 +556,68 @@ pub fn permission_warnings(path: &Path) -> Vec<String> {
     }
 }
 
+/// The port the hub suggests in messages about `remote.listen`.
+pub const REMOTE_PORT: u16 = 7391;
+
+/// `remote.listen`: `"IP:port"` (`"[::1]:7391"` for IPv6), or a port alone (a number or a string
+/// of digits), which means loopback: nothing beyond this machine reaches the hub unless an
+/// address says so.
+pub fn parse_listen(v: &Value) -> Result<SocketAddr, String> {
+    let loopback = |port: u64| -> Result<SocketAddr, String> {
+        u16::try_from(port)
+            .ok()
+            .filter(|p| *p != 0)
+            .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p))
+            .ok_or_else(|| format!("{port} is not a port (1-65535)"))
+    };
+    let addr = match v {
+        Value::Number(n) => loopback(n.as_u64().unwrap_or(0))?,
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            loopback(s.parse().unwrap_or(0))?
+        }
+        Value::String(s) => s.trim().parse::<SocketAddr>().map_err(|_| {
+            format!(
+                "{s:?} is not an IP address with a port, like \"127.0.0.1:{REMOTE_PORT}\" (or \"0.0.0.0:{REMOTE_PORT}\" for every address of this machine)"
+            )
+        })?,
+        _ => return Err(format!("must be an address like \"127.0.0.1:{REMOTE_PORT}\"")),
+    };
+    if addr.port() == 0 {
+        return Err("needs a fixed port: the other machine connects to it".into());
+    }
+    Ok(addr)
+}
+
+/// The shape of a profile's `remote` object. `listen` is the hub's; `connect`/`socket`,
+/// `fingerprint` and `secret` are read by the extension on the other machine, checked here
+/// only for their types and for a mix-up of the two sides.
+fn check_remote(remote: &Value) -> Result<(), String> {
+    let Some(obj) = remote.as_object() else {
+        return Err("must be an object, like {\"listen\": \"127.0.0.1:7391\"}".into());
+    };
+    if let Some(listen) = obj.get("listen") {
+        parse_listen(listen).map_err(|e| format!("listen: {e}"))?;
+    }
+    for key in ["connect", "socket", "fingerprint", "secret"] {
+        if let Some(v) = obj.get(key)
+            && v.as_str().is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(format!("{key} must be a non-empty string"));
+        }
+    }
+    if obj.contains_key("connect") && obj.contains_key("socket") {
+        return Err("has both connect (TLS) and socket (a forwarded hub.sock): keep one".into());
+    }
+    if obj.contains_key("listen") && (obj.contains_key("connect") || obj.contains_key("socket")) {
+        return Err(
+            "has both listen (this machine runs the hub) and connect/socket (this machine's pi use \
+             a hub elsewhere): keep the one that fits this machine"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 fn parse_user_id(v: &Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
@@ -635,5 +722,97 @@ mod legacy_tests {
         );
         let after = std::fs::read_to_string(dir.path().join("telegram.json")).unwrap();
         assert_eq!(after, text);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod remote_tests {
+    use super::*;
+
+    fn load(remote: Value) -> Result<ConfigFile, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telegram.json");
+        let doc = serde_json::json!({ "profiles": { "default": { "remote": remote } } });
+        std::fs::write(&path, doc.to_string()).unwrap();
+        ConfigFile::load(&path)
+    }
+
+    fn listen(remote: Value) -> Option<SocketAddr> {
+        load(remote)
+            .unwrap()
+            .profile(&ProfileName::default_profile())
+            .remote_listen
+    }
+
+    #[test]
+    fn remote_listen_is_off_unless_set_and_loopback_for_a_bare_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telegram.json");
+        std::fs::write(&path, r#"{ "profiles": { "default": {} } }"#).unwrap();
+        let p = ConfigFile::load(&path)
+            .unwrap()
+            .profile(&ProfileName::default_profile());
+        assert_eq!(p.remote_listen, None);
+        assert!(!p.remote_client);
+
+        let lo: SocketAddr = "127.0.0.1:7391".parse().unwrap();
+        assert_eq!(listen(serde_json::json!({ "listen": 7391 })), Some(lo));
+        assert_eq!(listen(serde_json::json!({ "listen": "7391" })), Some(lo));
+        assert_eq!(
+            listen(serde_json::json!({ "listen": "127.0.0.1:7391" })),
+            Some(lo)
+        );
+        assert_eq!(
+            listen(serde_json::json!({ "listen": "0.0.0.0:7400" })),
+            Some("0.0.0.0:7400".parse().unwrap())
+        );
+        assert_eq!(
+            listen(serde_json::json!({ "listen": "[::1]:7391" })),
+            Some("[::1]:7391".parse().unwrap())
+        );
+        // The other machine's keys turn nothing on here.
+        let p = load(
+            serde_json::json!({ "connect": "hub:7391", "fingerprint": "sha256:ab", "secret": "x" }),
+        )
+        .unwrap()
+        .profile(&ProfileName::default_profile());
+        assert_eq!(p.remote_listen, None);
+        assert!(p.remote_client);
+    }
+
+    #[test]
+    fn remote_mistakes_are_reported_with_the_key() {
+        for (remote, needle) in [
+            (serde_json::json!("127.0.0.1:7391"), "must be an object"),
+            (
+                serde_json::json!({ "listen": "hub.lan:7391" }),
+                "not an IP address",
+            ),
+            (serde_json::json!({ "listen": "127.0.0.1:0" }), "fixed port"),
+            (serde_json::json!({ "listen": 70000 }), "not a port"),
+            (serde_json::json!({ "listen": 0 }), "not a port"),
+            (serde_json::json!({ "listen": true }), "address like"),
+            (serde_json::json!({ "connect": 7391 }), "connect must be"),
+            (
+                serde_json::json!({ "connect": "h:1", "socket": "/s" }),
+                "keep one",
+            ),
+            (
+                serde_json::json!({ "listen": 7391, "connect": "h:1" }),
+                "fits this machine",
+            ),
+        ] {
+            let err = load(remote.clone()).unwrap_err().to_string();
+            assert!(
+                err.contains("profiles.default.remote") && err.contains(needle),
+                "{remote}: {err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telegram.json");
+        std::fs::write(&path, r#"{ "remote": { "listen": 7391 } }"#).unwrap();
+        let err = ConfigFile::load(&path).unwrap_err().to_string();
+        assert!(err.contains("belongs to one profile"), "{err}");
     }
 }

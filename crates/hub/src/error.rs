@@ -15,6 +15,9 @@ pub enum HubError {
     /// The profile lock.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// The TLS identity of the listener for pi on other machines.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// No token anywhere.
     #[error(
         "no bot token for profile {profile}: run `pi-telegram setup{flag}` (or set TELEGRAM_BOT_TOKEN)"

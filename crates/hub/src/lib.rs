@@ -10,6 +10,7 @@
 //!   answers stored and queued.
 //! - [`setup`], [`status`], [`doctor`] and [`control`] (the CLI's client of a running hub);
 //!   [`logging`]: the rotated JSON log and `logs`.
+//! - [`remote`]: pi on other machines (the TLS listener's certificate, `remote-config`).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
@@ -39,6 +40,7 @@ pub mod pairing;
 pub mod paths;
 pub mod poller;
 pub mod preview;
+pub mod remote;
 pub mod secret;
 pub mod sender;
 pub mod serve;

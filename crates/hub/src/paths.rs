@@ -116,6 +116,10 @@ impl ProfilePaths {
     pub fn log_file(&self) -> PathBuf {
         self.dir.join("hub.log")
     }
+    /// `remote.pem`: the self-signed certificate and key of the hub's TLS listener (0600).
+    pub fn remote_identity(&self) -> PathBuf {
+        self.dir.join("remote.pem")
+    }
 
     /// Creates the folder (and its parents) with mode 0700, tightening an existing one.
     pub fn ensure(&self) -> std::io::Result<()> {

@@ -249,14 +249,31 @@ pub async fn serve(
         let secret = Arc::new(crate::secret::ensure(&paths.secret()).map_err(HubError::io(
             format!("creating {}", paths.secret().display()),
         ))?);
+        // pi on other machines, when the person asked for it: a listener that cannot bind is
+        // an error they must see, not a silent absence. Bound before hub.sock, so a hub whose
+        // socket is there listens everywhere it should.
+        let remote = match settings.remote_listen {
+            None => None,
+            Some(addr) => {
+                let acceptor = crate::remote::ensure_identity(&paths)?.acceptor()?;
+                let tcp = links::tcp::bind(addr).await.map_err(HubError::io(format!(
+                    "listening on {addr} (remote.listen of profile {} in {})",
+                    opts.profile,
+                    config_path.display()
+                )))?;
+                tracing::info!(listen = %addr, "listening for pi on other machines (TLS)");
+                Some((tcp, acceptor))
+            }
+        };
+
         let listener = links::socket::bind(&paths.socket()).map_err(HubError::io(format!(
             "listening on {}",
             paths.socket().display()
         )))?;
 
-        Ok::<_, HubError>((db, epoch, client, username, pacer, secret, listener))
+        Ok::<_, HubError>((db, epoch, client, username, pacer, secret, listener, remote))
     };
-    let (db, epoch, client, username, pacer, secret, listener) = tokio::select! {
+    let (db, epoch, client, username, pacer, secret, listener, remote) = tokio::select! {
         r = started => r?,
         () = &mut shutdown => {
             tracing::info!("stopped during start-up");
@@ -350,13 +367,19 @@ pub async fn serve(
         wakes.clone(),
         stop_rx.clone(),
     ));
+    let shared = links::socket::Shared {
+        secret,
+        write_timeout: opts.tuning.write_timeout,
+        conductor: conductor_tx.clone(),
+    };
     let sock = tokio::spawn(links::socket::serve(
         listener,
-        secret,
-        opts.tuning.write_timeout,
-        conductor_tx.clone(),
+        shared.clone(),
         stop_rx.clone(),
     ));
+    let remote_task = remote.map(|(tcp, acceptor)| {
+        tokio::spawn(links::tcp::serve(tcp, acceptor, shared, stop_rx.clone()))
+    });
     let spawner = crate::spawned::Spawner {
         db: db.clone(),
         conductor: conductor_tx.clone(),
@@ -449,6 +472,9 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
     let _ = tokio::time::timeout(grace, sock).await;
+    if let Some(task) = remote_task {
+        let _ = tokio::time::timeout(grace, task).await;
+    }
     for (name, task) in [
         ("poller", poll),
         ("worker", work),

@@ -48,6 +48,9 @@ pub struct SetupReport {
     /// The config file written.
     #[serde(skip)]
     pub config_file: String,
+    /// `remote.listen` and the certificate's fingerprint, when pi on other machines may join.
+    #[serde(skip)]
+    pub remote: Option<(std::net::SocketAddr, String)>,
 }
 
 /// Runs setup. `prompt` is asked for the token when neither `--token` nor the environment has
@@ -141,6 +144,17 @@ pub async fn setup(
     paths
         .ensure()
         .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
+    // The certificate other machines pin is made here, so its fingerprint is settled before
+    // the hub first starts.
+    let remote = match settings.remote_listen {
+        Some(addr) => Some((
+            addr,
+            crate::remote::ensure_identity(&paths)?
+                .fingerprint()
+                .to_owned(),
+        )),
+        None => None,
+    };
     let store = Store::open(&paths.state_db())?;
     let state_dir = paths.dir.display().to_string();
     let stored_bot = store.read(|c| kv::get_i64(c, kv::BOT_ID))?;
@@ -194,6 +208,7 @@ pub async fn setup(
         owner,
         token_source: source,
         config_file: config_path.display().to_string(),
+        remote,
     })
 }
 
@@ -229,6 +244,16 @@ pub fn render(report: &SetupReport, profile: &ProfileName) -> String {
         }
         (None, Some(owner)) => out.push_str(&format!("Owner: user {owner} (already paired).\n")),
         (None, None) => {}
+    }
+    if let Some((addr, fingerprint)) = &report.remote {
+        let flag = if *profile == ProfileName::default_profile() {
+            String::new()
+        } else {
+            format!(" --profile {profile}")
+        };
+        out.push_str(&format!(
+            "pi on other machines: the hub listens on {addr} (TLS, certificate {fingerprint}); `pi-telegram remote-config{flag}` prints what they need.\n"
+        ));
     }
     out
 }

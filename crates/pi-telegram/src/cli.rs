@@ -48,6 +48,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print what a pi on another machine needs to join this hub (remote.listen must be set):
+    /// the JSON for that machine's telegram.json on stdout, how to use it on stderr.
+    RemoteConfig {
+        /// This machine's name or address as the other machine reaches it (default: the
+        /// listen address, or the host name when the hub listens on every address).
+        #[arg(long)]
+        host: Option<String>,
+    },
     /// Stop the running hub, whoever started it; a pi's extension does not start it again until
     /// `/telegram-connect` (or `serve`).
     Stop,

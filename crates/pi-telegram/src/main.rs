@@ -222,6 +222,15 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
             }
             Ok(())
         }
+        cli::Command::RemoteConfig { host } => {
+            let rc = hub::remote::remote_config(&agent_dir, &profile, host.as_deref())?;
+            let out = serde_json::to_string_pretty(&rc.snippet)
+                .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+            // The snippet alone on stdout, so it can be piped to the other machine.
+            eprint!("{}", hub::remote::explain(&rc, &agent_dir.config_file()));
+            println!("{out}");
+            Ok(())
+        }
         cli::Command::Service { command } => service_cmd::run(&agent_dir, &profile, command),
         cli::Command::Status { json } => {
             let st = status::status(&agent_dir, &profile)?;

@@ -4,6 +4,7 @@
 pub mod echo;
 pub mod rpc;
 pub mod socket;
+pub mod tcp;
 
 /// Commands an instance may have waiting before the hub considers it stuck.
 pub const COMMAND_QUEUE: usize = 256;

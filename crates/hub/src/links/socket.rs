@@ -1,16 +1,20 @@
 //! The hub socket (`hub.sock`): the extension's instances and the CLI connect here. Every
 //! connection must prove the hub secret in its first line; each has its own reader and a
 //! bounded writer, so a peer that stops reading is dropped instead of blocking anyone else.
+//!
+//! The per-connection protocol is also served over TLS to pi on other machines
+//! ([`super::tcp`]): [`connection`] takes any byte stream, and a [`Peer::Remote`] may only be an
+//! instance.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::unix::OwnedWriteHalf;
-use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use wire::{
     ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, encode,
     secrets_match,
@@ -27,6 +31,8 @@ use crate::instance::{
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the last message before a close may take to be written.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The answer to `telegram_attach` from a pi on another machine.
+const REMOTE_ATTACH: &str = "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
 
 /// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
 /// lock, so no other hub uses it).
@@ -56,20 +62,35 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// What every connection needs from the hub.
+#[derive(Clone)]
+pub struct Shared {
+    /// The hub secret every hello must carry.
+    pub secret: Arc<String>,
+    /// How long a write may block before the peer counts as not reading.
+    pub write_timeout: Duration,
+    /// The conductor.
+    pub conductor: mpsc::Sender<ConductorMsg>,
+}
+
+/// Where a connection comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// `hub.sock`: a process of this machine's user.
+    Local,
+    /// The TLS listener: pi on another machine (only the instance role; its files are not on
+    /// this disk).
+    Remote(SocketAddr),
+}
+
 /// Accepts connections until `stop`.
-pub async fn serve(
-    listener: UnixListener,
-    secret: Arc<String>,
-    write_timeout: Duration,
-    conductor: mpsc::Sender<ConductorMsg>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn serve(listener: UnixListener, shared: Shared, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(connection(stream, secret.clone(), write_timeout, conductor.clone()));
+                    tokio::spawn(connection(stream, Peer::Local, shared.clone(), None));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept on hub.sock failed");
@@ -81,7 +102,11 @@ pub async fn serve(
 }
 
 /// Writes lines in order; ends when a write blocks too long or fails.
-async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>, timeout: Duration) {
+async fn write_loop(
+    mut wr: impl AsyncWrite + Unpin,
+    mut lines: mpsc::Receiver<String>,
+    timeout: Duration,
+) {
     while let Some(line) = lines.recv().await {
         match tokio::time::timeout(timeout, wr.write_all(line.as_bytes())).await {
             Ok(Ok(())) => {}
@@ -90,7 +115,7 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>, t
                 return;
             }
             Err(_) => {
-                tracing::warn!("a client stopped reading from hub.sock; dropping it");
+                tracing::warn!("a client stopped reading from its hub connection; dropping it");
                 return;
             }
         }
@@ -98,8 +123,11 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut lines: mpsc::Receiver<String>, t
     let _ = wr.shutdown().await;
 }
 
+/// The read half of any connection (Unix socket or TLS).
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+
 struct Conn {
-    lines: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    lines: LineReader<BufReader<ReadHalf>>,
     out: mpsc::Sender<String>,
     writer: tokio::task::JoinHandle<()>,
 }
@@ -118,15 +146,25 @@ impl Conn {
     }
 }
 
-async fn connection(
-    stream: UnixStream,
-    secret: Arc<String>,
-    write_timeout: Duration,
-    conductor: mpsc::Sender<ConductorMsg>,
-) {
-    let (rd, wr) = stream.into_split();
+/// One connection, from its hello to its end. `unauthenticated` is held until the hello is
+/// settled (the TLS listener bounds how many strangers may wait at once).
+pub async fn connection<S>(
+    stream: S,
+    peer: Peer,
+    shared: Shared,
+    unauthenticated: Option<OwnedSemaphorePermit>,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let Shared {
+        secret,
+        write_timeout,
+        conductor,
+    } = shared;
+    let (rd, wr) = tokio::io::split(stream);
     let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
     let writer = tokio::spawn(write_loop(wr, out_rx, write_timeout));
+    let rd: ReadHalf = Box::new(rd);
     let mut conn = Conn {
         lines: LineReader::new(BufReader::new(rd)),
         out,
@@ -138,7 +176,14 @@ async fn connection(
     };
     let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
         Ok(Ok(Some(line))) => line,
-        Ok(Ok(None)) => return,
+        Ok(Ok(None)) => {
+            if let Peer::Remote(addr) = peer {
+                // What a pi sees when the certificate is not the one it pinned: it hangs up
+                // before its hello, which carries the secret.
+                tracing::info!(peer = %addr, "a remote connection closed before its hello (a wrong fingerprint on that machine?)");
+            }
+            return;
+        }
         Ok(Err(e)) => {
             return conn
                 .close_with(&refuse("hello", format!("unreadable first line: {e}")))
@@ -170,15 +215,28 @@ async fn connection(
         return conn.close_with(&refuse("protocol", message)).await;
     }
     if !secrets_match(&hello.secret, &secret) {
-        tracing::warn!("refused a client with a wrong hub secret");
+        match peer {
+            Peer::Local => tracing::warn!("refused a client with a wrong hub secret"),
+            Peer::Remote(addr) => {
+                tracing::warn!(peer = %addr, "refused a remote client with a wrong hub secret");
+            }
+        }
         return conn
             .close_with(&refuse("secret", "wrong hub secret".into()))
             .await;
     }
-    match hello.role {
-        Role::Instance => instance(conn, hello, conductor).await,
-        Role::Control => control(conn, conductor).await,
-        Role::Tools => tools(conn, hello, conductor).await,
+    drop(unauthenticated);
+    match (hello.role, peer) {
+        (Role::Instance, _) => instance(conn, hello, peer, conductor).await,
+        // Spawning pi or resolving topics from another machine would hand it this machine's
+        // processes and files; a headless child is always local.
+        (Role::Control | Role::Tools, Peer::Remote(addr)) => {
+            tracing::warn!(peer = %addr, role = ?hello.role, "refused a remote client of a local-only role");
+            let message = "only pi instances connect from other machines; run the pi-telegram CLI on the hub's machine".to_owned();
+            conn.close_with(&refuse("role", message)).await;
+        }
+        (Role::Control, Peer::Local) => control(conn, conductor).await,
+        (Role::Tools, Peer::Local) => tools(conn, hello, conductor).await,
     }
 }
 
@@ -228,7 +286,7 @@ fn hub_msg(cmd: Command) -> HubMsg {
     }
 }
 
-async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
+async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<ConductorMsg>) {
     let Some(cwd) = hello.state.cwd.clone().filter(|c| !c.is_empty()) else {
         let msg = HubMsg::Refused {
             code: "hello".into(),
@@ -270,6 +328,9 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
         hub_pid: std::process::id(),
         instance_id: Some(id.0.clone()),
     });
+    if let Peer::Remote(addr) = peer {
+        tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
+    }
     let report = |event: LinkEvent| ConductorMsg::Link(id.clone(), event);
     // Requests waiting for pi's answer, by request id.
     let mut pending: HashMap<String, Answer> = HashMap::new();
@@ -331,7 +392,13 @@ async fn instance(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<Conducto
                         continue;
                     }
                     ClientMsg::ToolCall { id: rid, tool, args } => {
-                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                        if peer != Peer::Local && tool == "telegram_attach" {
+                            // The hub reads attached files from its own disk: a path from
+                            // another machine names nothing here (or something else).
+                            conn.send(&response(rid, Err(REMOTE_ATTACH.into())));
+                        } else {
+                            tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                        }
                         continue;
                     }
                     ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
