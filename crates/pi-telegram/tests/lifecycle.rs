@@ -36,10 +36,23 @@ fn live_shim_ids(env: &Env) -> Vec<String> {
 
 /// Waits for a hub started by `by` and a pi connected to it since `before`.
 fn wait_reconnected(env: &Env, by: &str, before: &[String]) {
-    wait_for("the hub to run", 30, || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
         let h = hub(env);
-        h["running"] == json!(true) && h["started_by"] == by
-    });
+        if h["running"] == json!(true) && h["started_by"] == by {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let log =
+                std::fs::read_to_string(env.profile_dir().join("hub.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "no hub started by {by} within 60 s; status: {h}\nhub.log (newest first):\n{}",
+                tail.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     wait_for("pi to connect to it", 30, || {
         live_shim_ids(env).iter().any(|id| !before.contains(id))
     });
