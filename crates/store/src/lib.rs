@@ -22,6 +22,7 @@ pub mod kv;
 pub mod lease;
 pub mod outbox;
 pub mod pairing;
+pub mod retention;
 pub mod routes;
 pub mod schema;
 pub mod threads;

@@ -387,12 +387,14 @@ pub fn mark_resend(
     )
 }
 
-/// How many copies were sent again after an unknown outcome, in all.
+/// How many copies were sent again after an unknown outcome, in all (pruned rows included).
 pub fn resent_total(conn: &Connection) -> Result<i64> {
-    conn.query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
-        r.get(0)
-    })
-    .map_err(StoreError::sqlite("counting resent messages"))
+    let here: i64 = conn
+        .query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
+            r.get(0)
+        })
+        .map_err(StoreError::sqlite("counting resent messages"))?;
+    Ok(here + crate::retention::pruned(conn, "outbox", "resent")?)
 }
 
 /// `sending -> ambiguous`: the outcome is unknown and the row is not repeated.
@@ -454,7 +456,8 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
     Ok((resent, ambiguous))
 }
 
-/// Rows per state (every state present, zero included).
+/// Rows per state (every state present, zero included); `sent` and `failed` include the rows
+/// retention pruned since.
 pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
     let mut out: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
     let mut stmt = conn
@@ -466,6 +469,10 @@ pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
     for row in rows {
         let (state, n) = row.map_err(StoreError::sqlite("counting the outbox"))?;
         out.insert(State::parse(&state)?, n);
+    }
+    for state in [State::Sent, State::Failed] {
+        let pruned = crate::retention::pruned(conn, "outbox", state.as_str())?;
+        *out.entry(state).or_default() += pruned;
     }
     Ok(out)
 }

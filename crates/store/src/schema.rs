@@ -316,6 +316,15 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX attachments_waiting ON attachments(turn_id) WHERE state = 'waiting';
     ",
+    // 9: retention (`retention.rs`). A reply route remembers when it was last recorded or
+    // replied to, so pruning keeps the routes in use (routes from before stay NULL until the
+    // first retention pass stamps them: they get a full period). The batches that find old
+    // routes and expired buttons use an index each.
+    r"
+    ALTER TABLE message_routes ADD COLUMN used_ms INTEGER;
+    CREATE INDEX message_routes_used ON message_routes(used_ms);
+    CREATE INDEX callbacks_expiry ON callbacks(expires_ms);
+    ",
 ];
 
 /// The schema version this build writes.

@@ -438,7 +438,7 @@ pub fn awaiting_choice(conn: &Connection) -> Result<i64> {
     .map_err(StoreError::sqlite("counting turns"))
 }
 
-/// Turns per state.
+/// Turns per state; finished states include the turns retention pruned since.
 pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
     let mut stmt = conn
         .prepare_cached("SELECT state, count(*) FROM turns GROUP BY state")
@@ -452,6 +452,14 @@ pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
         let state = TurnState::parse(&state)?;
         if let Some(slot) = out.iter_mut().find(|(s, _)| *s == state) {
             slot.1 = n;
+        }
+    }
+    for (state, n) in &mut out {
+        if matches!(
+            state,
+            TurnState::Done | TurnState::Cancelled | TurnState::Interrupted
+        ) {
+            *n += crate::retention::pruned(conn, "turns", state.as_str())?;
         }
     }
     Ok(out)
