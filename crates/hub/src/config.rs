@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Per profile (or at the top level, as a default for every profile): `apiBase`, `pairing`
-//! (`"code"`, the default, or `"first-contact"`), `pacing`. Unknown keys anywhere are kept as
+//! (`"code"`, the default, or `"first-contact"`), `pacing`, `historyRetentionDays`, ... Unknown keys anywhere are kept as
 //! they are. The file is written atomically with mode 0600; a malformed file is reported with
 //! its line and never overwritten.
 
@@ -99,6 +99,9 @@ pub struct ProfileSettings {
     pub outbound_max_bytes: u64,
     /// `fileRetentionDays`: downloaded files of finished turns are removed after this many days.
     pub file_retention_days: u64,
+    /// `historyRetentionDays`: handled updates, sent messages, finished turns, reply routes and
+    /// other finished rows leave the state database after this many days (default 14).
+    pub history_retention_days: u64,
 }
 
 /// The first of `vars` that is set to a number.
@@ -226,6 +229,14 @@ impl ConfigFile {
                 "must be \"code\" or \"first-contact\"",
             ));
         }
+        if let Some(d) = obj.get("historyRetentionDays")
+            && d.as_u64().is_none()
+        {
+            return Err(self.bad(
+                format!("{prefix}historyRetentionDays"),
+                "must be a whole number of days",
+            ));
+        }
         if let Some(p) = obj.get("pacing") {
             serde_json::from_value::<PacingConfig>(p.clone())
                 .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
@@ -313,7 +324,12 @@ impl ConfigFile {
             .lookup(name, "fileRetentionDays")
             .and_then(Value::as_u64)
             .unwrap_or(7);
+        let history_retention_days = self
+            .lookup(name, "historyRetentionDays")
+            .and_then(Value::as_u64)
+            .unwrap_or(14);
         ProfileSettings {
+            history_retention_days,
             thread_title,
             thread_retention_days,
             inbound_max_bytes,

@@ -35,6 +35,7 @@ pub mod pairing;
 pub mod paths;
 pub mod poller;
 pub mod preview;
+pub mod retention;
 pub mod secret;
 pub mod sender;
 pub mod serve;
