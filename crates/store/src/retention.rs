@@ -20,6 +20,10 @@
 //! | `cleanups` | `done` before `before` | pending ones (the reconciler's work) |
 //! | `flood_waits` | ended before `before` | running waits |
 //!
+//! Every finished state sets the time these rules read (`handled_ms`, `updated_ms`, `done_ms`);
+//! a row without one is kept. Each batch finds its rows through a partial index on that time
+//! (schema 9), so it costs what it removes.
+//!
 //! Counts that `status` reports (handled updates, turns and outbox rows by state, copies sent
 //! again) keep what was pruned in `kv`, in the transaction that prunes.
 
@@ -128,7 +132,7 @@ pub fn prune(conn: &Connection, table: Table, at: Horizon, limit: usize) -> Resu
             conn,
             "controls",
             "DELETE FROM controls WHERE id IN (SELECT id FROM controls
-               WHERE state = 'done' AND coalesce(done_ms, created_ms) < ?1 ORDER BY id LIMIT ?2)",
+               WHERE state = 'done' AND done_ms < ?1 ORDER BY done_ms LIMIT ?2)",
             params![at.before_ms, limit],
         ),
         Table::Instances => delete(
@@ -193,7 +197,7 @@ fn journal(conn: &Connection, at: Horizon, limit: i64) -> Result<usize> {
         conn,
         "the journal",
         "DELETE FROM journal WHERE update_id IN (SELECT update_id FROM journal
-           WHERE handled_ms IS NOT NULL AND handled_ms < ?1 ORDER BY update_id LIMIT ?2)",
+           WHERE handled_ms IS NOT NULL AND handled_ms < ?1 ORDER BY handled_ms LIMIT ?2)",
         params![at.before_ms, limit],
     )?;
     count(conn, crate::journal::PRUNED, n as i64)?;
@@ -205,7 +209,7 @@ fn outbox(conn: &Connection, at: Horizon, limit: i64) -> Result<usize> {
     let old: Vec<(i64, String, i64)> = conn
         .prepare_cached(
             "SELECT id, state, resent FROM outbox
-             WHERE state IN ('sent', 'failed') AND updated_ms < ?1 ORDER BY id LIMIT ?2",
+             WHERE state IN ('sent', 'failed') AND updated_ms < ?1 ORDER BY updated_ms LIMIT ?2",
         )
         .and_then(|mut s| {
             s.query_map(params![at.before_ms, limit], |r| {
@@ -238,15 +242,14 @@ fn turns(conn: &Connection, at: Horizon, limit: i64) -> Result<usize> {
     let old: Vec<(i64, String)> = conn
         .prepare_cached(
             "SELECT id, state FROM turns t
-             WHERE state IN ('done', 'cancelled', 'interrupted')
-               AND coalesce(done_ms, created_ms) < ?1
+             WHERE state IN ('done', 'cancelled', 'interrupted') AND done_ms < ?1
                AND NOT EXISTS (SELECT 1 FROM files f WHERE f.turn_id = t.id
                                AND f.state = 'saved' AND f.path IS NOT NULL)
                AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.turn_id = t.id
                                AND o.state IN ('pending', 'sending'))
                AND NOT EXISTS (SELECT 1 FROM controls c WHERE c.turn_id = t.id
                                AND c.state != 'done')
-             ORDER BY id LIMIT ?2",
+             ORDER BY done_ms LIMIT ?2",
         )
         .and_then(|mut s| {
             s.query_map(params![at.before_ms, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
