@@ -231,9 +231,11 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
 /// main thread, or one topic) go out in order; conversations do not wait for each other, so a
 /// topic whose rows are parked never holds up the main chat.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
+    // `state IN ('pending', 'sending')` is the partial index `outbox_open`'s own term: with it
+    // the planner reads the open rows through that index instead of every row the outbox keeps.
     select(
         conn,
-        "WHERE state = 'pending' AND not_before_ms <= ?1
+        "WHERE state IN ('pending', 'sending') AND state = 'pending' AND not_before_ms <= ?1
            AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
                      AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))
          ORDER BY id",
@@ -243,8 +245,10 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
 
 /// The earliest `not_before_ms` of a pending row, for sleeping until something is due.
 pub fn next_due_ms(conn: &Connection) -> Result<Option<i64>> {
+    // Through `outbox_open` (see [`heads`]).
     conn.query_row(
-        "SELECT min(not_before_ms) FROM outbox WHERE state = 'pending'",
+        "SELECT min(not_before_ms) FROM outbox WHERE state IN ('pending', 'sending')
+           AND state = 'pending'",
         [],
         |r| r.get(0),
     )
@@ -484,9 +488,11 @@ pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
 
 /// Pending rows parked (see [`hold`]) with `handling`, oldest first.
 pub fn parked_with(conn: &Connection, handling: &str) -> Result<Vec<OutboxRow>> {
+    // The open rows only, through `outbox_open` (see [`heads`]).
     select(
         conn,
-        "WHERE state = 'pending' AND not_before_ms = 9223372036854775807 AND handling = ?1
+        "WHERE state IN ('pending', 'sending') AND state = 'pending'
+           AND not_before_ms = 9223372036854775807 AND handling = ?1
          ORDER BY id",
         [handling],
     )
