@@ -545,6 +545,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
