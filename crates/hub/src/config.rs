@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Per profile (or at the top level, as a default for every profile): `apiBase`, `pairing`
-//! (`"code"`, the default, or `"first-contact"`), `pacing`. Per profile only: `remote` (pi on
+//! (`"code"`, the default, or `"first-contact"`), `pacing`, `historyRetentionDays`, `workspaces`. Per profile only: `remote` (pi on
 //! other machines: `listen` on the hub's machine; `connect`/`socket`, `fingerprint`, `secret` on
 //! the other machine, read by the extension). Unknown keys anywhere are kept as they are. The file is written atomically with mode 0600; a malformed file is reported with
 //! its line and never overwritten.
@@ -109,6 +109,9 @@ pub struct ProfileSettings {
     /// `remote.connect` or `remote.socket` is set: this machine's pi reach a hub elsewhere
     /// (the extension's business; the hub only refuses to be set up for it here).
     pub remote_client: bool,
+    /// `historyRetentionDays`: handled updates, sent messages, finished turns, reply routes and
+    /// other finished rows leave the state database after this many days (default 14).
+    pub history_retention_days: u64,
 }
 
 /// The first of `vars` that is set to a number.
@@ -294,6 +297,14 @@ impl ConfigFile {
                 "must be \"code\" or \"first-contact\"",
             ));
         }
+        if let Some(d) = obj.get("historyRetentionDays")
+            && d.as_u64().is_none()
+        {
+            return Err(self.bad(
+                format!("{prefix}historyRetentionDays"),
+                "must be a whole number of days",
+            ));
+        }
         if let Some(p) = obj.get("pacing") {
             serde_json::from_value::<PacingConfig>(p.clone())
                 .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
@@ -404,6 +415,10 @@ impl ConfigFile {
             .lookup(name, "fileRetentionDays")
             .and_then(Value::as_u64)
             .unwrap_or(7);
+        let history_retention_days = self
+            .lookup(name, "historyRetentionDays")
+            .and_then(Value::as_u64)
+            .unwrap_or(14);
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let workspaces = self
             .lookup(name, "workspaces")
@@ -426,6 +441,7 @@ impl ConfigFile {
         let remote_client =
             remote.is_some_and(|r| r.get("connect").is_some() || r.get("socket").is_some());
         ProfileSettings {
+            history_retention_days,
             workspaces,
             remote_listen,
             remote_client,

@@ -83,6 +83,8 @@ impl HubError {
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Config(_) | Self::Usage(_) | Self::NoToken { .. } | Self::BotMismatch { .. } => 2,
+            // A state database from a newer version: run a matching binary.
+            Self::Store(store::StoreError::TooNew { .. }) => 2,
             Self::Lock(LockError::Held { .. }) => 3,
             Self::Conflict { .. } => 4,
             Self::Unauthorized => 5,

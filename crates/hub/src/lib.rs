@@ -41,6 +41,7 @@ pub mod paths;
 pub mod poller;
 pub mod preview;
 pub mod remote;
+pub mod retention;
 pub mod secret;
 pub mod sender;
 pub mod serve;

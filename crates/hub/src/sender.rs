@@ -155,7 +155,7 @@ async fn send_one(
                     None => outbox::mark_sent(tx, id, message_id, now)?,
                 }
                 if let Some((identity, message)) = &route {
-                    store::routes::record(tx, chat, *message, identity, turn)?;
+                    store::routes::record(tx, chat, *message, identity, turn, now)?;
                 }
                 Ok(())
             })

@@ -39,6 +39,11 @@ pub struct Tuning {
     /// How often Threaded Mode is probed with `getMe` when nothing else prompts it
     /// (`PI_TELEGRAM_PROBE_SECS`, default 600).
     pub probe_every: Duration,
+    /// How often old state is pruned (`PI_TELEGRAM_RETENTION_EVERY_SECS`, default 600).
+    pub retention_every: Duration,
+    /// The age after which finished rows are pruned, instead of the profile's
+    /// `historyRetentionDays` (`PI_TELEGRAM_HISTORY_RETENTION_SECS`; benches and tests).
+    pub retention_age: Option<Duration>,
 }
 
 impl Tuning {
@@ -55,6 +60,12 @@ impl Tuning {
                 num("PI_TELEGRAM_WRITE_TIMEOUT_MS").unwrap_or(10_000),
             ),
             probe_every: Duration::from_secs(num("PI_TELEGRAM_PROBE_SECS").unwrap_or(600).max(1)),
+            retention_every: Duration::from_secs(
+                num("PI_TELEGRAM_RETENTION_EVERY_SECS")
+                    .unwrap_or(600)
+                    .max(1),
+            ),
+            retention_age: num("PI_TELEGRAM_HISTORY_RETENTION_SECS").map(Duration::from_secs),
         }
     }
 }
@@ -352,6 +363,16 @@ pub async fn serve(
             stop_rx.clone(),
         ))
     };
+    let retention_task = tokio::spawn(crate::retention::run(
+        db.clone(),
+        crate::retention::RetentionSettings {
+            age: opts.tuning.retention_age.unwrap_or(Duration::from_secs(
+                settings.history_retention_days.saturating_mul(24 * 3600),
+            )),
+            every: opts.tuning.retention_every,
+        },
+        stop_rx.clone(),
+    ));
     let voice_task = tokio::spawn(crate::voice::run(
         db.clone(),
         Arc::new(crate::voice::VoiceSettings {
@@ -458,6 +479,7 @@ pub async fn serve(
     let mut preview_task = preview_task;
     let mut inbound_task = inbound_task;
     let mut voice_task = voice_task;
+    let mut retention_task = retention_task;
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
         r = &mut poll => Some(joined(r)),
@@ -468,6 +490,7 @@ pub async fn serve(
         r = &mut preview_task => Some(joined(r)),
         r = &mut inbound_task => Some(joined(r)),
         r = &mut voice_task => Some(joined(r)),
+        r = &mut retention_task => Some(joined(r)),
     };
     let _ = stop_tx.send(true);
     let grace = opts.tuning.shutdown_grace;
@@ -484,6 +507,7 @@ pub async fn serve(
         ("previews", preview_task),
         ("inbound", inbound_task),
         ("voice", voice_task),
+        ("retention", retention_task),
     ] {
         if task.is_finished() {
             continue;

@@ -1,6 +1,6 @@
 //! Starting and stopping `serve` in conditions a person meets: a webhook left on the bot, an
-//! unreachable Telegram, a config saved with a byte-order mark or readable by others, and the
-//! modes of the files that hold message text.
+//! unreachable Telegram, a config saved with a byte-order mark or readable by others, the
+//! modes of the files that hold message text, and a state database from a newer version.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -217,4 +217,56 @@ fn the_files_that_hold_messages_are_private_and_the_config_is_checked() {
         "{line}"
     );
     assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn a_state_database_from_a_newer_version_is_refused_and_left_untouched() {
+    let env = Env::new();
+    env.preset_owner();
+    // A newer pi-telegram wrote this profile's state.
+    std::fs::create_dir_all(env.profile_dir()).unwrap();
+    std::fs::set_permissions(env.profile_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let newer = store::schema::CURRENT + 1;
+    {
+        let s = store::Store::open(&env.state_db()).unwrap();
+        s.write(|tx| store::kv::set(tx, store::kv::OWNER, &OWNER.to_string()))
+            .unwrap();
+        s.write(|tx| {
+            tx.execute_batch(&format!("PRAGMA user_version = {newer}"))
+                .map_err(store::StoreError::from)
+        })
+        .unwrap();
+    }
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(env.profile_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("state.db"))
+            .collect();
+        names.sort();
+        names
+    };
+    let before = (std::fs::read(env.state_db()).unwrap(), listing());
+    let expected = format!(
+        "is from a newer pi-telegram (schema {newer}, this binary knows {}); upgrade pi-telegram or use a matching version",
+        store::schema::CURRENT
+    );
+    for args in [&["serve"][..], &["status"][..]] {
+        let out = env.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{args:?}: {stderr}");
+        assert_eq!(
+            (std::fs::read(env.state_db()).unwrap(), listing()),
+            before,
+            "{args:?} left the state as it was"
+        );
+    }
+    // Nothing was asked of Telegram either.
+    assert!(
+        env.fake
+            .control()
+            .requests(0, Some("getUpdates"))
+            .is_empty()
+    );
 }

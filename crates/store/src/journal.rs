@@ -130,22 +130,8 @@ pub fn counts(conn: &Connection) -> Result<(i64, i64)> {
     Ok((pending, handled + pruned))
 }
 
-const PRUNED: &str = "journal.pruned_handled";
-
-/// Deletes entries handled before `before_ms` (turns keep their own text); keeps the count.
-pub fn prune(conn: &Connection, before_ms: i64) -> Result<usize> {
-    let n = conn
-        .execute(
-            "DELETE FROM journal WHERE handled_ms IS NOT NULL AND handled_ms < ?1",
-            [before_ms],
-        )
-        .map_err(StoreError::sqlite("pruning the journal"))?;
-    if n > 0 {
-        let total = kv::get_i64(conn, PRUNED)?.unwrap_or(0) + n as i64;
-        kv::set_i64(conn, PRUNED, total)?;
-    }
-    Ok(n)
-}
+/// Handled entries pruned so far (`retention`), still counted as handled.
+pub(crate) const PRUNED: &str = "journal.pruned_handled";
 
 /// The first unhandled update after `update_id`, if it is journaled already (a handler may
 /// look one step ahead: a comment the person sent right before a forward).

@@ -22,6 +22,7 @@ pub mod kv;
 pub mod lease;
 pub mod outbox;
 pub mod pairing;
+pub mod retention;
 pub mod routes;
 pub mod schema;
 pub mod spawned;
@@ -47,9 +48,9 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The database was written by a newer pi-telegram.
+    /// The database was written by a newer pi-telegram. It is left as it was.
     #[error(
-        "{path} has schema version {found}; this pi-telegram understands up to {supported}: upgrade pi-telegram"
+        "{path} is from a newer pi-telegram (schema {found}, this binary knows {supported}); upgrade pi-telegram or use a matching version (the file was left untouched)"
     )]
     TooNew {
         /// The file.
@@ -101,6 +102,9 @@ impl Store {
         create_private(path)?;
         let conn = Connection::open(path)
             .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
+        // A database from a newer build is refused before anything is written to it: not even
+        // the journal mode changes.
+        refuse_newer(&conn, path)?;
         configure(&conn, path)?;
         schema::migrate(&conn, path)?;
         restrict_existing(path)?;
@@ -122,14 +126,7 @@ impl Store {
         )
         .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5))?;
-        let version = schema::version(&conn)?;
-        if version > schema::CURRENT {
-            return Err(StoreError::TooNew {
-                path: path.to_owned(),
-                found: version,
-                supported: schema::CURRENT,
-            });
-        }
+        let version = refuse_newer(&conn, path)?;
         if version == 0 {
             // Created a moment ago by a hub that has not migrated it yet: nothing to read.
             return Ok(None);
@@ -194,6 +191,21 @@ impl Store {
             .map_err(|e| E::from(StoreError::sqlite("ending a read")(e)))?;
         Ok(value)
     }
+}
+
+/// The schema version, unless it is newer than this build knows.
+fn refuse_newer(conn: &Connection, path: &Path) -> Result<i64> {
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(StoreError::sqlite(format!("opening {}", path.display())))?;
+    let found = schema::version(conn)?;
+    if found > schema::CURRENT {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found,
+            supported: schema::CURRENT,
+        });
+    }
+    Ok(found)
 }
 
 /// The database and its companion files.

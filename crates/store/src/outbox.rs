@@ -231,9 +231,11 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
 /// main thread, or one topic) go out in order; conversations do not wait for each other, so a
 /// topic whose rows are parked never holds up the main chat.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
+    // `state IN ('pending', 'sending')` is the partial index `outbox_open`'s own term: with it
+    // the planner reads the open rows through that index instead of every row the outbox keeps.
     select(
         conn,
-        "WHERE state = 'pending' AND not_before_ms <= ?1
+        "WHERE state IN ('pending', 'sending') AND state = 'pending' AND not_before_ms <= ?1
            AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
                      AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))
          ORDER BY id",
@@ -243,8 +245,10 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
 
 /// The earliest `not_before_ms` of a pending row, for sleeping until something is due.
 pub fn next_due_ms(conn: &Connection) -> Result<Option<i64>> {
+    // Through `outbox_open` (see [`heads`]).
     conn.query_row(
-        "SELECT min(not_before_ms) FROM outbox WHERE state = 'pending'",
+        "SELECT min(not_before_ms) FROM outbox WHERE state IN ('pending', 'sending')
+           AND state = 'pending'",
         [],
         |r| r.get(0),
     )
@@ -387,12 +391,14 @@ pub fn mark_resend(
     )
 }
 
-/// How many copies were sent again after an unknown outcome, in all.
+/// How many copies were sent again after an unknown outcome, in all (pruned rows included).
 pub fn resent_total(conn: &Connection) -> Result<i64> {
-    conn.query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
-        r.get(0)
-    })
-    .map_err(StoreError::sqlite("counting resent messages"))
+    let here: i64 = conn
+        .query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
+            r.get(0)
+        })
+        .map_err(StoreError::sqlite("counting resent messages"))?;
+    Ok(here + crate::retention::pruned(conn, "outbox", "resent")?)
 }
 
 /// `sending -> ambiguous`: the outcome is unknown and the row is not repeated.
@@ -454,7 +460,8 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
     Ok((resent, ambiguous))
 }
 
-/// Rows per state (every state present, zero included).
+/// Rows per state (every state present, zero included); `sent` and `failed` include the rows
+/// retention pruned since.
 pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
     let mut out: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
     let mut stmt = conn
@@ -467,6 +474,10 @@ pub fn counts(conn: &Connection) -> Result<BTreeMap<State, i64>> {
         let (state, n) = row.map_err(StoreError::sqlite("counting the outbox"))?;
         out.insert(State::parse(&state)?, n);
     }
+    for state in [State::Sent, State::Failed] {
+        let pruned = crate::retention::pruned(conn, "outbox", state.as_str())?;
+        *out.entry(state).or_default() += pruned;
+    }
     Ok(out)
 }
 
@@ -477,9 +488,11 @@ pub fn all(conn: &Connection) -> Result<Vec<OutboxRow>> {
 
 /// Pending rows parked (see [`hold`]) with `handling`, oldest first.
 pub fn parked_with(conn: &Connection, handling: &str) -> Result<Vec<OutboxRow>> {
+    // The open rows only, through `outbox_open` (see [`heads`]).
     select(
         conn,
-        "WHERE state = 'pending' AND not_before_ms = 9223372036854775807 AND handling = ?1
+        "WHERE state IN ('pending', 'sending') AND state = 'pending'
+           AND not_before_ms = 9223372036854775807 AND handling = ?1
          ORDER BY id",
         [handling],
     )

@@ -332,6 +332,25 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX spawned_running ON spawned(id) WHERE state = 'running';
     ",
+    // 10: retention (`retention.rs`). A reply route remembers when it was last recorded or
+    // replied to, so pruning keeps the routes in use (routes from before stay NULL until the
+    // first retention pass stamps them: they get a full period). Each batch finds its old rows
+    // through an index on their age (partial: only rows that may go), so a batch costs what it
+    // removes, not a scan of the table, and a pass that finds nothing costs nothing. A new
+    // turn's place in its lane is max(lane_seq) + 1: one lookup with an index, not a scan of
+    // every kept turn.
+    r"
+    ALTER TABLE message_routes ADD COLUMN used_ms INTEGER;
+    CREATE INDEX message_routes_used ON message_routes(used_ms);
+    CREATE INDEX callbacks_expiry ON callbacks(expires_ms);
+    CREATE INDEX journal_handled ON journal(handled_ms) WHERE handled_ms IS NOT NULL;
+    CREATE INDEX outbox_finished ON outbox(updated_ms) WHERE state IN ('sent', 'failed');
+    CREATE INDEX turns_finished ON turns(done_ms)
+        WHERE state IN ('done', 'cancelled', 'interrupted');
+    CREATE INDEX controls_finished ON controls(done_ms) WHERE state = 'done';
+    CREATE INDEX attachments_of_turn ON attachments(turn_id);
+    CREATE INDEX turns_lane_seq ON turns(lane_seq);
+    ",
 ];
 
 /// The schema version this build writes.

@@ -319,9 +319,12 @@ pub fn assign(
 /// order (skipped turns included: dispatch drops them). A turn that is not ready yet (its files,
 /// its group) does not hold up the ones behind it.
 pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
+    // `state IN (...)` is the partial index `turns_open`'s own term: with it the planner reads
+    // the identity's open turns through that index instead of every turn kept.
     Ok(select(
         conn,
-        "WHERE identity = ?1 AND state = 'queued' AND ready = 1
+        "WHERE state IN ('queued', 'dispatched', 'acked') AND identity = ?1 AND state = 'queued'
+           AND ready = 1
          ORDER BY lane = 'priority' DESC, lane_seq LIMIT 1",
         [identity],
     )?
@@ -332,7 +335,8 @@ pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
 pub fn queue_of(conn: &Connection, identity: &str) -> Result<Vec<Turn>> {
     select(
         conn,
-        "WHERE identity = ?1 AND state = 'queued' ORDER BY lane = 'priority' DESC, lane_seq",
+        "WHERE state IN ('queued', 'dispatched', 'acked') AND identity = ?1 AND state = 'queued'
+         ORDER BY lane = 'priority' DESC, lane_seq",
         [identity],
     )
 }
@@ -438,7 +442,7 @@ pub fn awaiting_choice(conn: &Connection) -> Result<i64> {
     .map_err(StoreError::sqlite("counting turns"))
 }
 
-/// Turns per state.
+/// Turns per state; finished states include the turns retention pruned since.
 pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
     let mut stmt = conn
         .prepare_cached("SELECT state, count(*) FROM turns GROUP BY state")
@@ -452,6 +456,14 @@ pub fn counts(conn: &Connection) -> Result<Vec<(TurnState, i64)>> {
         let state = TurnState::parse(&state)?;
         if let Some(slot) = out.iter_mut().find(|(s, _)| *s == state) {
             slot.1 = n;
+        }
+    }
+    for (state, n) in &mut out {
+        if matches!(
+            state,
+            TurnState::Done | TurnState::Cancelled | TurnState::Interrupted
+        ) {
+            *n += crate::retention::pruned(conn, "turns", state.as_str())?;
         }
     }
     Ok(out)

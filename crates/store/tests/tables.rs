@@ -113,7 +113,15 @@ fn an_update_is_handled_once_with_its_effects() {
     .unwrap();
     s.write(|tx| journal::mark_handled(tx, 2, "ignored", 7))
         .unwrap();
-    assert_eq!(s.write(|tx| journal::prune(tx, 100)).unwrap(), 2);
+    let at = store::retention::Horizon {
+        now_ms: 100,
+        before_ms: 100,
+    };
+    assert_eq!(
+        s.write(|tx| store::retention::prune(tx, store::retention::Table::Journal, at, 10))
+            .unwrap(),
+        2
+    );
     assert_eq!(s.read(journal::counts).unwrap(), (0, 2));
 }
 
@@ -467,7 +475,7 @@ fn instances_routes_and_buttons() {
     );
     assert_eq!(s.write(instances::next_number).unwrap(), 1);
     assert_eq!(s.write(instances::next_number).unwrap(), 2);
-    s.write(|tx| routes::record(tx, 5, 10, "/p", Some(1)))
+    s.write(|tx| routes::record(tx, 5, 10, "/p", Some(1), 0))
         .unwrap();
     assert_eq!(
         s.read(|c| routes::lookup(c, 5, 10)).unwrap().as_deref(),

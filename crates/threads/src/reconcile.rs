@@ -15,6 +15,9 @@ use crate::{Hook, Point, ThreadsError, TopicApi, TopicError};
 /// A topic written in more recently than this is left alone for now.
 pub const RECENTLY_OPEN_MS: i64 = 30_000;
 
+// The turns that show a topic was written in recently must outlive retention's pruning.
+const _: () = assert!(RECENTLY_OPEN_MS < store::retention::MIN_AGE_MS);
+
 /// What a pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {

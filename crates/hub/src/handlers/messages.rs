@@ -31,10 +31,13 @@ fn route(
     msg: &MessageView<'_>,
     chat: i64,
     anyone_live: bool,
+    now_ms: i64,
 ) -> Result<Route, StoreError> {
     if let Some(r) = msg.reply_to_message_id()
         && let Some(identity) = routes::lookup(tx, chat, r)?
     {
+        // A route the person replies to is in use: retention keeps it another period.
+        routes::used(tx, chat, r, now_ms)?;
         return Ok(Route::To(identity));
     }
     let bound = if state::threaded(tx)? {
@@ -108,7 +111,7 @@ pub(super) fn to_turn_as(
         (None, true) => None,
     };
     let live = instances::live(tx)?;
-    let route = route(tx, msg, chat, !live.is_empty())?;
+    let route = route(tx, msg, chat, !live.is_empty(), ctx.now_ms)?;
     let target = match &route {
         Route::To(identity) => Target::Identity(identity),
         Route::Choose => Target::Unassigned(Waits::Choice),

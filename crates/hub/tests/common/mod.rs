@@ -43,6 +43,8 @@ pub fn tuning() -> Tuning {
         shutdown_grace: Duration::from_secs(5),
         write_timeout: Duration::from_millis(800),
         probe_every: Duration::from_millis(300),
+        retention_every: Duration::from_secs(600),
+        retention_age: None,
     }
 }
 
