@@ -105,7 +105,8 @@ export class Requests {
 				}
 				case "get_sessions": {
 					if (!c) return fail("pi has no session");
-					const list = await SessionManager.list(c.cwd);
+					// Where this pi keeps its sessions (a --session-dir or PI_CODING_AGENT_SESSION_DIR too).
+					const list = await SessionManager.list(c.cwd, c.sessionManager.getSessionDir());
 					const sessions = list.slice(0, 8).map((x) => ({
 						path: x.path,
 						name: x.name ?? null,

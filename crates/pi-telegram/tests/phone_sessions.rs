@@ -237,3 +237,93 @@ fn new_sessions_resume_and_close_from_the_phone() {
     });
     let _ = Duration::ZERO;
 }
+
+/// The same with a pi that runs the extension (here hosted in RPC mode, as a terminal pi would
+/// run it): the extension lists its sessions and replaces its own session on request.
+#[test]
+fn sessions_of_a_pi_with_the_extension() {
+    let Some(s) = common::pi::setup() else { return };
+    let env = &s.env;
+    let out = env.run(&["install-extension"]);
+    assert!(out.status.success());
+    // Sessions are kept (no --no-session).
+    let mut pi = pi_testkit::PiRpc::spawn(s.pi.command(["--mode", "rpc"])).unwrap();
+    pi.send(&json!({ "id": "c", "type": "prompt", "message": "/telegram-connect" }))
+        .unwrap();
+    pi.read_until(Duration::from_secs(60), "connect", |v: &Value| {
+        v["type"] == "response" && v["id"] == "c"
+    })
+    .unwrap();
+    let live = || {
+        env.status()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["state"] != "gone")
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    wait_for("pi to connect", 30, || live().len() == 1);
+    say(env, None, "remember the word plum");
+    wait_message(env, "the first answer", |t| {
+        t.ends_with("echo: remember the word plum")
+    });
+
+    say(env, None, "/sessions");
+    let list = wait_message(env, "the sessions", |t| {
+        t.starts_with("Saved sessions of pi")
+    });
+    let text = list.text.clone().unwrap();
+    assert!(
+        text.contains("plum") && text.contains("(current)"),
+        "{text}"
+    );
+    let before = live();
+    press(env, &list, |l| l == "🆕 New session");
+    wait_message(env, "the new session", |t| {
+        t.contains("started a new session")
+    });
+    // pi replaced its session: the extension connects again.
+    wait_for("pi to reconnect", 30, || {
+        let now = live();
+        now.len() == 1 && now != before
+    });
+    say(env, None, "which fruit was it?");
+    wait_message(env, "the answer in the new session", |t| {
+        t.ends_with("echo: which fruit was it?")
+    });
+    assert!(
+        !request_with(&s, "which fruit was it?")["messages"]
+            .to_string()
+            .contains("plum"),
+        "a new session starts empty"
+    );
+
+    say(env, None, "/sessions");
+    let list = wait_message(env, "two sessions", |t| {
+        t.starts_with("Saved sessions of pi") && t.matches('•').count() == 2
+    });
+    let before = live();
+    press(env, &list, |l| l.starts_with('▶') && l.contains("plum"));
+    wait_message(env, "resumed", |t| {
+        t.contains("resumed the session you chose")
+    });
+    wait_for("pi to reconnect", 30, || {
+        let now = live();
+        now.len() == 1 && now != before
+    });
+    say(env, None, "and the fruit now?");
+    wait_message(env, "the answer in the resumed session", |t| {
+        t.ends_with("echo: and the fruit now?")
+    });
+    assert!(
+        request_with(&s, "and the fruit now?")["messages"]
+            .to_string()
+            .contains("remember the word plum"),
+        "the resumed session has its history"
+    );
+    // /close does not close a pi that runs in a terminal.
+    say(env, None, "/close");
+    wait_message(env, "refused", |t| t.contains("runs in a terminal"));
+    let _ = pi.close(Duration::from_secs(20));
+}
