@@ -78,7 +78,10 @@ async fn malformed_and_oversized_lines_close_only_that_connection() {
     );
     big.send_raw_lossy(&huge).await;
     let e = big.recv_type("error").await;
-    assert!(e["message"].as_str().unwrap().contains("longer than"));
+    assert!(
+        e["message"].as_str().unwrap().contains("longer than"),
+        "{e}"
+    );
     // Unknown message types are ignored, not fatal.
     good.send(&json!({ "type": "future_message", "x": 1 }))
         .await;
