@@ -157,6 +157,12 @@ pub async fn serve(
         let (epoch, (resent, ambiguous)) = db
             .write(move |tx| {
                 let epoch = lease::acquire(tx, pid, now_ms())?;
+                // The last hub's links are gone, and the bot's command list may have been
+                // changed while it was down: republished with the lease, so the row is there as
+                // soon as this hub's epoch is.
+                store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now_ms())?;
+                crate::bot_commands::forget_published(tx)?;
+                crate::bot_commands::refresh(tx, now_ms())?;
                 kv::set(tx, kv::HUB_STARTED_BY, started_by.as_str())?;
                 kv::set_i64(tx, kv::HUB_STARTED_MS, now_ms())?;
                 let (resent, ambiguous) = outbox::recover_interrupted(tx, now_ms())?;

@@ -195,10 +195,9 @@ impl Conductor {
         let now = now_ms();
         self.db
             .write(move |tx| {
+                // Hubs that start through `serve` did this with their lease; kept for a
+                // conductor run on its own (tests), where it is idempotent.
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
-                // The bot's command list may have been changed while the hub was down.
-                bot_commands::forget_published(tx)?;
-                bot_commands::refresh(tx, now)?;
                 let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
                     if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
