@@ -533,14 +533,12 @@ fn short_time(ms: i64) -> String {
     let rem = secs.rem_euclid(86_400);
     // Civil date from days since the epoch (Howard Hinnant's algorithm).
     let z = days + 719_468;
-    let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let _ = era;
     format!("{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
 }
 
