@@ -229,6 +229,12 @@ impl FakeLlm {
         self.shared.requests()
     }
 
+    /// When each request of [`FakeLlm::requests`] arrived (microseconds since the Unix epoch),
+    /// for latency breakdowns.
+    pub fn arrivals_us(&self) -> Vec<u64> {
+        self.shared.arrivals_us()
+    }
+
     /// Queues canned replies (FIFO) that answer the next chat requests before the marker rules.
     /// Entries have the `/__script` shapes: `"text"`, `{"text":…,"slow"?:bool}`,
     /// `{"tool":…,"args":…}` or `{"error":code}`. On an invalid entry nothing is queued.

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
 struct Inner {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// When each request of `requests` arrived, in microseconds since the Unix epoch.
+    arrivals_us: Vec<u64>,
     /// Numbers response and tool-call ids. Never reset, so ids stay unique for a pi session
     /// that outlives a `/__reset`.
     next_id: u64,
@@ -59,10 +61,15 @@ impl Shared {
         self.lock().requests.clone()
     }
 
+    pub(crate) fn arrivals_us(&self) -> Vec<u64> {
+        self.lock().arrivals_us.clone()
+    }
+
     pub(crate) fn reset(&self) {
         let mut inner = self.lock();
         inner.script.clear();
         inner.requests.clear();
+        inner.arrivals_us.clear();
     }
 
     /// Validates every entry first, so a bad entry queues nothing. Returns the queue length.
@@ -84,6 +91,11 @@ impl Shared {
     fn take_reply(&self, body: &Value) -> (Reply, u64) {
         let mut inner = self.lock();
         inner.requests.push(body.clone());
+        inner.arrivals_us.push(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
+        );
         inner.next_id += 1;
         let id = inner.next_id;
         if let Some(path) = &self.log_file {

@@ -28,6 +28,7 @@ pub mod error;
 pub mod handlers;
 pub mod inbound;
 pub mod instance;
+pub mod latency;
 pub mod lifecycle;
 pub mod links;
 pub mod lock;

@@ -70,6 +70,7 @@ pub async fn run(
                 let Some(last) = batch.iter().map(|u| u.update_id).max() else {
                     continue;
                 };
+                crate::latency::mark(crate::latency::Step::Polled, last);
                 let next = last + 1;
                 let rows: Vec<(i64, String, String)> = batch
                     .into_iter()
@@ -91,6 +92,7 @@ pub async fn run(
                 })
                 .await?;
                 crashpoint::hit("journal.after_commit");
+                crate::latency::mark(crate::latency::Step::Journaled, last);
                 tracing::debug!(count, offset = next, "journaled updates");
                 offset = Some(next);
                 worker.notify_one();

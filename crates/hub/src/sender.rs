@@ -112,9 +112,11 @@ async fn send_one(
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
+    crate::latency::mark(crate::latency::Step::Picked, id);
     db.write(move |tx| outbox::mark_sending(tx, id, now_ms()))
         .await?;
     crashpoint::hit("send.after_mark_sending");
+    crate::latency::mark(crate::latency::Step::Calling, id);
     pacer.lock().await.consume(pace_key(&row), now_ms() as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
@@ -136,6 +138,7 @@ async fn send_one(
         None => client.call(&row.method, &row.params).await,
     };
     crashpoint::hit("send.after_call");
+    crate::latency::mark(crate::latency::Step::Called, id);
     let now = now_ms();
     match result {
         Ok(v) => {

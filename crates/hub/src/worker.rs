@@ -48,6 +48,7 @@ pub async fn run(
                 () = wakes.worker.notified() => continue,
             }
         }
+        let last = batch.last().map_or(0, |e| e.update_id);
         let after = match handle_batch(&db, &settings, batch.clone()).await {
             Ok(after) => after,
             Err(e) => {
@@ -56,6 +57,7 @@ pub async fn run(
             }
         };
         crashpoint::hit("handle.after_commit");
+        crate::latency::mark(crate::latency::Step::Handled, last);
         if after.outbox {
             wakes.sender.notify_one();
         }

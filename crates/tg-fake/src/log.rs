@@ -15,6 +15,10 @@ pub struct RequestEntry {
     pub seq: u64,
     /// Fake clock time when the request arrived.
     pub at_ms: u64,
+    /// The same moment in microseconds (when the request was handled, before its answer is
+    /// written).
+    #[serde(default)]
+    pub at_us: u64,
     /// The bot's id (the token's numeric part; the token itself is never logged).
     pub bot_id: i64,
     /// The method as documented (`sendMessage`), or as called when unknown.

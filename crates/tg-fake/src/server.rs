@@ -236,6 +236,7 @@ fn log(
     let entry = RequestEntry {
         seq: 0,
         at_ms: w.clock.now_ms(),
+        at_us: w.clock.now_us(),
         bot_id: w.bots[bot].id,
         method: method.to_owned(),
         params: params.summary(),

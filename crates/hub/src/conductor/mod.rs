@@ -604,6 +604,7 @@ impl Conductor {
             })
             .await?;
         crashpoint::hit("turn_done.after_commit");
+        crate::latency::mark(crate::latency::Step::Queued, n);
         self.wakes.voice.notify_one();
         if let Some(l) = self.live.get_mut(id) {
             if l.outstanding == Some(n) {
@@ -1006,6 +1007,7 @@ impl Conductor {
                 thread: place.thread,
             });
             tracing::debug!(instance = %id, turn = turn.id, "dispatched");
+            crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
             crashpoint::hit("dispatch.after_send");
         }
         Ok(())

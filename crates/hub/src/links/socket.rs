@@ -358,7 +358,10 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
                 };
                 let event = match msg {
                     ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
-                    ClientMsg::TurnDone(r) => LinkEvent::TurnDone(r),
+                    ClientMsg::TurnDone(r) => {
+                        crate::latency::mark(crate::latency::Step::Settled, &r.turn_id.0);
+                        LinkEvent::TurnDone(r)
+                    }
                     ClientMsg::State(s) => LinkEvent::State { idle: s.idle, pending: s.pending },
                     ClientMsg::Event { turn_id, event } => {
                         // Busy/idle from the events themselves, so a lost `state` cannot wedge

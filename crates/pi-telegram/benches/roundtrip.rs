@@ -1,0 +1,268 @@
+//! End-to-end round trip (`cargo bench -p pi-telegram --bench roundtrip`): the real hub binary,
+//! tg-fake, and the real pi with the extension against the fake model (which answers at once).
+//! The person's message goes in at the fake; the answer is taken when tg-fake handles the
+//! `sendRichMessage` that carries it. Turns run one at a time.
+//!
+//! The breakdown lines up three clocks on one machine, all wall-clock microseconds: the bench's
+//! own (the message is created at the fake), the hub's `hub::latency` marks (its JSON log, with
+//! `PI_TELEGRAM_LOG=info,hub::latency=debug`), the fake model's request arrivals, and tg-fake's
+//! request log. Per-chat pacing is raised in the bench's telegram.json so that the figures are
+//! the hub's, not Telegram's one-message-a-second limit (the backlog bench covers pacing).
+//!
+//! Targets: hub time per direction <= 1 ms p50; round trip <= 15 ms p50. `ROUNDTRIP_TURNS`
+//! (default 60) sets the number of turns measured.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fake_llm::{FakeLlm, FakeLlmConfig};
+use pi_testkit::{PiEnv, PiRpc};
+use serde_json::{Value, json};
+use tg_fake::control::SendText;
+use tg_fake::{FakeConfig, FakeServer};
+
+const TOKEN: &str = "1000:fake-token";
+
+fn wall_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One `hub::latency` mark from the hub's JSON log.
+struct Mark {
+    step: String,
+    us: u64,
+}
+
+fn marks(log: &str) -> Vec<Mark> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "hub::latency")
+        .filter_map(|v| {
+            Some(Mark {
+                step: v["fields"]["step"].as_str()?.to_owned(),
+                us: v["fields"]["us"].as_u64()?,
+            })
+        })
+        .collect()
+}
+
+struct HubProcess(Child);
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn main() {
+    let Some(pi_bin) = pi_testkit::require_pi() else {
+        println!("roundtrip: skipped, no pi (run scripts/install-test-deps.sh)");
+        return;
+    };
+    let turns: usize = std::env::var("ROUNDTRIP_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let llm = FakeLlm::start_background(FakeLlmConfig::default()).unwrap();
+    let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt
+        .block_on(FakeServer::start(FakeConfig::default()))
+        .unwrap();
+    let agent = pi.agent_dir().to_owned();
+    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
+        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url(),
+        "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000,
+                    "globalPerSec": 1000.0, "globalBurst": 1000 } } } });
+    std::fs::write(agent.join("telegram.json"), cfg.to_string()).unwrap();
+    let hub_cmd = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pi-telegram"));
+        c.args(args)
+            .envs(pi.envs())
+            .env("PI_TELEGRAM_PI_BIN", &pi_bin)
+            .env("PI_TELEGRAM_LOG", "info,hub::latency=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    let installed = hub_cmd(&["install-extension"]).status().unwrap();
+    assert!(installed.success(), "install-extension failed");
+    let hub = HubProcess(hub_cmd(&["serve"]).spawn().unwrap());
+    let profile = agent.join("telegram/default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !profile.join("hub.sock").exists() {
+        assert!(Instant::now() < deadline, "the hub did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut pi_proc: PiRpc = pi.spawn_rpc(["--no-session"]).unwrap();
+    pi_proc
+        .send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
+        .unwrap();
+    pi_proc
+        .read_until(
+            Duration::from_secs(60),
+            "the connect command",
+            |v: &Value| v["type"] == "response" && v["id"] == "connect",
+        )
+        .unwrap();
+
+    let say = |text: &str| {
+        fake.control()
+            .send_text(SendText {
+                text: text.into(),
+                ..Default::default()
+            })
+            .unwrap();
+    };
+    // The moment tg-fake handled the send carrying `needle`.
+    let answered = |needle: &str| -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(r) = fake.control().requests(0, None).into_iter().find(|r| {
+                r.status == Some(200)
+                    && matches!(r.method.as_str(), "sendRichMessage" | "sendMessage")
+                    && r.params.to_string().contains(needle)
+            }) {
+                return r.at_us;
+            }
+            assert!(Instant::now() < deadline, "no answer with {needle:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // Warm-up: pi's first turn loads what it loads lazily; the hub's caches fill.
+    for i in 0..5 {
+        say(&format!("warm {i}"));
+        answered(&format!("echo: warm {i}"));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    let mut windows = Vec::new();
+    for i in 0..turns {
+        let text = format!("ping {i}");
+        let t0 = wall_us();
+        say(&text);
+        let t1 = answered(&format!("echo: {text}"));
+        windows.push((t0, t1));
+        // Previews and typing of this turn settle before the next one starts.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(hub);
+    let log = std::fs::read_to_string(profile.join("logs/hub.jsonl")).unwrap_or_default();
+    let marks = marks(&log);
+    assert!(
+        !marks.is_empty(),
+        "the hub wrote no hub::latency marks (PI_TELEGRAM_LOG)"
+    );
+    let arrivals = llm.arrivals_us();
+
+    // Per turn: the first mark of each step inside its window, in path order.
+    let first = |step: &str, from: u64, to: u64| {
+        marks
+            .iter()
+            .find(|m| m.step == step && m.us >= from && m.us <= to)
+            .map(|m| m.us)
+    };
+    let rows: [(&str, &str, &str); 11] = [
+        ("message at Telegram -> getUpdates returned", "t0", "polled"),
+        ("journal commit (update + offset)", "polled", "journaled"),
+        ("worker: handling committed", "journaled", "handled"),
+        ("conductor: prompt to the link", "handled", "dispatched"),
+        (
+            "socket, extension, pi -> model request",
+            "dispatched",
+            "model",
+        ),
+        ("model, pi, extension -> turn_done read", "model", "settled"),
+        ("conductor: answer committed", "settled", "queued"),
+        ("sender picks the row", "queued", "picked"),
+        ("sender: row marked sending", "picked", "calling"),
+        ("Bot API call until tg-fake handles it", "calling", "t1"),
+        ("round trip", "t0", "t1"),
+    ];
+    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); rows.len() + 2];
+    let mut complete = 0;
+    for &(t0, t1) in &windows {
+        let model = arrivals.iter().copied().find(|&a| a >= t0 && a <= t1);
+        let at = |name: &str| -> Option<u64> {
+            match name {
+                "t0" => Some(t0),
+                "t1" => Some(t1),
+                "model" => model,
+                step => first(step, t0, t1),
+            }
+        };
+        let spans: Option<Vec<u64>> = rows
+            .iter()
+            .map(|(_, a, b)| Some(at(b)?.saturating_sub(at(a)?)))
+            .collect();
+        let (Some(spans), Some(polled), Some(dispatched), Some(settled), Some(calling)) = (
+            spans,
+            at("polled"),
+            at("dispatched"),
+            at("settled"),
+            at("calling"),
+        ) else {
+            continue;
+        };
+        complete += 1;
+        for (i, s) in spans.into_iter().enumerate() {
+            samples[i].push(s);
+        }
+        samples[rows.len()].push(dispatched - polled);
+        samples[rows.len() + 1].push(calling - settled);
+    }
+    for s in &mut samples {
+        s.sort_unstable();
+    }
+    let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
+    println!(
+        "round trip, {complete} of {turns} turns with every mark (pi {}, the extension over hub.sock)",
+        pi_version(&pi_bin)
+    );
+    println!();
+    println!("| step | p50 | p90 |");
+    println!("|---|---|---|");
+    for (i, (name, _, _)) in rows.iter().enumerate() {
+        println!(
+            "| {name} | {} | {} |",
+            ms(pct(&samples[i], 0.5)),
+            ms(pct(&samples[i], 0.9))
+        );
+    }
+    for (i, name) in [
+        "hub time in (getUpdates returned -> prompt to the link)",
+        "hub time out (turn_done read -> Bot API call starts)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = &samples[rows.len() + i];
+        println!("| {name} | {} | {} |", ms(pct(s, 0.5)), ms(pct(s, 0.9)));
+    }
+    let _ = pi_proc.close(Duration::from_secs(5));
+}
+
+fn pi_version(pi: &std::path::Path) -> String {
+    Command::new(pi)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "?".into(), |s| s.trim().to_owned())
+}
