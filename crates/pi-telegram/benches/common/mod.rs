@@ -1,0 +1,108 @@
+//! What the benches share: reading a process's RSS and CPU from /proc, percentiles, and a
+//! scripted instance on `hub.sock`.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// A `/proc/<pid>/status` field in kB (`VmRSS:`, `VmHWM:`).
+pub fn proc_field(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// utime + stime in clock ticks.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+pub fn clk_tck() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+/// The `p` quantile of sorted samples.
+pub fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// A scripted pi on `hub.sock` that answers every prompt at once (`echo: <text>`).
+pub struct Shim {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Shim {
+    /// Connects and says hello as a pi in `cwd`.
+    pub fn connect(profile: &Path, pid: u32, cwd: &str) -> Self {
+        let secret = std::fs::read_to_string(profile.join("hub.secret")).unwrap();
+        let stream = UnixStream::connect(profile.join("hub.sock")).unwrap();
+        let mut shim = Self {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+        };
+        shim.send(&json!({ "type": "hello", "protocol": 1, "role": "instance",
+            "secret": secret.trim(), "pid": pid, "cwd": cwd, "mode": "tui",
+            "reason": "startup", "idle": true, "pending": false, "received_turns": [],
+            "completed_turns": [] }));
+        shim.recv_type("welcome");
+        shim
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.writer.write_all(format!("{v}\n").as_bytes()).unwrap();
+    }
+
+    /// The next message of type `ty`; others are skipped.
+    pub fn recv_type(&mut self, ty: &str) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(self.reader.read_line(&mut line).unwrap() > 0, "hub closed");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["type"] == ty {
+                return v;
+            }
+        }
+    }
+
+    /// Answers prompts until the hub closes the connection; returns how many.
+    pub fn serve(mut self) -> usize {
+        let mut answered = 0;
+        loop {
+            let mut line = String::new();
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return answered,
+                Ok(_) => {}
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if v["type"] != "prompt" {
+                continue;
+            }
+            let turn = v["turn_id"].clone();
+            let text = v["text"].as_str().unwrap_or_default().to_owned();
+            self.send(&json!({ "type": "ack", "turn_id": turn, "disposition": "started" }));
+            self.send(&json!({ "type": "turn_done", "turn_id": turn,
+                "text": format!("echo: {text}"), "aborted": false, "error": null }));
+            self.send(&json!({ "type": "state", "idle": true, "pending": false }));
+            answered += 1;
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Resources over time (`cargo bench -p pi-telegram --bench resources`): the real hub binary
+//! against tg-fake with scripted pi on `hub.sock` that answer at once. Prints the hub's RSS idle
+//! with one instance, after 10,000 turns, and with 26 live instances; its CPU and the Bot API
+//! requests it makes while idle (1 and 26 instances); and the turn rate on the way.
+//!
+//! Per-chat pacing is raised in the bench's telegram.json so that 10,000 answers take seconds,
+//! not Telegram's one message a second in one chat. `RESOURCES_TURNS` (default 10,000) and
+//! `RESOURCES_IDLE_SECS` (default 60: the idle windows) change the run.
+//!
+//! Targets: RSS < 20 MB and flat; idle CPU ~ 0 %; <= 2 Bot API requests a minute while idle.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Shim, clk_tck, cpu_ticks, proc_field};
+use serde_json::json;
+use tg_fake::{FakeConfig, FakeServer};
+
+const TOKEN: &str = "1000:fake-token";
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1} MB", kb as f64 / 1024.0)
+}
+
+fn main() {
+    let turns = env_u64("RESOURCES_TURNS", 10_000) as i64;
+    let idle = Duration::from_secs(env_u64("RESOURCES_IDLE_SECS", 60));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt
+        .block_on(FakeServer::start(FakeConfig::default()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
+        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url(),
+        "pacing": { "perChatPerSec": 100000.0, "perChatBurst": 100000,
+                    "globalPerSec": 100000.0, "globalBurst": 100000 } } } });
+    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
+    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
+        .arg("serve")
+        .env("PI_CODING_AGENT_DIR", dir.path())
+        .env("PI_TELEGRAM_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = hub.id();
+    let profile = dir.path().join("telegram/default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !profile.join("hub.sock").exists() {
+        assert!(Instant::now() < deadline, "the hub did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = Shim::connect(&profile, 700_001, "/bench/p0");
+    let first = std::thread::spawn(move || first.serve());
+
+    // Idle with one instance: RSS, CPU and Bot API calls over the window.
+    let idle_window = |label: &str| -> (u64, f64, f64) {
+        std::thread::sleep(Duration::from_secs(3));
+        let since = fake.control().requests(0, None).last().map_or(0, |r| r.seq);
+        let t0 = cpu_ticks(pid).unwrap_or(0);
+        std::thread::sleep(idle);
+        let t1 = cpu_ticks(pid).unwrap_or(0);
+        let calls = fake.control().requests(since, None);
+        let rss = proc_field(pid, "VmRSS:").unwrap_or(0);
+        let cpu = (t1 - t0) as f64 / clk_tck() as f64 / idle.as_secs_f64() * 100.0;
+        let per_min = calls.len() as f64 * 60.0 / idle.as_secs_f64();
+        let methods: Vec<&str> = calls.iter().map(|r| r.method.as_str()).collect();
+        eprintln!("{label}: idle calls {methods:?}");
+        (rss, cpu, per_min)
+    };
+    let (rss_idle_1, cpu_1, calls_1) = idle_window("1 instance");
+
+    // 10,000 turns through the one instance.
+    let db = profile.join("state.db");
+    let started = Instant::now();
+    for i in 0..turns {
+        fake.control()
+            .send_text(tg_fake::control::SendText {
+                text: format!("turn {i}"),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let mut rss_max_during = 0;
+    loop {
+        rss_max_during = rss_max_during.max(proc_field(pid, "VmRSS:").unwrap_or(0));
+        let done = store::Store::open_for_reading(&db)
+            .ok()
+            .flatten()
+            .and_then(|s| {
+                s.read(|c| {
+                    Ok(c.query_row(
+                        "SELECT COUNT(*) FROM outbox WHERE state = 'sent' AND purpose LIKE 'answer:%'",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )?)
+                })
+                .map_err(|e: store::StoreError| e)
+                .ok()
+            })
+            .unwrap_or(0);
+        if done >= turns {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "only {done} of {turns} answers were sent"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let turns_took = started.elapsed();
+    let (rss_after, cpu_after, calls_after) = idle_window("after the turns");
+
+    // 25 more instances.
+    let mut others = Vec::new();
+    for i in 1..26u32 {
+        let shim = Shim::connect(&profile, 700_001 + i, &format!("/bench/p{i}"));
+        others.push(std::thread::spawn(move || shim.serve()));
+    }
+    let (rss_26, cpu_26, calls_26) = idle_window("26 instances");
+    let hwm = proc_field(pid, "VmHWM:").unwrap_or(0);
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = hub.wait();
+    let answered = first.join().unwrap_or(0);
+    for o in others {
+        let _ = o.join();
+    }
+
+    println!(
+        "resources: the hub binary, scripted instances, {turns} turns, idle windows of {} s",
+        idle.as_secs()
+    );
+    println!();
+    println!("| measure | value | target |");
+    println!("|---|---|---|");
+    println!("| RSS idle, 1 instance | {} | < 20 MB |", mb(rss_idle_1));
+    println!(
+        "| {turns} turns (answered by the instance: {answered}) | {:.1} s, {:.0} turns/s | |",
+        turns_took.as_secs_f64(),
+        turns as f64 / turns_took.as_secs_f64()
+    );
+    println!(
+        "| RSS highest while they ran | {} | < 20 MB |",
+        mb(rss_max_during)
+    );
+    println!(
+        "| RSS idle after them | {} | < 20 MB, flat |",
+        mb(rss_after)
+    );
+    println!("| RSS idle, 26 instances | {} | < 20 MB |", mb(rss_26));
+    println!("| peak RSS (VmHWM) over the run | {} | |", mb(hwm));
+    println!("| idle CPU, 1 instance | {cpu_1:.2} % | ≈ 0 % |");
+    println!("| idle CPU after the turns | {cpu_after:.2} % | ≈ 0 % |");
+    println!("| idle CPU, 26 instances | {cpu_26:.2} % | ≈ 0 % |");
+    println!("| Bot API requests/min idle, 1 instance | {calls_1:.1} | ≤ 2 |");
+    println!("| Bot API requests/min idle after the turns | {calls_after:.1} | ≤ 2 |");
+    println!("| Bot API requests/min idle, 26 instances | {calls_26:.1} | ≤ 2 |");
+}
