@@ -22,6 +22,19 @@ impl Db {
             .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
     }
 
+    /// One transaction whose effects reach the outside world only through a later durable
+    /// commit ([`store::Store::write_lazy_sync`]): it does not wait for the disk.
+    pub async fn write_lazy_sync<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.0.clone();
+        tokio::task::spawn_blocking(move || store.write_lazy_sync(f))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+    }
+
     /// One consistent read.
     pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where

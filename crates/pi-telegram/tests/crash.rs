@@ -272,6 +272,12 @@ fn a_crash_at_every_crash_point_loses_nothing_and_repeats_nothing() {
                 "{point}: the interrupted send is recorded ({})",
                 st["outbox"]
             );
+        } else if point == "handle.after_commit" {
+            // The point is reached when the worker's task resumes after its commit; the
+            // sender, awake for the start-up rows, may already have taken a reply of that
+            // commit and be calling Telegram when the process aborts: at most that one.
+            let ambiguous = st["outbox"]["ambiguous"].as_i64().unwrap();
+            assert!(ambiguous <= 1, "{point}: {}", st["outbox"]);
         } else {
             assert_eq!(st["outbox"]["ambiguous"], json!(0), "{point}");
         }

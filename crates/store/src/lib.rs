@@ -173,6 +173,40 @@ impl Store {
         Ok(value)
     }
 
+    /// Like [`Store::write`], but the commit does not wait for the disk: it survives a crash of
+    /// the process at once, and a crash of the machine as soon as any later [`Store::write`]
+    /// returns (all commits share one write-ahead log, and a durable commit syncs everything
+    /// before it). For a transaction whose effects reach the outside world only through a
+    /// later durable commit: lost with the machine, it is redone from what was durable, and
+    /// nobody outside saw the difference.
+    pub fn write_lazy_sync<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock();
+        conn.execute_batch("PRAGMA synchronous=NORMAL")
+            .map_err(|e| E::from(StoreError::sqlite("relaxing the commit")(e)))?;
+        let result = (|| -> std::result::Result<T, E> {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| E::from(StoreError::sqlite("starting a transaction")(e)))?;
+            let value = f(&tx)?;
+            tx.commit()
+                .map_err(|e| E::from(StoreError::sqlite("committing")(e)))?;
+            Ok(value)
+        })();
+        // Every other commit stays durable, whatever happened above.
+        let restored = conn
+            .execute_batch("PRAGMA synchronous=FULL")
+            .map_err(|e| E::from(StoreError::sqlite("restoring durable commits")(e)));
+        let value = result?;
+        restored?;
+        Ok(value)
+    }
+
     /// Runs `f` in a read transaction (a consistent snapshot).
     pub fn read<T, E>(
         &self,
@@ -276,6 +310,32 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lazily_synced_commit_is_kept_and_later_commits_are_durable_again() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let path = dir.path().join("state.db");
+        let s = Store::open(&path)?;
+        let synchronous = |s: &Store| -> Result<i64> {
+            s.read(|c| {
+                c.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                    .map_err(StoreError::from)
+            })
+        };
+        s.write_lazy_sync(|tx| kv::set(tx, "lazy", "1"))?;
+        assert_eq!(synchronous(&s)?, 2, "FULL again after the lazy commit");
+        // A failing lazy transaction rolls back and still restores FULL.
+        let failed: Result<()> = s.write_lazy_sync(|tx| {
+            kv::set(tx, "lazy", "2")?;
+            Err(StoreError::Corrupt("on purpose".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&s)?, 2);
+        drop(s);
+        let s = Store::open(&path)?;
+        assert_eq!(s.read(|c| kv::get(c, "lazy"))?.as_deref(), Some("1"));
+        Ok(())
+    }
 
     #[test]
     fn open_migrates_and_reopen_keeps_data() -> Result<()> {

@@ -973,19 +973,24 @@ impl Conductor {
                     };
                     turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
                     let place = outbound::place_of_turn(tx, &t, &identity)?;
+                    // Read here rather than after the commit: one store round trip less
+                    // between the person's message and pi.
+                    let files = store::files::of_turn(tx, t.id)?;
                     crashpoint::hit("dispatch.before_commit");
-                    Ok((Some((t, place)), skipped))
+                    Ok((Some((t, place, files)), skipped))
                 })
                 .await?;
             if skipped > 0 {
                 self.wakes.sender.notify_one();
             }
-            let Some((turn, place)) = turn else { continue };
+            let Some((turn, place, files)) = turn else {
+                continue;
+            };
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
             };
-            let images = photos_of(&self.db, turn.id).await?;
+            let images = photos_of(files).await;
             let prompt = Command::Prompt {
                 turn: TurnId::from_number(turn.id),
                 text: turn.prompt(),
@@ -1052,9 +1057,8 @@ const MAX_PROMPT_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
 /// too large) is left out: the prompt still names its file.
-async fn photos_of(db: &Db, turn: i64) -> Result<Vec<wire::ImagePart>, HubError> {
+async fn photos_of(saved: Vec<store::files::File>) -> Vec<wire::ImagePart> {
     use base64::Engine as _;
-    let saved = db.read(move |c| store::files::of_turn(c, turn)).await?;
     let mut images = Vec::new();
     let mut total = 0u64;
     for f in saved
@@ -1083,7 +1087,7 @@ async fn photos_of(db: &Db, turn: i64) -> Result<Vec<wire::ImagePart>, HubError>
             Err(e) => tracing::warn!(file = f.id, error = %e, "a photo could not be read for pi"),
         }
     }
-    Ok(images)
+    images
 }
 
 /// The image type of `bytes` by their signature.
