@@ -5,6 +5,8 @@ import { globalState } from "./state.js";
 import { describeTarget, isRemote, localTarget, openTransport, resolveTarget } from "./transport.js";
 import { decodeHandshake, decodeHubMessage, encodeLine, LineReader, PROTOCOL, } from "./wire.js";
 const OUTBOX_CAP = 1000;
+const OUTBOX_CAP_CHARS = 512 * 1024;
+const BACKLOG_CAP = 1024 * 1024;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 10_000;
 const FAST_RETRY_MS = 250;
@@ -24,6 +26,7 @@ export class HubConnection {
     autoStart;
     target;
     outbox = [];
+    outboxChars = 0;
     sock;
     timer;
     handshakeTimer;
@@ -71,6 +74,7 @@ export class HubConnection {
         this.detail = "disconnected";
         this.clearTimers();
         this.outbox = [];
+        this.outboxChars = 0;
         const s = this.sock;
         this.sock = undefined;
         if (s) {
@@ -94,9 +98,12 @@ export class HubConnection {
         return describeTarget(this.target);
     }
     send(msg, opts = {}) {
-        const line = encodeLine(msg, opts.fallback);
         const s = this.sock;
-        if (this.phase === "connected" && s && s.writable) {
+        const connected = this.phase === "connected" && s !== undefined && s.writable;
+        if (connected && opts.buffer && s.writableLength > BACKLOG_CAP)
+            return false;
+        const line = encodeLine(msg, opts.fallback);
+        if (connected) {
             try {
                 s.write(line);
                 return true;
@@ -108,8 +115,15 @@ export class HubConnection {
         }
         if (opts.buffer && this.phase !== "stopped") {
             this.outbox.push(line);
-            if (this.outbox.length > OUTBOX_CAP)
-                this.outbox.splice(0, this.outbox.length - OUTBOX_CAP);
+            this.outboxChars += line.length;
+            let drop = 0;
+            while (this.outbox.length - drop > 1 &&
+                (this.outbox.length - drop > OUTBOX_CAP || this.outboxChars > OUTBOX_CAP_CHARS)) {
+                this.outboxChars -= this.outbox[drop]?.length ?? 0;
+                drop++;
+            }
+            if (drop > 0)
+                this.outbox.splice(0, drop);
         }
         return false;
     }
@@ -322,6 +336,7 @@ export class HubConnection {
             }
             const lines = this.outbox;
             this.outbox = [];
+            this.outboxChars = 0;
             for (const l of lines)
                 if (s.writable)
                     s.write(l);
