@@ -499,6 +499,29 @@ def s_restart_duplicate_and_completed(env):
     hub3.stop()
 
 
+def s_outbox_is_bounded(env):
+    """While the hub is away, events wait in an outbox of at most about 0.5 MB (the oldest dropped)."""
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    hub.stop()
+    big = "A" * 100_000  # one word: each event that carries it is about 100 kB
+    pi.prompt(big)
+    wait_for(lambda: pi.settled() >= 1, what="the run while the hub is away")
+    hub2 = MockHub(env)
+    wait_for(lambda: hub2.ins("hello"), timeout=15, what="reconnect")
+    wait_for(lambda: ("agent_settled", None) in hub2.events(), what="the buffered events")
+    time.sleep(0.5)
+    sizes = [len(json.dumps(m)) for m in hub2.ins("event")]
+    types = [t for t, _ in hub2.events()]
+    assert sum(sizes) < 512 * 1024 + 120_000, (sum(sizes), types)
+    assert "input" not in types and types[-1] == "agent_settled", types
+    assert hub2.ins("turn_done") == [], "a local run has no turn_done"
+    pi.close()
+    hub2.stop()
+
+
 def s_queue_new_reload_and_remembered(env):
     hub = MockHub(env)
     pi = Pi(env)
@@ -788,7 +811,7 @@ def s_reload(env):
     hub.stop()
 
 
-SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_queue_new_reload_and_remembered,
+SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
              s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
              s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
              s_child_tools_mode, s_loaded_twice, s_reload]
