@@ -17,6 +17,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== tsc"
 # Type check of the pi extension against pi's own types (extension/tsconfig.json); no output.
 .cache/test-deps/bin/tsc -p extension/tsconfig.json
+echo "== extension/dist is current"
+# The JavaScript pi loads (and the Rust build embeds) is what the TypeScript compiles to.
+bash scripts/build-extension.sh --check
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== extension smoke (real pi against a mock hub)"

@@ -5,6 +5,10 @@ both in this file, standard library only.
 
     python3 extension/dev/smoke.py                 # pi from $PI_BIN, else .cache/test-deps/bin/pi
     PI_BIN=/path/to/pi python3 extension/dev/smoke.py -k restart   # only scenarios matching "restart"
+    python3 extension/dev/smoke.py --ts            # the TypeScript sources instead of dist/
+
+It loads extension/dist/index.js, what pi-telegram installs: run scripts/build-extension.sh after
+changing the TypeScript (scripts/test.sh checks that dist/ is current).
 
 Get pi with `scripts/install-test-deps.sh` (Node 22 + pi 1.6.0 into .cache/test-deps/).
 Each scenario uses a fresh temporary agent dir. Prints one line per scenario; exit code 1 on failure.
@@ -28,7 +32,9 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXT = os.path.join(os.path.dirname(HERE), "index.ts")
+EXT_DIR = os.path.dirname(HERE)
+# What pi loads: the compiled dist/index.js (scripts/build-extension.sh), as installed; --ts: index.ts
+EXT = os.path.join(EXT_DIR, "dist", "index.js")
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -493,6 +499,29 @@ def s_restart_duplicate_and_completed(env):
     hub3.stop()
 
 
+def s_outbox_is_bounded(env):
+    """While the hub is away, events wait in an outbox of at most about 0.5 MB (the oldest dropped)."""
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    hub.stop()
+    big = "A" * 100_000  # one word: each event that carries it is about 100 kB
+    pi.prompt(big)
+    wait_for(lambda: pi.settled() >= 1, what="the run while the hub is away")
+    hub2 = MockHub(env)
+    wait_for(lambda: hub2.ins("hello"), timeout=15, what="reconnect")
+    wait_for(lambda: ("agent_settled", None) in hub2.events(), what="the buffered events")
+    time.sleep(0.5)
+    sizes = [len(json.dumps(m)) for m in hub2.ins("event")]
+    types = [t for t, _ in hub2.events()]
+    assert sum(sizes) < 512 * 1024 + 120_000, (sum(sizes), types)
+    assert "input" not in types and types[-1] == "agent_settled", types
+    assert hub2.ins("turn_done") == [], "a local run has no turn_done"
+    pi.close()
+    hub2.stop()
+
+
 def s_queue_new_reload_and_remembered(env):
     hub = MockHub(env)
     pi = Pi(env)
@@ -597,6 +626,10 @@ def s_abort_and_hub_requests(env):
     hub.send({"type": "something_new", "x": 1})
     wait_for(lambda: "hello from the hub" in pi.notes, what="notify")
     wait_for(lambda: "telegram: @me" in pi.status, what="set_status")
+    # pi's saved sessions (none with --no-session): SessionManager.list, without importing pi
+    hub.send({"type": "get_sessions", "id": "s1"})
+    r = wait_for(lambda: [m for m in hub.ins("response") if m["id"] == "s1"], what="get_sessions response")[0]
+    assert r["ok"] is True and isinstance(r["data"]["sessions"], list), r
     pi.close()
     hub.stop()
 
@@ -738,7 +771,7 @@ def s_child_tools_mode(env):
 
 def s_loaded_twice(env):
     copy = os.path.join(env.root, "ext-copy")
-    shutil.copytree(os.path.dirname(EXT), copy, ignore=shutil.ignore_patterns("dev", "node_modules"))
+    shutil.copytree(EXT_DIR, copy, ignore=shutil.ignore_patterns("dev", "node_modules"))
     hub = MockHub(env)
     pi = Pi(env, extensions=[copy])
     pi.prompt("/telegram-connect")
@@ -778,7 +811,7 @@ def s_reload(env):
     hub.stop()
 
 
-SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_queue_new_reload_and_remembered,
+SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
              s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
              s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
              s_child_tools_mode, s_loaded_twice, s_reload]
@@ -789,7 +822,13 @@ def main():
         return mock_hub_main(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", default="", help="run only scenarios whose name contains this")
+    ap.add_argument("--ts", action="store_true", help="load index.ts (transpiled by pi) instead of dist/index.js")
     a = ap.parse_args()
+    if a.ts:
+        global EXT
+        EXT = os.path.join(EXT_DIR, "index.ts")
+    elif not os.path.exists(EXT):
+        sys.exit(f"{EXT} is missing: run scripts/build-extension.sh")
     pi_bin = os.environ.get("PI_BIN") or os.path.join(REPO, ".cache", "test-deps", "bin", "pi")
     if not os.path.exists(pi_bin):
         sys.exit(f"pi not found at {pi_bin}: run scripts/install-test-deps.sh or set PI_BIN")

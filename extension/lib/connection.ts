@@ -65,6 +65,13 @@ export interface SendOptions {
 }
 
 const OUTBOX_CAP = 1000;
+/**
+ * The outbox holds at most this many UTF-16 code units besides its newest line (0.5-1 MB; a line
+ * is at most 1 MiB), so a hub that is away during a long run costs pi little memory.
+ */
+const OUTBOX_CAP_CHARS = 512 * 1024;
+/** Events are dropped while this much is unsent on the socket: a hub that stopped reading. */
+const BACKLOG_CAP = 1024 * 1024;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 10_000;
 const FAST_RETRY_MS = 250;
@@ -92,8 +99,10 @@ export class HubConnection {
 	autoStart: boolean;
 	/** Where the hub was looked for last (this machine's hub.sock until an attempt says otherwise). */
 	target: HubTarget;
-	/** Lines waiting for the connection (at most 1000, the oldest dropped first). */
+	/** Lines waiting for the connection (see OUTBOX_CAP*, the oldest dropped first). */
 	private outbox: string[] = [];
+	/** The outbox's length in UTF-16 code units. */
+	private outboxChars = 0;
 	private sock: net.Socket | undefined;
 	private timer: NodeJS.Timeout | undefined;
 	private handshakeTimer: NodeJS.Timeout | undefined;
@@ -156,6 +165,7 @@ export class HubConnection {
 		this.detail = "disconnected";
 		this.clearTimers();
 		this.outbox = [];
+		this.outboxChars = 0;
 		const s = this.sock;
 		this.sock = undefined;
 		if (s) {
@@ -184,9 +194,12 @@ export class HubConnection {
 	 * is set (events), or drops it. Returns whether it was written.
 	 */
 	send(msg: ClientMessage, opts: SendOptions = {}): boolean {
-		const line = encodeLine(msg, opts.fallback);
 		const s = this.sock;
-		if (this.phase === "connected" && s && s.writable) {
+		const connected = this.phase === "connected" && s !== undefined && s.writable;
+		// Events (the previews) are dropped rather than queued behind a hub that stopped reading.
+		if (connected && opts.buffer && s.writableLength > BACKLOG_CAP) return false;
+		const line = encodeLine(msg, opts.fallback);
+		if (connected) {
 			try {
 				s.write(line);
 				return true;
@@ -198,7 +211,16 @@ export class HubConnection {
 		}
 		if (opts.buffer && this.phase !== "stopped") {
 			this.outbox.push(line);
-			if (this.outbox.length > OUTBOX_CAP) this.outbox.splice(0, this.outbox.length - OUTBOX_CAP);
+			this.outboxChars += line.length;
+			let drop = 0;
+			while (
+				this.outbox.length - drop > 1 &&
+				(this.outbox.length - drop > OUTBOX_CAP || this.outboxChars > OUTBOX_CAP_CHARS)
+			) {
+				this.outboxChars -= this.outbox[drop]?.length ?? 0;
+				drop++;
+			}
+			if (drop > 0) this.outbox.splice(0, drop);
 		}
 		return false;
 	}
@@ -400,6 +422,7 @@ export class HubConnection {
 			}
 			const lines = this.outbox;
 			this.outbox = [];
+			this.outboxChars = 0;
 			for (const l of lines) if (s.writable) s.write(l);
 			this.cb.onStatus();
 			this.settleWaiter({ ok: true, message: this.connectedText() });

@@ -3,7 +3,7 @@
  * statistics, models and thinking levels, switching them, pi's commands, compaction, aborting,
  * and pi's state. Each request with an `id` gets exactly one `response`.
  */
-import { type ExtensionAPI, SessionManager } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, SessionManager } from "@earendil-works/pi-coding-agent";
 import { SESSION_COMMAND } from "./commands.ts";
 import { errorText } from "./log.ts";
 import type { Outbox } from "./link.ts";
@@ -13,6 +13,18 @@ import type { Abort, GetState, PiRequest } from "./wire.ts";
 type ThinkingLevel = ReturnType<ExtensionAPI["getThinkingLevel"]>;
 
 const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/**
+ * pi's `SessionManager` class, taken from the session's own instance rather than imported: the
+ * extension runs as plain JavaScript that Node loads by itself (dist/, see README "Memory"), where
+ * pi's package cannot be resolved, and a value import of it would make pi's loader transpile the
+ * whole extension instead (loading Babel: about 40 MB).
+ */
+function sessionManagerClass(c: ExtensionContext): typeof SessionManager {
+	const ctor = (c.sessionManager as object).constructor as Partial<typeof SessionManager> | undefined;
+	if (typeof ctor?.list !== "function") throw new Error("this pi does not list its sessions (SessionManager.list)");
+	return ctor as typeof SessionManager;
+}
 
 function isThinkingLevel(level: string): level is ThinkingLevel {
 	return (THINKING_LEVELS as readonly string[]).includes(level);
@@ -106,7 +118,7 @@ export class Requests {
 				case "get_sessions": {
 					if (!c) return fail("pi has no session");
 					// Where this pi keeps its sessions (a --session-dir or PI_CODING_AGENT_SESSION_DIR too).
-					const list = await SessionManager.list(c.cwd, c.sessionManager.getSessionDir());
+					const list = await sessionManagerClass(c).list(c.cwd, c.sessionManager.getSessionDir());
 					const sessions = list.slice(0, 8).map((x) => ({
 						path: x.path,
 						name: x.name ?? null,

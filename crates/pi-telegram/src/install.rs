@@ -32,10 +32,12 @@ pub fn install(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
 }
 
 /// The entry file of the extension that matches this binary, written to the agent dir when
-/// it is not there in this version: headless children load it for pi's Telegram tools.
+/// it is not there in this version: headless children load it for pi's Telegram tools. It is
+/// the compiled `dist/index.js` (what `pi.extensions` in its package.json names): pi would
+/// transpile `index.ts`, which costs each child about 40 MB.
 pub fn child_extension(agent_dir: &AgentDir) -> Option<PathBuf> {
     match write_files(agent_dir) {
-        Ok(dir) => Some(dir.join("index.ts")),
+        Ok(dir) => Some(dir.join("dist").join("index.js")),
         Err(e) => {
             tracing::warn!(error = %e, "could not write the extension for headless pi: they run without pi's Telegram tools");
             None

@@ -28,7 +28,7 @@ pub const CHILD_TOKEN_ENV: &str = "PI_TELEGRAM_CHILD_TOKEN";
 /// connect to, set once at start.
 static CHILD_EXTENSION: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
 
-/// Children load the extension at `entry` (its `index.ts`) for pi's Telegram tools, which
+/// Children load the extension at `entry` (its `dist/index.js`) for pi's Telegram tools, which
 /// connect to this hub's `profile`.
 pub fn set_child_extension(entry: PathBuf, profile: &str) {
     let _ = CHILD_EXTENSION.set((entry, profile.to_owned()));
