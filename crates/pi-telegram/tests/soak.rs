@@ -92,6 +92,8 @@ struct Prompt {
     kind: Kind,
     /// The pi (index into `PIS`) whose topic it was written in.
     pi: usize,
+    /// Its message at Telegram: the turn's answer replies to it.
+    message: i64,
 }
 
 const PIS: [&str; 3] = ["alpha", "beta", "gamma"];
@@ -281,16 +283,17 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             match roll {
                 0..=44 => {
                     let tag = next_tag();
-                    say(topic, &format!("{tag} plain question"), &mut updates);
+                    let message = say(topic, &format!("{tag} plain question"), &mut updates);
                     prompts.push(Prompt {
                         tag,
                         kind: Kind::Plain,
                         pi,
+                        message,
                     });
                 }
                 45..=59 => {
                     let tag = next_tag();
-                    say(
+                    let message = say(
                         topic,
                         &format!("[[slow]] {tag} streamed a b c d e"),
                         &mut updates,
@@ -299,23 +302,26 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag,
                         kind: Kind::Streamed,
                         pi,
+                        message,
                     });
                 }
                 60..=69 => {
                     for _ in 0..3 {
                         let tag = next_tag();
-                        say(topic, &format!("{tag} queued one of three"), &mut updates);
+                        let message =
+                            say(topic, &format!("{tag} queued one of three"), &mut updates);
                         prompts.push(Prompt {
                             tag,
                             kind: Kind::Queued,
                             pi,
+                            message,
                         });
                     }
                 }
                 70..=76 => {
                     let tag = next_tag();
                     let words: Vec<String> = (1..=30).map(|i| format!("w{i}")).collect();
-                    say(
+                    let message = say(
                         topic,
                         &format!("[[slow]] {tag} long {}", words.join(" ")),
                         &mut updates,
@@ -326,12 +332,13 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag,
                         kind: Kind::Aborted,
                         pi,
+                        message,
                     });
                 }
                 77..=86 => {
                     // A blocker, so the reacted prompt is likely still waiting.
                     let blocker = next_tag();
-                    say(
+                    let message = say(
                         topic,
                         &format!("[[slow]] {blocker} blocker x y z"),
                         &mut updates,
@@ -340,6 +347,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag: blocker,
                         kind: Kind::Streamed,
                         pi,
+                        message,
                     });
                     let tag = next_tag();
                     let id = say(topic, &format!("{tag} reacted to"), &mut updates);
@@ -357,11 +365,16 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                     if let Ok(Some(u)) = reacted {
                         updates.push(u);
                     }
-                    prompts.push(Prompt { tag, kind, pi });
+                    prompts.push(Prompt {
+                        tag,
+                        kind,
+                        pi,
+                        message: id,
+                    });
                 }
                 87..=93 => {
                     let blocker = next_tag();
-                    say(
+                    let message = say(
                         topic,
                         &format!("[[slow]] {blocker} blocker x y z"),
                         &mut updates,
@@ -370,6 +383,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag: blocker,
                         kind: Kind::Streamed,
                         pi,
+                        message,
                     });
                     let tag = next_tag();
                     let id = say(topic, &format!("{tag} before the edit"), &mut updates);
@@ -386,6 +400,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag,
                         kind: Kind::Edited,
                         pi,
+                        message: id,
                     });
                 }
                 _ => {
@@ -414,6 +429,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                         tag,
                         kind: Kind::File,
                         pi,
+                        message: sent.message_id,
                     });
                 }
             }
@@ -556,9 +572,13 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
         if answers.iter().any(|m| m.thread_id != Some(topic_of[p.pi])) {
             wrong_topic.push(p.tag.clone());
         }
-        // A turn pi finished (not aborted, not interrupted by a kill) has its answer.
-        let finished = state == Some("done") && p.kind != Kind::Aborted;
-        if finished && deliveries == 1 && answers.is_empty() {
+        // A turn pi finished has its answer (the echo, or what an /abort left), replying to
+        // the prompt, in the pi's topic.
+        let replies = bot
+            .iter()
+            .filter(|m| m.reply_to_message_id == Some(p.message))
+            .count();
+        if state == Some("done") && deliveries == 1 && replies == 0 {
             missing_answers.push(p.tag.clone());
         }
         let row = by_kind.entry(p.kind.name()).or_default();
