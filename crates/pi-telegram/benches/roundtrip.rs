@@ -10,7 +10,8 @@
 //! the hub's, not Telegram's one-message-a-second limit (the backlog bench covers pacing).
 //!
 //! Targets: hub time per direction <= 1 ms p50; round trip <= 15 ms p50. `ROUNDTRIP_TURNS`
-//! (default 60) sets the number of turns measured.
+//! (default 60) sets the number of turns measured; `ROUNDTRIP_STATE_ON=/dev/shm` puts the
+//! hub's state on tmpfs (the same run without the disk's flushes).
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -90,6 +91,13 @@ fn main() {
         "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000,
                     "globalPerSec": 1000.0, "globalBurst": 1000 } } } });
     std::fs::write(agent.join("telegram.json"), cfg.to_string()).unwrap();
+    // ROUNDTRIP_STATE_ON=/dev/shm: the hub's state on tmpfs, to tell the hub's own time from
+    // the disk's (every durable commit waits for a flush).
+    let _state_dir = std::env::var("ROUNDTRIP_STATE_ON").ok().map(|base| {
+        let dir = tempfile::tempdir_in(base).unwrap();
+        std::os::unix::fs::symlink(dir.path(), agent.join("telegram")).unwrap();
+        dir
+    });
     let hub_cmd = |args: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_pi-telegram"));
         c.args(args)
@@ -232,8 +240,9 @@ fn main() {
     }
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
     println!(
-        "round trip, {complete} of {turns} turns with every mark (pi {}, the extension over hub.sock)",
-        pi_version(&pi_bin)
+        "round trip, {complete} of {turns} turns with every mark (pi {}, the extension over hub.sock), state on {}",
+        pi_version(&pi_bin),
+        std::env::var("ROUNDTRIP_STATE_ON").unwrap_or_else(|_| "the temp dir's disk".into())
     );
     println!();
     println!("| step | p50 | p90 |");

@@ -528,25 +528,36 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
         .filter(|m| m.from_bot && !m.deleted)
         .collect();
 
+    // Each request once: its last user message, and the tags that appear in more than one of
+    // its user messages (pi's history carries every earlier prompt: a prompt delivered twice
+    // into one session shows there).
+    let tag_re = regex::Regex::new(r"S[0-9]+").unwrap();
+    let last_users: Vec<String> = requests.iter().map(last_user).collect();
+    let mut in_history_twice = std::collections::HashSet::new();
+    for r in &requests {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for m in r["messages"].as_array().into_iter().flatten() {
+            if m["role"] != "user" {
+                continue;
+            }
+            let text = m["content"].to_string();
+            let tags: std::collections::HashSet<&str> =
+                tag_re.find_iter(&text).map(|t| t.as_str()).collect();
+            for t in tags {
+                *seen.entry(t.to_owned()).or_default() += 1;
+            }
+        }
+        in_history_twice.extend(seen.into_iter().filter(|(_, n)| *n > 1).map(|(t, _)| t));
+    }
+    drop(requests);
     let mut twice = Vec::new();
     let mut missing_answers = Vec::new();
     let mut wrong_topic = Vec::new();
     let mut by_kind: BTreeMap<&str, [usize; 5]> = BTreeMap::new();
     let (mut delivered, mut answered, mut resent_copies) = (0, 0, 0);
     for p in &prompts {
-        let deliveries = requests
-            .iter()
-            .filter(|r| has_tag(&last_user(r), &p.tag))
-            .count();
-        let in_one_history_twice = requests.iter().any(|r| {
-            r["messages"].as_array().is_some_and(|m| {
-                m.iter()
-                    .filter(|m| m["role"] == "user" && has_tag(&m["content"].to_string(), &p.tag))
-                    .count()
-                    > 1
-            })
-        });
-        if deliveries > 1 || in_one_history_twice {
+        let deliveries = last_users.iter().filter(|u| has_tag(u, &p.tag)).count();
+        if deliveries > 1 || in_history_twice.contains(&p.tag) {
             twice.push(p.tag.clone());
         }
         let state = turns_by_text
