@@ -124,10 +124,12 @@ enum Test {
     PreviewsRich,
     Typing,
     Taps,
+    PromptButtons,
     TopicCreation,
     TopicCleanup,
     FilesIn,
     FilesOut,
+    Voice,
     None,
 }
 
@@ -144,10 +146,12 @@ impl Test {
             Self::PreviewsRich => "previews_rich",
             Self::Typing => "typing",
             Self::Taps => "taps",
+            Self::PromptButtons => "prompt_buttons",
             Self::TopicCreation => "topic_creation",
             Self::TopicCleanup => "topic_cleanup",
             Self::FilesIn => "files_in",
             Self::FilesOut => "files_out",
+            Self::Voice => "voice",
             Self::None => "",
         }
     }
@@ -446,6 +450,37 @@ const MATRIX: &[Row] = &[
         ],
     },
     Row {
+        method: "sendVoice",
+        site: "outbox: a spoken answer (`voice.replyMode`, a text-to-speech template)",
+        cells: [
+            c(
+                E::ResentMarked,
+                Test::Voice,
+                "a spoken answer must arrive too: sent again, the repeat mark in its caption",
+            ),
+            c(E::Late, Test::Voice, "arrives once, late"),
+            c(E::ResentMarked, Test::Voice, "sent again, marked"),
+            c(
+                E::CountedDuplicate,
+                Test::Voice,
+                "a second voice message, the repeat mark in its caption, counted",
+            ),
+            c(
+                E::FloodWaited,
+                Test::Voice,
+                "sent once the chat's wait is over",
+            ),
+            na(
+                "a spoken answer goes to a topic only with a turn there; the same sender path as sendMessage's cell",
+            ),
+            c(
+                E::FellBack,
+                Test::Voice,
+                "the voice refused: the answer is written instead (rich)",
+            ),
+        ],
+    },
+    Row {
         method: "sendMessageDraft",
         site: "preview task (HTML rendering)",
         cells: [
@@ -615,6 +650,35 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::Taps,
                 "refused: the button stops spinning on its own; an incident",
+            ),
+        ],
+    },
+    Row {
+        method: "editMessageReplyMarkup",
+        site: "outbox: a tapped button of pi's answer shows it was chosen",
+        cells: [
+            c(
+                E::Retried,
+                Test::PromptButtons,
+                "repeatable: restyled again; the tap's prompt reaches pi once",
+            ),
+            c(E::Late, Test::PromptButtons, "restyled once, late"),
+            c(E::Retried, Test::PromptButtons, "restyled again"),
+            c(
+                E::Retried,
+                Test::PromptButtons,
+                "restyled, the answer lost: the repeat is `message is not modified`, taken as done",
+            ),
+            c(
+                E::FloodWaited,
+                Test::PromptButtons,
+                "restyled once the chat's wait is over",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::Dropped,
+                Test::PromptButtons,
+                "refused: the buttons keep their look (an incident); the prompt still reaches pi once",
             ),
         ],
     },
@@ -1329,10 +1393,12 @@ async fn fault_matrix() {
         (Test::PreviewsRich, Box::pin(previews_rich())),
         (Test::Typing, Box::pin(typing())),
         (Test::Taps, Box::pin(taps())),
+        (Test::PromptButtons, Box::pin(prompt_buttons())),
         (Test::TopicCreation, Box::pin(topic_creation())),
         (Test::TopicCleanup, Box::pin(topic_cleanup())),
         (Test::FilesIn, Box::pin(files_in())),
         (Test::FilesOut, Box::pin(files_out())),
+        (Test::Voice, Box::pin(voice())),
     ];
     // Every cell that names a test is run by one of these.
     for r in MATRIX {
@@ -1603,8 +1669,22 @@ fn client(hub: &TestHub) -> telegram::Client {
     .unwrap()
 }
 
+/// Each cell its own hub, all at once (a start-up takes its time: back-offs, flood waits).
 async fn start_up() {
-    for (n, (row, kind, cell)) in cells_of(Test::StartUp).into_iter().enumerate() {
+    let cells: Vec<_> = cells_of(Test::StartUp)
+        .into_iter()
+        .enumerate()
+        .map(|(n, (row, kind, cell))| tokio::spawn(start_up_cell(n, row, kind, cell)))
+        .collect();
+    for c in cells {
+        if let Err(e) = c.await {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'static Cell) {
+    {
         let w = what(row, kind);
         let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
         let webhook = row.method.contains("Webhook");
@@ -1617,7 +1697,7 @@ async fn start_up() {
             let e = hub.launch_expecting_failure().await;
             assert!(matches!(e, hub::HubError::Telegram { .. }), "{w}: {e:?}");
             assert_eq!(calls(&hub, since, row.method).len(), 1, "{w}: not repeated");
-            continue;
+            return;
         }
         hub.launch().await;
         let _pi = Pi::start(&hub, "/work/web", 5401 + n as i64, Style::Plain).await;
@@ -1862,6 +1942,157 @@ async fn taps() {
             }
             other => panic!("{w}: no check for {other:?}"),
         }
+    }
+    hub.stop().await;
+}
+
+/// pi answers with a button; the person taps it: the tapped button is restyled
+/// (`editMessageReplyMarkup`) and its prompt goes to pi.
+async fn prompt_buttons() {
+    let mut hub = TestHub::start().await;
+    let _pi = Pi::start(&hub, "/work/web", 6001, Style::Plain).await;
+    for (n, (row, kind, cell)) in cells_of(Test::PromptButtons).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let label = format!("Pick {n}");
+        let q = format!("which {n}?\n\n<!-- telegram_button [[{{{label}|go {n}}}]] -->");
+        let floor = floor(&hub);
+        hub.say(&q);
+        let mut with_button = None;
+        until(&format!("{w}: the answer with its button"), || {
+            with_button = transcript(&hub)
+                .into_iter()
+                .filter(|m| m.from_bot && m.message_id > floor)
+                .find_map(|m| button(&hub, m.message_id, &label).map(|d| (m.message_id, d)));
+            with_button.is_some()
+        })
+        .await;
+        let (message, data) = with_button.unwrap();
+        settle(&hub).await;
+        let b = before(&hub);
+        let since = last_seq(&hub);
+        arm(&hub, row.method, kind);
+        hub.fake
+            .control()
+            .press(Press {
+                message_id: message,
+                data,
+                user_id: None,
+                token: None,
+            })
+            .unwrap();
+        let chosen = || {
+            transcript(&hub)
+                .into_iter()
+                .find(|m| m.message_id == message)
+                .and_then(|m| m.reply_markup)
+                .is_some_and(|k| k.to_string().contains("\"style\""))
+        };
+        let answer = format!("answer to go {n}");
+        let is = ends_with(&answer);
+        let want = Want { floor, is: &is };
+        until(&format!("{w}: the tap's prompt answered"), || {
+            !copies(&hub, &want).is_empty()
+        })
+        .await;
+        match cell.expected {
+            E::Dropped => {
+                until(&format!("{w}: refused"), || outbox(&hub, "failed") > b.2).await;
+            }
+            _ => until(&format!("{w}: restyled"), chosen).await,
+        }
+        settle(&hub).await;
+        hub.fake.control().clear_faults();
+        let made = calls(&hub, since, row.method);
+        assert_fired(&made, kind, &w);
+        assert_eq!(
+            copies(&hub, &want).len(),
+            1,
+            "{w}: the prompt reached pi once"
+        );
+        match cell.expected {
+            E::Retried => {
+                assert!(chosen(), "{w}");
+                assert!(made.len() >= 2, "{w}: {made:#?}");
+            }
+            E::Late => {
+                assert!(chosen(), "{w}");
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+            }
+            E::FloodWaited => {
+                assert!(chosen(), "{w}");
+                assert_waited(&made, &w);
+            }
+            E::Dropped => {
+                assert!(!chosen(), "{w}");
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+            }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+    }
+    hub.stop().await;
+}
+
+/// Spoken answers: `voice.replyMode` "always" with a template that "synthesizes" by copying a
+/// small Ogg file; pi's answer goes out as `sendVoice` with its words as the caption.
+async fn voice() {
+    let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
+    // The words come on stdin; the "voice" is an Ogg header and the words.
+    let tts = hub.dir.path().join("tts.sh");
+    std::fs::write(&tts, "#!/bin/sh\n{ printf 'OggS'; cat; } > \"$1\"\n").unwrap();
+    let mut perms = std::fs::metadata(&tts).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&tts, perms).unwrap();
+    let path = hub.dir.path().join("telegram.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    cfg["outboundHandlers"] =
+        json!([{ "type": "voice", "template": format!("{} {{ogg}}", tts.display()) }]);
+    cfg["voice"] = json!({ "replyMode": "always", "sendTranscript": true });
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    hub.launch().await;
+    let _pi = Pi::start(&hub, "/work/web", 6101, Style::Plain).await;
+    for (n, (row, kind, cell)) in cells_of(Test::Voice).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let b = before(&hub);
+        let since = last_seq(&hub);
+        arm(&hub, row.method, kind);
+        let q = format!("question {n}");
+        let answer = format!("answer to {q}");
+        let floor = floor(&hub);
+        let spoken = |m: &TranscriptEntry| {
+            m.media.as_ref().is_some_and(|x| x.kind == MediaKind::Voice)
+                && m.text.as_deref().is_some_and(|t| t.ends_with(&answer))
+        };
+        let written = |m: &TranscriptEntry| {
+            m.media.is_none() && m.text.as_deref().is_some_and(|t| t.ends_with(&answer))
+        };
+        hub.say(&q);
+        if cell.expected == E::FellBack {
+            let want = Want {
+                floor,
+                is: &written,
+            };
+            until(&format!("{w}: the written answer"), || {
+                !copies(&hub, &want).is_empty()
+            })
+            .await;
+            settle(&hub).await;
+            hub.fake.control().clear_faults();
+            assert_eq!(copies(&hub, &want).len(), 1, "{w}: written once");
+            let voices = Want { floor, is: &spoken };
+            assert!(copies(&hub, &voices).is_empty(), "{w}: no voice");
+            assert_fired(&calls(&hub, since, row.method), kind, &w);
+            continue;
+        }
+        let want = Want { floor, is: &spoken };
+        check_message(&hub, row, kind, cell.expected, since, &want, None, b).await;
+        hub.fake.control().clear_faults();
+        let text = Want {
+            floor,
+            is: &written,
+        };
+        assert!(copies(&hub, &text).is_empty(), "{w}: spoken, not written");
     }
     hub.stop().await;
 }
