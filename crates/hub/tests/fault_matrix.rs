@@ -470,8 +470,10 @@ const MATRIX: &[Row] = &[
                 Test::Voice,
                 "sent once the chat's wait is over",
             ),
-            na(
-                "a spoken answer goes to a topic only with a turn there; the same sender path as sendMessage's cell",
+            c(
+                E::TopicRecovered,
+                Test::Topics,
+                "in a topic: the spoken answer waits for the new topic and arrives there once",
             ),
             c(
                 E::FellBack,
@@ -823,8 +825,10 @@ const MATRIX: &[Row] = &[
                 Test::FilesOut,
                 "uploaded once the chat's wait is over",
             ),
-            na(
-                "a file is sent to a topic only with a turn there; the same sender path as sendMessage's cell",
+            c(
+                E::TopicRecovered,
+                Test::Topics,
+                "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(
                 E::Dropped,
@@ -846,8 +850,10 @@ const MATRIX: &[Row] = &[
                 Test::FilesOut,
                 "uploaded once the chat's wait is over",
             ),
-            na(
-                "a file is sent to a topic only with a turn there; the same sender path as sendMessage's cell",
+            c(
+                E::TopicRecovered,
+                Test::Topics,
+                "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
         ],
@@ -865,8 +871,10 @@ const MATRIX: &[Row] = &[
                 Test::FilesOut,
                 "uploaded once the chat's wait is over",
             ),
-            na(
-                "a file is sent to a topic only with a turn there; the same sender path as sendMessage's cell",
+            c(
+                E::TopicRecovered,
+                Test::Topics,
+                "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
         ],
@@ -890,9 +898,11 @@ fn document() -> String {
     out.push_str("# Fault matrix\n\n");
     out.push_str(
         "Every fault tg-fake injects (`crates/tg-fake/src/faults.rs`) on every Bot API call the hub \
-         makes, and what the hub does about it. Each cell is checked by the named test in \
-         `crates/hub/tests/fault_matrix.rs`, which drives the real hub (in-process) against \
-         tg-fake with that fault armed once on that call.\n\n",
+         makes, and what the hub does about it. Each cell is checked by the named group in \
+         `crates/hub/tests/fault_matrix.rs` (an async fn; the test `fault_matrix` runs every \
+         group side by side, `FAULT_MATRIX_ONLY=<group>` one of them), which drives the real hub \
+         (in-process) against tg-fake with that fault armed once on that call and asserts the \
+         outcome from tg-fake's request log and transcript and the hub's status.\n\n",
     );
     out.push_str(
         "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test -p hub \
@@ -1525,12 +1535,16 @@ async fn topics() {
             json!({ "assistant": { "rendering": rendering, "draftPreviews": false } }),
         )
         .await;
+        if row.method == "sendVoice" {
+            enable_voice(&hub);
+        }
         hub.launch().await;
-        let _pi = Pi::start(&hub, "/work/web", 5201 + n as i64, Style::Plain).await;
+        let pi = Pi::start(&hub, "/work/web", 5201 + n as i64, Style::Plain).await;
         let old = until_topic(&hub, None).await;
         settle(&hub).await;
         let since = last_seq(&hub);
         let own = row.site.contains("own texts");
+        let files = matches!(row.method, "sendDocument" | "sendPhoto" | "sendMediaGroup");
         let text = if own {
             "/help".to_owned()
         } else {
@@ -1538,12 +1552,31 @@ async fn topics() {
         };
         let answer = format!("answer to {text}");
         arm(&hub, row.method, kind);
-        let sent = say_in(&hub, Some(old), &text);
-        let by_reply = replies_to(sent.message_id);
+        let floor = floor(&hub);
+        let mut parts = 1;
+        let sent = if files {
+            let paths = out_files(hub.dir.path(), row.method, n);
+            parts = paths.len();
+            pi.send(
+                json!({ "type": "tool_call", "id": format!("t{n}"), "tool": "telegram_attach",
+                "turn_id": null, "args": { "paths": paths } }),
+            );
+            None
+        } else {
+            Some(say_in(&hub, Some(old), &text))
+        };
+        let by_reply = replies_to(sent.as_ref().map_or(0, |s| s.message_id));
         let by_text = ends_with(&answer);
+        let by_media = |m: &TranscriptEntry| m.media.is_some();
         let want = Want {
-            floor: sent.message_id,
-            is: if own { &by_reply } else { &by_text },
+            floor,
+            is: if own {
+                &by_reply
+            } else if files {
+                &by_media
+            } else {
+                &by_text
+            },
         };
         let new = until_topic(&hub, Some(old)).await;
         until(&format!("{w}: delivered in the new topic"), || {
@@ -1556,10 +1589,20 @@ async fn topics() {
         let made = calls(&hub, since, row.method);
         assert_fired(&made, kind, &w);
         let got = copies(&hub, &want);
-        assert_eq!(got.len(), 1, "{w}: delivered once: {got:#?}");
+        assert_eq!(got.len(), parts, "{w}: delivered once: {got:#?}");
+        assert!(
+            got.iter().all(|(m, _)| m.thread_id == Some(new)),
+            "{w}: {got:#?}"
+        );
         let to_old = made
             .iter()
-            .filter(|r| r.params.get("message_thread_id").and_then(Value::as_i64) == Some(old))
+            .filter(|r| {
+                // Multipart fields arrive as text.
+                let t = r.params.get("message_thread_id");
+                t.and_then(Value::as_i64)
+                    .or_else(|| t.and_then(Value::as_str).and_then(|s| s.parse().ok()))
+                    == Some(old)
+            })
             .count();
         assert_eq!(to_old, 1, "{w}: one call met the lost topic: {made:#?}");
         assert_eq!(
@@ -1684,79 +1727,77 @@ async fn start_up() {
 }
 
 async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'static Cell) {
-    {
-        let w = what(row, kind);
-        let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
-        let webhook = row.method.contains("Webhook");
-        if webhook {
-            set_webhook(&hub).await;
+    let w = what(row, kind);
+    let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
+    let webhook = row.method.contains("Webhook");
+    if webhook {
+        set_webhook(&hub).await;
+    }
+    let since = last_seq(&hub);
+    arm(&hub, row.method, kind);
+    if cell.expected == E::StartStops {
+        let e = hub.launch_expecting_failure().await;
+        assert!(matches!(e, hub::HubError::Telegram { .. }), "{w}: {e:?}");
+        assert_eq!(calls(&hub, since, row.method).len(), 1, "{w}: not repeated");
+        return;
+    }
+    hub.launch().await;
+    let _pi = Pi::start(&hub, "/work/web", 5401 + n as i64, Style::Plain).await;
+    let floor = floor(&hub);
+    hub.say("hello");
+    let is = ends_with("answer to hello");
+    let want = Want { floor, is: &is };
+    until(&format!("{w}: the hub answers"), || {
+        !copies(&hub, &want).is_empty()
+    })
+    .await;
+    settle(&hub).await;
+    let made = calls(&hub, since, row.method);
+    assert_fired(&made, kind, &w);
+    assert_eq!(copies(&hub, &want).len(), 1, "{w}: answered once");
+    if cell.expected == E::Retried {
+        assert!(
+            made.len() >= 2 && made.last().unwrap().status == Some(200),
+            "{w}: {made:#?}"
+        );
+    }
+    // A webhook is removed (and recorded for `status`) whatever happened on the way.
+    if webhook {
+        let info = client(&hub)
+            .call("getWebhookInfo", &json!({}))
+            .await
+            .unwrap();
+        assert_eq!(info["url"], json!(""), "{w}: the webhook is gone");
+        assert!(status(&hub).webhook_removed.is_some(), "{w}: recorded");
+    }
+    match cell.expected {
+        E::Retried => {}
+        E::Late => {
+            assert_eq!(made[0].status, Some(200), "{w}");
+            // getMe is asked again by the capability probe; nothing else is repeated.
+            if row.method != "getMe" {
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+            }
         }
-        let since = last_seq(&hub);
-        arm(&hub, row.method, kind);
-        if cell.expected == E::StartStops {
-            let e = hub.launch_expecting_failure().await;
-            assert!(matches!(e, hub::HubError::Telegram { .. }), "{w}: {e:?}");
-            assert_eq!(calls(&hub, since, row.method).len(), 1, "{w}: not repeated");
-            return;
+        E::FloodWaited => {
+            assert_waited(&made, &w);
+            assert_eq!(made.last().unwrap().status, Some(200), "{w}");
         }
-        hub.launch().await;
-        let _pi = Pi::start(&hub, "/work/web", 5401 + n as i64, Style::Plain).await;
-        let floor = floor(&hub);
-        hub.say("hello");
-        let is = ends_with("answer to hello");
-        let want = Want { floor, is: &is };
-        until(&format!("{w}: the hub answers"), || {
-            !copies(&hub, &want).is_empty()
-        })
-        .await;
-        settle(&hub).await;
-        let made = calls(&hub, since, row.method);
-        assert_fired(&made, kind, &w);
-        assert_eq!(copies(&hub, &want).len(), 1, "{w}: answered once");
-        if cell.expected == E::Retried {
+        E::Dropped => {
+            assert_eq!(made.len(), 1, "{w}: {made:#?}");
+            assert_eq!(outbox(&hub, "failed"), 1, "{w}");
+        }
+        E::WebhookLater => {
+            // Removed by the poller, after start-up: the poll met the webhook's 409.
+            let polls = calls(&hub, since, "getUpdates");
             assert!(
-                made.len() >= 2 && made.last().unwrap().status == Some(200),
-                "{w}: {made:#?}"
+                polls.iter().any(|p| p.status == Some(409)),
+                "{w}: {polls:#?}"
             );
         }
-        // A webhook is removed (and recorded for `status`) whatever happened on the way.
-        if webhook {
-            let info = client(&hub)
-                .call("getWebhookInfo", &json!({}))
-                .await
-                .unwrap();
-            assert_eq!(info["url"], json!(""), "{w}: the webhook is gone");
-            assert!(status(&hub).webhook_removed.is_some(), "{w}: recorded");
-        }
-        match cell.expected {
-            E::Retried => {}
-            E::Late => {
-                assert_eq!(made[0].status, Some(200), "{w}");
-                // getMe is asked again by the capability probe; nothing else is repeated.
-                if row.method != "getMe" {
-                    assert_eq!(made.len(), 1, "{w}: {made:#?}");
-                }
-            }
-            E::FloodWaited => {
-                assert_waited(&made, &w);
-                assert_eq!(made.last().unwrap().status, Some(200), "{w}");
-            }
-            E::Dropped => {
-                assert_eq!(made.len(), 1, "{w}: {made:#?}");
-                assert_eq!(outbox(&hub, "failed"), 1, "{w}");
-            }
-            E::WebhookLater => {
-                // Removed by the poller, after start-up: the poll met the webhook's 409.
-                let polls = calls(&hub, since, "getUpdates");
-                assert!(
-                    polls.iter().any(|p| p.status == Some(409)),
-                    "{w}: {polls:#?}"
-                );
-            }
-            other => panic!("{w}: no check for {other:?}"),
-        }
-        hub.stop().await;
+        other => panic!("{w}: no check for {other:?}"),
     }
+    hub.stop().await;
 }
 
 /// The rows of one preview test, with the hub's settings for them.
@@ -2037,18 +2078,7 @@ async fn prompt_buttons() {
 /// small Ogg file; pi's answer goes out as `sendVoice` with its words as the caption.
 async fn voice() {
     let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
-    // The words come on stdin; the "voice" is an Ogg header and the words.
-    let tts = hub.dir.path().join("tts.sh");
-    std::fs::write(&tts, "#!/bin/sh\n{ printf 'OggS'; cat; } > \"$1\"\n").unwrap();
-    let mut perms = std::fs::metadata(&tts).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&tts, perms).unwrap();
-    let path = hub.dir.path().join("telegram.json");
-    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    cfg["outboundHandlers"] =
-        json!([{ "type": "voice", "template": format!("{} {{ogg}}", tts.display()) }]);
-    cfg["voice"] = json!({ "replyMode": "always", "sendTranscript": true });
-    std::fs::write(&path, cfg.to_string()).unwrap();
+    enable_voice(&hub);
     hub.launch().await;
     let _pi = Pi::start(&hub, "/work/web", 6101, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::Voice).into_iter().enumerate() {
@@ -2165,7 +2195,7 @@ async fn topic_creation() {
                         m.from_bot
                             && m.text
                                 .as_deref()
-                                .is_some_and(|t| t.contains("/work/web") || t.contains("web"))
+                                .is_some_and(|t| t.starts_with("Telegram refused a thread for"))
                     }) && outbox(&hub, "pending") == 0
                 })
                 .await;
@@ -2360,6 +2390,44 @@ async fn files_in() {
     hub.stop().await;
 }
 
+/// Files for pi to attach with `method`: a PNG for a photo, a text for a document, two texts
+/// for an album. Their paths.
+fn out_files(dir: &std::path::Path, method: &str, n: usize) -> Vec<String> {
+    match method {
+        "sendPhoto" => vec![format!("pic-{n}.png")],
+        "sendDocument" => vec![format!("doc-{n}.txt")],
+        _ => vec![format!("a-{n}.txt"), format!("b-{n}.txt")],
+    }
+    .into_iter()
+    .map(|name| {
+        let path = dir.join(&name);
+        let bytes: Vec<u8> = if name.ends_with(".png") {
+            PNG.to_vec()
+        } else {
+            format!("contents of {name}").into_bytes()
+        };
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    })
+    .collect()
+}
+
+/// Spoken answers for every answer (`voice.replyMode` "always", the words as the caption),
+/// made by a script that writes an Ogg header and the words it reads.
+fn enable_voice(hub: &TestHub) {
+    let tts = hub.dir.path().join("tts.sh");
+    std::fs::write(&tts, "#!/bin/sh\n{ printf 'OggS'; cat; } > \"$1\"\n").unwrap();
+    let mut perms = std::fs::metadata(&tts).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&tts, perms).unwrap();
+    let path = hub.dir.path().join("telegram.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    cfg["outboundHandlers"] =
+        json!([{ "type": "voice", "template": format!("{} {{ogg}}", tts.display()) }]);
+    cfg["voice"] = json!({ "replyMode": "always", "sendTranscript": true });
+    std::fs::write(&path, cfg.to_string()).unwrap();
+}
+
 /// A 1×1 PNG.
 const PNG: [u8; 70] = [
     137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
@@ -2373,23 +2441,7 @@ async fn files_out() {
     let files = tempfile::tempdir().unwrap();
     for (n, (row, kind, cell)) in cells_of(Test::FilesOut).into_iter().enumerate() {
         let w = what(row, kind);
-        let paths: Vec<String> = match row.method {
-            "sendPhoto" => vec![format!("pic-{n}.png")],
-            "sendDocument" => vec![format!("doc-{n}.txt")],
-            _ => vec![format!("a-{n}.txt"), format!("b-{n}.txt")],
-        }
-        .into_iter()
-        .map(|name| {
-            let path = files.path().join(&name);
-            let bytes: Vec<u8> = if name.ends_with(".png") {
-                PNG.to_vec()
-            } else {
-                format!("contents of {name}").into_bytes()
-            };
-            std::fs::write(&path, bytes).unwrap();
-            path.display().to_string()
-        })
-        .collect();
+        let paths = out_files(files.path(), row.method, n);
         let parts = paths.len();
         settle(&hub).await;
         let b = before(&hub);
