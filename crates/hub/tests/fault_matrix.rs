@@ -1968,6 +1968,15 @@ async fn taps() {
                 if row.method == "answerCallbackQuery" {
                     assert_eq!(answers(), 1, "{w}: one toast");
                 }
+                // The repeat of what had happened: Telegram says so, and that is all.
+                if kind == FaultKind::CommitThenDrop {
+                    let again = made.last().unwrap().error.clone().unwrap_or_default();
+                    let said = match row.method {
+                        "editMessageText" => "message is not modified",
+                        _ => "query is too old",
+                    };
+                    assert!(again.contains(said), "{w}: {made:#?}");
+                }
             }
             E::Late => {
                 assert!(done(), "{w}");
@@ -2055,6 +2064,11 @@ async fn prompt_buttons() {
             E::Retried => {
                 assert!(chosen(), "{w}");
                 assert!(made.len() >= 2, "{w}: {made:#?}");
+                if kind == FaultKind::CommitThenDrop {
+                    let again = made.last().unwrap().error.clone().unwrap_or_default();
+                    assert!(again.contains("message is not modified"), "{w}: {made:#?}");
+                    assert_eq!(outbox(&hub, "failed"), b.2, "{w}: taken as done");
+                }
             }
             E::Late => {
                 assert!(chosen(), "{w}");
@@ -2231,6 +2245,24 @@ fn cleanups_due_now(hub: &TestHub) {
     .unwrap();
 }
 
+/// When the first pending cleanup is due (Unix ms).
+fn next_cleanup_ms(hub: &TestHub) -> i64 {
+    let db = store::Store::open_for_reading(&hub.paths.state_db())
+        .unwrap()
+        .unwrap();
+    db.read(store::threads::pending_cleanups).unwrap()[0].next_ms
+}
+
+fn hub_now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
 fn pending_cleanups(hub: &TestHub) -> usize {
     let db = store::Store::open_for_reading(&hub.paths.state_db())
         .unwrap()
@@ -2268,6 +2300,9 @@ async fn topic_cleanup() {
                         pending_cleanups(&hub) == 1 && calls(&hub, since, row.method).len() == 1
                     })
                     .await;
+                    // Never in a loop: the next try is a minute away or more.
+                    let next = next_cleanup_ms(&hub);
+                    assert!(next >= hub_now_ms() + 50_000, "{w}: retried too soon");
                     cleanups_due_now(&hub);
                 }
                 until(&format!("{w}: the topic deleted"), gone).await;
