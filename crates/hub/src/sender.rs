@@ -122,8 +122,20 @@ async fn send_one(
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
     let result = match uploads(&row.params).await {
-        // Files pi sent: the copies the hub made when the tool was called.
-        Some(Ok((params, files))) => client.call_multipart(&row.method, &params, files).await,
+        // Files pi sent: the copies the hub made when the tool was called. A spoken answer
+        // sent again carries the mark in its caption (a file without one gets the mark alone).
+        Some(Ok((params, files))) => {
+            let params = if repeat {
+                let mut p = marked_repeat(&params);
+                if p.get("caption").is_none() && p.get("media").is_none() {
+                    p["caption"] = serde_json::json!(texts::REPEAT_MARK.trim_end());
+                }
+                p
+            } else {
+                params
+            };
+            client.call_multipart(&row.method, &params, files).await
+        }
         Some(Err(why)) => {
             let purpose = row.purpose.clone();
             tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");

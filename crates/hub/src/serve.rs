@@ -575,7 +575,12 @@ async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError>
                 let message = e.to_string();
                 db.write(move |tx| incidents::record(tx, now_ms(), "getMe", &message))
                     .await?;
-                tokio::time::sleep(backoff).await;
+                // A flood wait is Telegram's to set: asking again sooner is refused again.
+                let wait = match &e {
+                    CallError::Flood { retry_after, .. } => backoff.max(*retry_after),
+                    _ => backoff,
+                };
+                tokio::time::sleep(wait).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));
             }
         }

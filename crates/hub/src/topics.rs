@@ -154,10 +154,14 @@ pub async fn run(
     loop {
         let mut next_due = None;
         if db.read(state::threaded).await? {
-            if provision_all(&db, &api, epoch, &settings, &sender).await? {
+            let provisioned = provision_all(&db, &api, epoch, &settings, &sender).await?;
+            if provisioned.refused {
                 // Telegram refused a topic: maybe the capability changed.
                 probe(&db, &client, &sender).await?;
             }
+            // A creation to try again (a flood wait, a transient failure) must not wait for
+            // the next wake or the slow clock: it is due on its own.
+            next_due = provisioned.retry_at;
             let report = {
                 let mut hook = |p: Point| {
                     crashpoint::hit(p.name());
@@ -171,7 +175,10 @@ pub async fn run(
                 tracing::warn!("another hub holds the lease now: stopping topic work");
                 return Ok(());
             }
-            next_due = report.next_due_ms;
+            next_due = match (next_due, report.next_due_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
         tokio::select! {
             _ = stop.changed() => return Ok(()),
@@ -249,6 +256,19 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
     Ok(Some(on))
 }
 
+/// What a provisioning round left to do.
+#[derive(Debug, Default)]
+struct Provisioned {
+    /// Telegram refused a topic.
+    refused: bool,
+    /// When a creation that did not happen is due again (Unix ms).
+    retry_at: Option<i64>,
+}
+
+/// The wait before a creation that failed without an answer (no flood wait given) is tried
+/// again.
+const RETRY_CREATE_MS: i64 = 5_000;
+
 /// Gives every live instance without an active binding its topic.
 async fn provision_all(
     db: &Db,
@@ -256,7 +276,7 @@ async fn provision_all(
     epoch: Epoch,
     settings: &TopicSettings,
     sender: &Notify,
-) -> Result<bool, HubError> {
+) -> Result<Provisioned, HubError> {
     let (owner, live, bindings, skipped) = db
         .read(|c| {
             let live = instances::live(c)?;
@@ -274,8 +294,10 @@ async fn provision_all(
             ))
         })
         .await?;
-    let Some(chat) = owner else { return Ok(false) };
-    let mut refused = false;
+    let Some(chat) = owner else {
+        return Ok(Provisioned::default());
+    };
+    let mut done = Provisioned::default();
     for inst in live {
         let has = bindings.iter().any(|b| {
             b.identity == inst.identity
@@ -310,12 +332,19 @@ async fn provision_all(
         after_provision(db, &inst, chat, &outcome, was_offline).await?;
         sender.notify_one();
         match outcome {
-            Outcome::LostLease => return Ok(refused),
-            Outcome::Refused(_) => refused = true,
+            Outcome::LostLease => return Ok(done),
+            Outcome::Refused(_) => done.refused = true,
+            Outcome::Retry(wait) => {
+                let wait = wait.map_or(RETRY_CREATE_MS, |d| {
+                    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+                });
+                let at = now_ms().saturating_add(wait);
+                done.retry_at = Some(done.retry_at.map_or(at, |t: i64| t.min(at)));
+            }
             _ => {}
         }
     }
-    Ok(refused)
+    Ok(done)
 }
 
 fn outcome_name(o: &Outcome) -> &'static str {

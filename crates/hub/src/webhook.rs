@@ -36,16 +36,46 @@ pub enum WebhookError {
     Hub(#[from] HubError),
 }
 
+/// Tries a call this often when Telegram did not answer or asked to wait.
+const ATTEMPTS: u32 = 3;
+/// The longest flood wait honoured here; a longer one is left to the poller's 409.
+const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Calls a repeatable method, again after a failure without an answer (a removal whose answer
+/// was lost must still be recorded) or after a short flood wait.
+async fn call(client: &Client, method: &str, params: &Value) -> Result<Value, CallError> {
+    let mut attempt = 1;
+    loop {
+        let wait = match client.call(method, params).await {
+            Err(CallError::Retryable(e)) if attempt < ATTEMPTS => {
+                tracing::debug!(method, error = %e, "no answer; asking again");
+                std::time::Duration::from_secs(1)
+            }
+            Err(CallError::Flood { retry_after, .. })
+                if attempt < ATTEMPTS && retry_after <= LONGEST_WAIT =>
+            {
+                retry_after
+            }
+            other => return other,
+        };
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+    }
+}
+
 /// Removes the bot's webhook if one is set. `Ok(None)` when none was.
 pub async fn clear(client: &Client, db: &Db) -> Result<Option<Removed>, WebhookError> {
-    let info = client.call("getWebhookInfo", &json!({})).await?;
+    let info = call(client, "getWebhookInfo", &json!({})).await?;
     let url = info.get("url").and_then(Value::as_str).unwrap_or_default();
     if url.is_empty() {
         return Ok(None);
     }
-    client
-        .call("deleteWebhook", &json!({ "drop_pending_updates": false }))
-        .await?;
+    call(
+        client,
+        "deleteWebhook",
+        &json!({ "drop_pending_updates": false }),
+    )
+    .await?;
     let removed = Removed {
         at_ms: now_ms(),
         host: host_of(url).to_owned(),

@@ -221,12 +221,28 @@ impl Client {
             .await
             .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
         let status = resp.status().as_u16();
+        let header_wait = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         let body = resp
             .bytes()
             .await
             .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
         if status == 200 {
             return Ok(body);
+        }
+        // A rate limit on the file server is a wait, not a refusal of the file.
+        if status == 429 {
+            let from_body = serde_json::from_slice::<Answer<'_>>(&body)
+                .ok()
+                .and_then(|a| a.parameters.and_then(|p| p.retry_after));
+            let secs = from_body.or(header_wait).unwrap_or(1).max(1);
+            return Err(CallError::Flood {
+                retry_after: Duration::from_secs(secs),
+                chat_id: None,
+            });
         }
         if status >= 500 {
             return Err(CallError::Retryable(format!("download: HTTP {status}")));

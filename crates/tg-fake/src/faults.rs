@@ -25,10 +25,15 @@ pub enum FaultKind {
     BadRequest,
 }
 
+/// The name a fault rule uses for file downloads (`GET /file/bot<token>/<path>`), which are not
+/// Bot API methods: only a rule naming it matches them (`*` means every method, and a download
+/// is not one).
+pub const DOWNLOAD: &str = "download";
+
 /// A fault rule as the control API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FaultSpec {
-    /// Method name (case-insensitive), or `*` for every method.
+    /// Method name (case-insensitive), `*` for every method, or [`DOWNLOAD`] for file downloads.
     pub method: String,
     /// What happens.
     pub kind: FaultKind,
@@ -103,7 +108,8 @@ impl Faults {
             if plan.fault.is_some() && rule.spec.kind != FaultKind::Delay {
                 continue;
             }
-            if rule.spec.method != "*" && !rule.spec.method.eq_ignore_ascii_case(method) {
+            let every = rule.spec.method == "*" && !method.eq_ignore_ascii_case(DOWNLOAD);
+            if !every && !rule.spec.method.eq_ignore_ascii_case(method) {
                 continue;
             }
             let fires = match (rule.spec.count, rule.spec.probability) {
@@ -226,6 +232,18 @@ mod tests {
                 delay_ms: 60,
                 fault: Some((FaultKind::Flood, 5))
             }
+        );
+    }
+
+    #[test]
+    fn downloads_match_only_a_rule_that_names_them() {
+        let mut f = Faults::default();
+        f.add(spec("*", FaultKind::Http500, Some(5), None));
+        assert_eq!(f.plan(DOWNLOAD, || 0.0).fault, None);
+        f.add(spec("Download", FaultKind::DropBefore, Some(1), None));
+        assert_eq!(
+            f.plan(DOWNLOAD, || 0.0).fault,
+            Some((FaultKind::DropBefore, 0))
         );
     }
 

@@ -101,7 +101,7 @@ async fn answer(
     let shared = shared.clone();
     let path = uri.path();
     if let Some(rest) = path.strip_prefix("/file/bot") {
-        return download(&shared, rest);
+        return download(&shared, kill, rest).await;
     }
     let Some((token, method)) = path.strip_prefix("/bot").and_then(|r| r.split_once('/')) else {
         return into_response(&Err(ApiError::not_found()));
@@ -127,7 +127,11 @@ async fn answer(
     if plan.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
     }
-    let fault = plan.fault.map(|(k, _)| k);
+    // A delay alone is logged as the fault too: a test can see which request it held.
+    let fault = plan
+        .fault
+        .map(|(k, _)| k)
+        .or((plan.delay_ms > 0).then_some(FaultKind::Delay));
     let forced: Option<ApiResult> = match plan.fault {
         Some((FaultKind::Http500, _)) => Some(Err(ApiError::internal())),
         Some((FaultKind::ThreadNotFound, _)) => Some(Err(ApiError::thread_not_found())),
@@ -297,21 +301,87 @@ async fn read_params(uri: &Uri, headers: &HeaderMap, body: Body) -> Result<Param
     Ok(p)
 }
 
-fn download(shared: &Shared, rest: &str) -> Response {
+/// A file download: through the fault rules named [`crate::faults::DOWNLOAD`] (a file server
+/// fails like the API does: 500s, 429s, dropped connections, refusals), and logged as
+/// `download` with its `file_path`.
+async fn download(shared: &Shared, kill: ConnKill, rest: &str) -> Response {
     let Some((token, path)) = rest.split_once('/') else {
         return (StatusCode::NOT_FOUND, "Not Found").into_response();
     };
-    let w = shared.lock();
-    let Some(bot) = w.bot_index(token) else {
+    let Some(bot) = shared.lock().bot_index(token) else {
         return into_response(&Err(ApiError::unauthorized()));
     };
-    match api::media::download(&w, bot, path) {
+    let mut params = Params::default();
+    let query: String = url_encoded(&[("file_path", path)]);
+    params::add_urlencoded(&mut params, query.as_bytes());
+    let method = crate::faults::DOWNLOAD;
+    let plan = {
+        let mut w = shared.lock();
+        let crate::world::World { faults, rng, .. } = &mut *w;
+        faults.plan(method, || rng.next_f64())
+    };
+    if plan.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
+    }
+    // A delay alone is logged as the fault too: a test can see which request it held.
+    let fault = plan
+        .fault
+        .map(|(k, _)| k)
+        .or((plan.delay_ms > 0).then_some(FaultKind::Delay));
+    let forced: Option<ApiResult> = match plan.fault {
+        Some((FaultKind::Http500, _)) => Some(Err(ApiError::internal())),
+        Some((FaultKind::ThreadNotFound, _)) => Some(Err(ApiError::thread_not_found())),
+        Some((FaultKind::BadRequest, _)) => Some(Err(ApiError::bad_request(
+            "can't parse entities: refused by an injected fault",
+        ))),
+        Some((FaultKind::Flood, secs)) => Some(Err(ApiError::flood(secs))),
+        // A download changes nothing: dropping before or after reading the file is the same.
+        Some((FaultKind::DropBefore | FaultKind::CommitThenDrop, _)) => {
+            log(shared, bot, method, &params, None, fault, false);
+            return kill.drop_connection().await;
+        }
+        _ => None,
+    };
+    if let Some(result) = forced {
+        log(shared, bot, method, &params, Some(&result), fault, false);
+        return into_response(&result);
+    }
+    let bytes = {
+        let w = shared.lock();
+        api::media::download(&w, bot, path)
+    };
+    let result: ApiResult = match &bytes {
+        Some(_) => Ok(serde_json::Value::Null),
+        None => Err(ApiError::not_found()),
+    };
+    log(shared, bot, method, &params, Some(&result), fault, false);
+    match bytes {
         Some(bytes) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/octet-stream")],
             bytes,
         )
             .into_response(),
-        None => into_response(&Err(ApiError::not_found())),
+        None => into_response(&result),
     }
+}
+
+/// `k=v&...` with the values percent-encoded.
+fn url_encoded(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let enc: String = v
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            format!("{k}={enc}")
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }

@@ -194,7 +194,14 @@ async fn fetch(
                 settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
                 return Ok(true);
             }
-            let wait = 1000 * (1i64 << f.attempts.clamp(0, 6));
+            let backoff = 1000 * (1i64 << f.attempts.clamp(0, 6));
+            // A flood wait is Telegram's to set: asking again sooner is refused again.
+            let wait = match &e {
+                CallError::Flood { retry_after, .. } => {
+                    backoff.max(i64::try_from(retry_after.as_millis()).unwrap_or(i64::MAX))
+                }
+                _ => backoff,
+            };
             tracing::info!(file = f.id, attempt = f.attempts + 1, error = %e, "a download failed; trying again");
             let (id, why, at) = (f.id, e.to_string(), now_ms() + wait);
             db.write(move |tx| files::retry_later(tx, id, &why, at))

@@ -63,32 +63,70 @@ impl TestHub {
     }
 
     pub async fn start_with(config: FakeConfig) -> Self {
+        let mut hub = Self::prepare(config, json!({})).await;
+        hub.launch().await;
+        hub
+    }
+
+    /// A fake and a profile (with `extra` merged into it) but no hub yet: a test can arm
+    /// faults or set the fake up before the hub's first call, then [`TestHub::launch`].
+    pub async fn prepare(config: FakeConfig, extra: Value) -> Self {
         let fake = FakeServer::start(config).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let cfg = json!({ "profiles": { "default": { "botToken": tg_fake::DEFAULT_TOKEN, "allowedUserId": OWNER,
+        let mut profile = json!({ "botToken": tg_fake::DEFAULT_TOKEN, "allowedUserId": OWNER,
             "apiBase": fake.base_url(),
-            "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000, "globalPerSec": 1000.0, "globalBurst": 1000 } } } });
+            "pacing": { "perChatPerSec": 1000.0, "perChatBurst": 1000, "globalPerSec": 1000.0, "globalBurst": 1000 } });
+        if let (Some(p), Some(e)) = (profile.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+        let cfg = json!({ "profiles": { "default": profile } });
         std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
         let agent = AgentDir::at(dir.path());
         let paths = agent.profile(&ProfileName::default_profile());
-        let mut hub = Self {
+        Self {
             fake,
             dir,
             paths,
             stop: None,
             task: None,
-        };
-        hub.launch().await;
-        hub
+        }
     }
 
     /// (Re)starts the hub on the same agent dir.
     pub async fn launch(&mut self) {
+        self.launch_tuned(tuning()).await;
+    }
+
+    /// Starts the hub with `tuning`; panics unless it opens its socket within 10 s.
+    pub async fn launch_tuned(&mut self, tuning: Tuning) {
+        self.spawn(tuning);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.paths.socket().exists() {
+            assert!(Instant::now() < deadline, "the hub did not open its socket");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts the hub and waits for it to stop on its own (start-up refused): its error.
+    pub async fn launch_expecting_failure(&mut self) -> hub::HubError {
+        self.spawn(tuning());
+        let task = self.task.take().unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the hub kept running")
+            .unwrap();
+        self.stop = None;
+        r.expect_err("the hub stopped without an error")
+    }
+
+    fn spawn(&mut self, tuning: Tuning) {
         let _ = std::fs::remove_file(self.paths.socket());
         let opts = ServeOptions {
             agent_dir: AgentDir::at(self.dir.path()),
             profile: ProfileName::default_profile(),
-            tuning: tuning(),
+            tuning,
             instances_at_start: Vec::new(),
             child_extension: None,
         };
@@ -97,11 +135,6 @@ impl TestHub {
         self.task = Some(tokio::spawn(serve(opts, async move {
             let _ = rx.await;
         })));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.paths.socket().exists() {
-            assert!(Instant::now() < deadline, "the hub did not open its socket");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
     }
 
     pub async fn stop(&mut self) {

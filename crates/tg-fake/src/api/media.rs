@@ -53,7 +53,113 @@ pub(super) fn send_media(world: &mut World, bot: usize, p: &Params, kind: MediaK
         formatted_text(p, "caption", "caption_entities", MAX_CAPTION, true)?;
     let markup = reply_markup(p, false)?;
     let reply = reply_to(c, p)?;
-    let file_id = match file {
+    let file_id = store(world, bot, file, kind)?;
+    let msg = Message {
+        thread_id,
+        media: Some((kind, file_id)),
+        caption: (!caption.is_empty()).then_some(caption),
+        caption_entities,
+        reply_to: reply,
+        reply_markup: markup,
+        ..Message::default()
+    };
+    Ok(deliver(world, bot, chat, msg))
+}
+
+/// `sendMediaGroup`: 2-10 photos, videos, documents or audios (documents and audios only with
+/// their own kind, as Telegram requires), each uploaded as `attach://<field>` or named by
+/// `file_id`; one message each, sharing a `media_group_id`. Every item is checked before any
+/// is sent: a refused album sends nothing.
+pub(super) fn send_media_group(world: &mut World, bot: usize, p: &Params) -> ApiResult {
+    let b = &world.bots[bot];
+    let chat = chat_id(b, p)?;
+    let c = &b.chats[&chat];
+    let thread_id = thread(b, c, p)?;
+    let reply = reply_to(c, p)?;
+    let items = p
+        .json("media")?
+        .and_then(|v| v.as_array().cloned())
+        .ok_or_else(|| ApiError::bad_request("media must be an array of InputMedia"))?;
+    if !(2..=10).contains(&items.len()) {
+        return Err(ApiError::bad_request("media must include 2-10 items"));
+    }
+    let mut album = Vec::with_capacity(items.len());
+    for item in &items {
+        let kind = match item.get("type").and_then(serde_json::Value::as_str) {
+            Some("photo") => MediaKind::Photo,
+            Some("video") => MediaKind::Video,
+            Some("document") => MediaKind::Document,
+            Some("audio") => MediaKind::Audio,
+            _ => return Err(ApiError::bad_request("unsupported media type in the album")),
+        };
+        let media = item
+            .get("media")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| ApiError::bad_request("an album item has no media"))?;
+        let file = match media.strip_prefix("attach://") {
+            Some(field) => match p.file(field)? {
+                Some(f @ FileRef::Upload(_)) => f,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "file {field} not found in the request"
+                    )));
+                }
+            },
+            None if media.starts_with("http://") || media.starts_with("https://") => {
+                FileRef::Url(media.to_owned())
+            }
+            None => FileRef::FileId(media.to_owned()),
+        };
+        let caption = item
+            .get("caption")
+            .and_then(serde_json::Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        if caption
+            .as_deref()
+            .is_some_and(|c| c.encode_utf16().count() > MAX_CAPTION)
+        {
+            return Err(ApiError::bad_request("message caption is too long"));
+        }
+        album.push((kind, file, caption));
+    }
+    for only in [MediaKind::Document, MediaKind::Audio] {
+        let n = album.iter().filter(|(k, _, _)| *k == only).count();
+        if n != 0 && n != album.len() {
+            return Err(ApiError::bad_request(format!(
+                "{} can't be mixed with other media types",
+                only.field()
+            )));
+        }
+    }
+    let mut ids = Vec::with_capacity(album.len());
+    for (kind, file, _) in &album {
+        ids.push(store(world, bot, file.clone(), *kind)?);
+    }
+    let group = world.bots[bot].new_media_group();
+    let mut sent = Vec::with_capacity(album.len());
+    for (i, ((kind, _, caption), file_id)) in album.into_iter().zip(ids).enumerate() {
+        let msg = Message {
+            thread_id,
+            media: Some((kind, file_id)),
+            caption,
+            reply_to: reply.filter(|_| i == 0),
+            media_group_id: Some(group.clone()),
+            ..Message::default()
+        };
+        sent.push(deliver(world, bot, chat, msg));
+    }
+    Ok(serde_json::Value::Array(sent))
+}
+
+/// The `file_id` of a file a send names: an upload is stored first.
+fn store(
+    world: &mut World,
+    bot: usize,
+    file: FileRef,
+    kind: MediaKind,
+) -> Result<String, ApiError> {
+    Ok(match file {
         FileRef::Upload(u) => {
             if u.bytes.is_empty() {
                 return Err(ApiError::bad_request("file must be non-empty"));
@@ -82,17 +188,7 @@ pub(super) fn send_media(world: &mut World, bot: usize, p: &Params, kind: MediaK
         }
         // The fake has no network to fetch from.
         FileRef::Url(_) => return Err(ApiError::bad_request("failed to get HTTP URL content")),
-    };
-    let msg = Message {
-        thread_id,
-        media: Some((kind, file_id)),
-        caption: (!caption.is_empty()).then_some(caption),
-        caption_entities,
-        reply_to: reply,
-        reply_markup: markup,
-        ..Message::default()
-    };
-    Ok(deliver(world, bot, chat, msg))
+    })
 }
 
 pub(super) fn edit_caption(world: &mut World, bot: usize, p: &Params) -> ApiResult {

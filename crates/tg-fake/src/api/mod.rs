@@ -38,6 +38,7 @@ pub fn call(world: &mut World, bot: usize, spec: &MethodSpec, p: &Params) -> Api
         "sendRichMessageDraft" => messages::send_draft(world, bot, p, true),
         "setMessageReaction" => messages::set_reaction(world, bot, p),
         "sendDocument" => media::send_media(world, bot, p, crate::world::MediaKind::Document),
+        "sendMediaGroup" => media::send_media_group(world, bot, p),
         "sendPhoto" => media::send_media(world, bot, p, crate::world::MediaKind::Photo),
         "sendVoice" => media::send_media(world, bot, p, crate::world::MediaKind::Voice),
         "sendAudio" => media::send_media(world, bot, p, crate::world::MediaKind::Audio),
