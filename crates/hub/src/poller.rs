@@ -1,15 +1,16 @@
 //! Inbound: `getUpdates` -> one durable commit of the batch with its new offset -> the next
 //! poll. The offset Telegram sees only ever confirms updates already on disk.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use store::{incidents, journal};
 use telegram::view::{UpdateKind, UpdateView};
 use telegram::{ApiErrorKind, CallError, Client};
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::webhook;
 
@@ -76,6 +77,7 @@ pub async fn run(
                     .map(|u| (u.update_id, kind_name(&u.json), u.json))
                     .collect();
                 let count = rows.len();
+                let now = db.now_ms();
                 db.write(move |tx| {
                     let incoming: Vec<journal::Incoming<'_>> = rows
                         .iter()
@@ -85,7 +87,7 @@ pub async fn run(
                             raw,
                         })
                         .collect();
-                    journal::append_batch(tx, &incoming, next, now_ms())?;
+                    journal::append_batch(tx, &incoming, next, now)?;
                     crashpoint::hit("journal.before_commit");
                     Ok(())
                 })
@@ -152,7 +154,8 @@ pub async fn run(
             }
         }
         let message = error.to_string();
-        db.write(move |tx| incidents::record(tx, now_ms(), "poll", &message))
+        let now = db.now_ms();
+        db.write(move |tx| incidents::record(tx, now, "poll", &message))
             .await?;
         tokio::select! {
             _ = stop.changed() => return Ok(()),

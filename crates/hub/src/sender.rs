@@ -10,7 +10,7 @@ use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
 use tokio::sync::{Mutex, watch};
 
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::delivery::Plan;
 use crate::error::HubError;
 use crate::texts;
@@ -34,7 +34,7 @@ pub async fn run(
         if *stop.borrow() {
             return Ok(());
         }
-        let now = now_ms();
+        let now = db.now_ms();
         let heads = db.read(move |c| outbox::heads(c, now)).await?;
         let mut wait: Option<Duration> = None;
         let mut chosen = None;
@@ -54,7 +54,7 @@ pub async fn run(
             continue;
         }
         if let Some(due) = db.read(outbox::next_due_ms).await? {
-            let until_due = Duration::from_millis(due.saturating_sub(now_ms()).max(0) as u64);
+            let until_due = Duration::from_millis(due.saturating_sub(db.now_ms()).max(0) as u64);
             wait = Some(wait.map_or(until_due, |w| w.min(until_due)));
         }
         tokio::select! {
@@ -112,10 +112,11 @@ async fn send_one(
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
-    db.write(move |tx| outbox::mark_sending(tx, id, now_ms()))
+    let now = db.now_ms();
+    db.write(move |tx| outbox::mark_sending(tx, id, now))
         .await?;
     crashpoint::hit("send.after_mark_sending");
-    pacer.lock().await.consume(pace_key(&row), now_ms() as u64);
+    pacer.lock().await.consume(pace_key(&row), now as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
@@ -125,9 +126,10 @@ async fn send_one(
         Some(Err(why)) => {
             let purpose = row.purpose.clone();
             tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");
+            let now = db.now_ms();
             db.write(move |tx| {
-                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now_ms())?;
-                incidents::record(tx, now_ms(), "send", &format!("{purpose}: {why}"))
+                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now)?;
+                incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
             })
             .await?;
             return Ok(());
@@ -136,7 +138,7 @@ async fn send_one(
         None => client.call(&row.method, &row.params).await,
     };
     crashpoint::hit("send.after_call");
-    let now = now_ms();
+    let now = db.now_ms();
     match result {
         Ok(v) => {
             let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);

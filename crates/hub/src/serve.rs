@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::conductor::Conductor;
 use crate::config::{self, ConfigFile};
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::links;
 use crate::lock::ProfileLock;
@@ -152,24 +152,25 @@ pub async fn serve(
 
     let started = async {
         let store = Arc::new(Store::open(&paths.state_db())?);
-        let db = Db(store);
+        let db = Db::new(store);
         let pid = i64::from(std::process::id());
+        let now = db.now_ms();
         let (epoch, (resent, ambiguous)) = db
             .write(move |tx| {
-                let epoch = lease::acquire(tx, pid, now_ms())?;
+                let epoch = lease::acquire(tx, pid, now)?;
                 // The last hub's links are gone, and the bot's command list may have been
                 // changed while it was down: republished with the lease, so the row is there as
                 // soon as this hub's epoch is.
-                store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now_ms())?;
+                store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now)?;
                 crate::bot_commands::forget_published(tx)?;
-                crate::bot_commands::refresh(tx, now_ms())?;
+                crate::bot_commands::refresh(tx, now)?;
                 kv::set(tx, kv::HUB_STARTED_BY, started_by.as_str())?;
-                kv::set_i64(tx, kv::HUB_STARTED_MS, now_ms())?;
-                let (resent, ambiguous) = outbox::recover_interrupted(tx, now_ms())?;
+                kv::set_i64(tx, kv::HUB_STARTED_MS, now)?;
+                let (resent, ambiguous) = outbox::recover_interrupted(tx, now)?;
                 if resent > 0 {
                     incidents::record(
                         tx,
-                        now_ms(),
+                        now,
                         "send",
                         &format!(
                             "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
@@ -254,7 +255,7 @@ pub async fn serve(
         }
 
         let mut pacer = Pacer::new(settings.pacing.clone());
-        let now = now_ms();
+        let now = db.now_ms();
         for w in db.read(move |c| flood::active(c, now)).await? {
             if let Some(scope) = FloodScope::from_key(&w.scope) {
                 tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
@@ -539,8 +540,9 @@ pub async fn serve(
         Some(r) => {
             if let Err(e) = &r {
                 let message = e.to_string();
+                let now = db.now_ms();
                 let _ = db
-                    .write(move |tx| incidents::record(tx, now_ms(), "hub", &message))
+                    .write(move |tx| incidents::record(tx, now, "hub", &message))
                     .await;
             }
             r.and(Err(HubError::Usage("a hub task ended unexpectedly".into())))
@@ -573,7 +575,8 @@ async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError>
             Err(e) => {
                 tracing::warn!(error = %e, "Telegram is not reachable; retrying");
                 let message = e.to_string();
-                db.write(move |tx| incidents::record(tx, now_ms(), "getMe", &message))
+                let now = db.now_ms();
+                db.write(move |tx| incidents::record(tx, now, "getMe", &message))
                     .await?;
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));

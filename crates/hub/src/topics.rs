@@ -16,8 +16,9 @@ use threads::{Point, TopicApi, TopicError, events, reconcile};
 use tokio::sync::{Mutex, Notify, watch};
 
 use crate::buttons::Button;
+use crate::clock::Clock;
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::outbound;
 use crate::state;
@@ -39,12 +40,17 @@ pub struct TopicSettings {
 pub struct ClientTopics {
     client: Client,
     pacer: Arc<Mutex<Pacer>>,
+    clock: Clock,
 }
 
 impl ClientTopics {
-    /// Topic calls through `client`, obeying `pacer`.
-    pub fn new(client: Client, pacer: Arc<Mutex<Pacer>>) -> Self {
-        Self { client, pacer }
+    /// Topic calls through `client`, obeying `pacer` (which counts time by `clock`).
+    pub fn new(client: Client, pacer: Arc<Mutex<Pacer>>, clock: Clock) -> Self {
+        Self {
+            client,
+            pacer,
+            clock,
+        }
     }
 
     async fn paced(&self, chat: i64) {
@@ -53,9 +59,12 @@ impl ClientTopics {
                 .pacer
                 .lock()
                 .await
-                .ready_in(Some(chat), now_ms() as u64);
+                .ready_in(Some(chat), self.clock.now_ms() as u64);
             if wait.is_zero() {
-                self.pacer.lock().await.consume(Some(chat), now_ms() as u64);
+                self.pacer
+                    .lock()
+                    .await
+                    .consume(Some(chat), self.clock.now_ms() as u64);
                 return;
             }
             tokio::time::sleep(wait).await;
@@ -69,10 +78,10 @@ impl ClientTopics {
         } = e
         {
             let scope = FloodScope::of(*chat_id);
-            self.pacer
-                .lock()
-                .await
-                .impose(scope, now_ms() as u64 + retry_after.as_millis() as u64);
+            self.pacer.lock().await.impose(
+                scope,
+                self.clock.now_ms() as u64 + retry_after.as_millis() as u64,
+            );
         }
     }
 }
@@ -139,10 +148,10 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     let sender = wakes.sender.clone();
-    let api = ClientTopics::new(client.clone(), pacer);
+    let api = ClientTopics::new(client.clone(), pacer, db.clock().clone());
     // Intents an earlier hub left in flight have an unknown outcome; with those it marked
     // ambiguous but could not ask about before it stopped, the person decides.
-    provision::mark_interrupted_intents(&db.0, epoch)?;
+    provision::mark_interrupted_intents(db.store(), epoch)?;
     for i in db.read(tables::intents).await? {
         if i.state == IntentState::Ambiguous {
             ask_about(&db, &i).await?;
@@ -163,7 +172,7 @@ pub async fn run(
                     crashpoint::hit(p.name());
                     Ok(())
                 };
-                reconcile::reconcile(&db.0, &api, epoch, now_ms(), &mut hook)
+                reconcile::reconcile(db.store(), &api, epoch, db.now_ms(), &mut hook)
                     .await
                     .map_err(threads_error)?
             };
@@ -176,7 +185,7 @@ pub async fn run(
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.topics.notified() => {}
-            () = crate::wakes::sleep_for(reconcile::wait_until(next_due, now_ms())) => {}
+            () = crate::wakes::sleep_for(reconcile::wait_until(next_due, db.now_ms())) => {}
             () = tokio::time::sleep_until(next_probe) => {
                 // The slow clock: the capability, and bindings offline for days.
                 next_probe = tokio::time::Instant::now() + settings.probe_every;
@@ -190,8 +199,9 @@ pub async fn run(
 /// Offline bindings past the retention give up their slot.
 async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(), HubError> {
     let retention = retention.as_millis() as i64;
+    let now = db.now_ms();
     let released = db
-        .write(move |tx| events::release_stale(tx, retention, epoch, now_ms()))
+        .write(move |tx| events::release_stale(tx, retention, epoch, now))
         .await?;
     if !released.is_empty() {
         tracing::info!(
@@ -222,6 +232,7 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
         .get("has_topics_enabled")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let now = db.now_ms();
     let changed = db
         .write(move |tx| {
             let was = state::threaded(tx)?;
@@ -235,8 +246,8 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
                     owner,
                     None,
                     &texts::mode_changed(on),
-                    &format!("notice:mode:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:mode:{now}"),
+                    now,
                 )?;
             }
             Ok(was != on)
@@ -299,7 +310,7 @@ async fn provision_all(
                 crashpoint::hit(p.name());
                 Ok(())
             };
-            provision::provision(&db.0, api, epoch, &req, now_ms(), &mut hook)
+            provision::provision(db.store(), api, epoch, &req, db.now_ms(), &mut hook)
                 .await
                 .map_err(threads_error)?
         };
@@ -342,6 +353,7 @@ async fn after_provision(
     outcome: &Outcome,
     was_offline: bool,
 ) -> Result<(), HubError> {
+    let now = db.now_ms();
     match outcome.clone() {
         Outcome::Created(b) | Outcome::Adopted(b) | Outcome::Reused(b) => {
             let fresh = !matches!(outcome, Outcome::Reused(_));
@@ -361,7 +373,7 @@ async fn after_provision(
                     Some(b.thread_id),
                     &text,
                     &format!("notice:thread:{id}:{}", b.thread_id),
-                    now_ms(),
+                    now,
                 )
             })
             .await?;
@@ -379,8 +391,8 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::thread_refused(&label, &why),
-                    &format!("notice:refused:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:refused:{now}"),
+                    now,
                 )
             })
             .await?;
@@ -393,8 +405,8 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::no_slot(&label),
-                    &format!("notice:noslot:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:noslot:{now}"),
+                    now,
                 )
             })
             .await?;
@@ -423,6 +435,8 @@ fn retarget_waiting(
 /// The owner decides about an intent whose outcome is unknown: one message with two buttons.
 async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
     let i = intent.clone();
+    let now = db.now_ms();
+    let clock = db.clock().clone();
     db.write(move |tx| {
         let key = format!("threads.asked.{}", i.id);
         if kv::get(tx, &key)?.is_some() {
@@ -432,12 +446,11 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
         let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
             return Ok(());
         };
-        let now = now_ms();
         let create = Button::Intent { id: i.id, create: true };
         let forget = Button::Intent { id: i.id, create: false };
         let markup = json!({ "inline_keyboard": [[
-            outbound::button(tx, owner, "Create a new thread", &create, now, outbound::QUESTION_TTL_MS)?,
-            outbound::button(tx, owner, "Forget it", &forget, now, outbound::QUESTION_TTL_MS)?,
+            outbound::button(tx, &clock, owner, "Create a new thread", &create, now, outbound::QUESTION_TTL_MS)?,
+            outbound::button(tx, &clock, owner, "Forget it", &forget, now, outbound::QUESTION_TTL_MS)?,
         ]] });
         let hub_stopped = i.detail.as_deref() == Some(provision::HUB_STOPPED);
         let text = texts::ambiguous_intent(&i.title, hub_stopped);

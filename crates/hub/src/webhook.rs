@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use store::{incidents, kv};
 use telegram::{CallError, Client};
 
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 
 /// Key of the last removal.
@@ -47,7 +47,7 @@ pub async fn clear(client: &Client, db: &Db) -> Result<Option<Removed>, WebhookE
         .call("deleteWebhook", &json!({ "drop_pending_updates": false }))
         .await?;
     let removed = Removed {
-        at_ms: now_ms(),
+        at_ms: db.now_ms(),
         host: host_of(url).to_owned(),
         pending_updates: info
             .get("pending_update_count")
