@@ -83,3 +83,25 @@ impl Db {
             .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
     }
 }
+
+/// Threaded Mode's provisioning and reconciler commit through the hub's store calls, so they
+/// too run off the runtime threads.
+impl threads::Storage for Db {
+    fn write<T, F>(&self, f: F) -> threads::StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.clone();
+        Box::pin(async move { db.write(f).await })
+    }
+
+    fn read<T, F>(&self, f: F) -> threads::StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.clone();
+        Box::pin(async move { db.read(f).await })
+    }
+}

@@ -151,7 +151,8 @@ pub async fn run(
     let api = ClientTopics::new(client.clone(), pacer, db.clock().clone());
     // Intents an earlier hub left in flight have an unknown outcome; with those it marked
     // ambiguous but could not ask about before it stopped, the person decides.
-    provision::mark_interrupted_intents(db.store(), epoch)?;
+    db.write(move |tx| provision::mark_interrupted(tx, epoch))
+        .await?;
     for i in db.read(tables::intents).await? {
         if i.state == IntentState::Ambiguous {
             ask_about(&db, &i).await?;
@@ -172,7 +173,7 @@ pub async fn run(
                     crashpoint::hit(p.name());
                     Ok(())
                 };
-                reconcile::reconcile(db.store(), &api, epoch, db.now_ms(), &mut hook)
+                reconcile::reconcile(&db, &api, epoch, db.now_ms(), &mut hook)
                     .await
                     .map_err(threads_error)?
             };
@@ -310,7 +311,7 @@ async fn provision_all(
                 crashpoint::hit(p.name());
                 Ok(())
             };
-            provision::provision(db.store(), api, epoch, &req, db.now_ms(), &mut hook)
+            provision::provision(db, api, epoch, &req, db.now_ms(), &mut hook)
                 .await
                 .map_err(threads_error)?
         };
