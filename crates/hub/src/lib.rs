@@ -15,6 +15,7 @@
 
 pub mod activity;
 pub mod assistant;
+pub mod bot_api;
 pub mod bot_commands;
 pub mod buttons;
 pub mod clock;

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use store::{incidents, journal};
 use telegram::view::{UpdateKind, UpdateView};
-use telegram::{ApiErrorKind, CallError, Client};
+use telegram::{ApiErrorKind, CallError};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::bot_api::Api;
 use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
@@ -49,7 +50,7 @@ fn kind_name(raw: &str) -> String {
 /// Polls until `stop` or a fatal error (sustained conflict, revoked token, broken store).
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     settings: PollSettings,
     worker: &Notify,
     mut stop: watch::Receiver<bool>,
@@ -114,7 +115,7 @@ pub async fn run(
                 let fresh =
                     last_removal.is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
                 if fresh {
-                    match webhook::clear(&client, &db).await {
+                    match webhook::clear(&*client, &db).await {
                         Ok(Some(_)) => {
                             last_removal = Some(Instant::now());
                             conflict_since = None;

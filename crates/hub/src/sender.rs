@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use store::outbox::{self, OutboxRow};
 use store::{flood, incidents};
-use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, watch};
 
+use crate::bot_api::{Api, BotApi};
 use crate::crashpoint;
 use crate::db::Db;
 use crate::delivery::Plan;
@@ -25,7 +26,7 @@ fn backoff_ms(attempts: i64) -> i64 {
 /// Sends queued messages until `stop`.
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
     wakes: Wakes,
     mut stop: watch::Receiver<bool>,
@@ -50,7 +51,7 @@ pub async fn run(
             }
         }
         if let Some(row) = chosen {
-            send_one(&db, &client, &pacer, &wakes, row).await?;
+            send_one(&db, &*client, &pacer, &wakes, row).await?;
             continue;
         }
         if let Some(due) = db.read(outbox::next_due_ms).await? {
@@ -106,7 +107,7 @@ fn pace_key(row: &OutboxRow) -> Option<i64> {
 
 async fn send_one(
     db: &Db,
-    client: &Client,
+    client: &dyn BotApi,
     pacer: &Mutex<Pacer>,
     wakes: &Wakes,
     row: OutboxRow,

@@ -156,29 +156,7 @@ pub async fn serve(
         let pid = i64::from(std::process::id());
         let now = db.now_ms();
         let (epoch, (resent, ambiguous)) = db
-            .write(move |tx| {
-                let epoch = lease::acquire(tx, pid, now)?;
-                // The last hub's links are gone, and the bot's command list may have been
-                // changed while it was down: republished with the lease, so the row is there as
-                // soon as this hub's epoch is.
-                store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now)?;
-                crate::bot_commands::forget_published(tx)?;
-                crate::bot_commands::refresh(tx, now)?;
-                kv::set(tx, kv::HUB_STARTED_BY, started_by.as_str())?;
-                kv::set_i64(tx, kv::HUB_STARTED_MS, now)?;
-                let (resent, ambiguous) = outbox::recover_interrupted(tx, now)?;
-                if resent > 0 {
-                    incidents::record(
-                        tx,
-                        now,
-                        "send",
-                        &format!(
-                            "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
-                        ),
-                    )?;
-                }
-                Ok((epoch, (resent, ambiguous)))
-            })
+            .write(move |tx| take_over(tx, pid, started_by.as_str(), now))
             .await?;
         if resent + ambiguous > 0 {
             tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
@@ -302,6 +280,8 @@ pub async fn serve(
         config_path.clone(),
         opts.profile.clone(),
     ));
+    // The durable path's calls (poller, sender, topics) go through the Bot API trait.
+    let api: crate::bot_api::Api = Arc::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
     let (preview_tx, preview_rx) = mpsc::channel(4096);
@@ -342,7 +322,7 @@ pub async fn serve(
         };
         tokio::spawn(topics::run(
             db.clone(),
-            client.clone(),
+            api.clone(),
             pacer.clone(),
             epoch,
             topic_settings,
@@ -439,7 +419,7 @@ pub async fn serve(
     let poll = {
         let (db, client, wake, stop) = (
             db.clone(),
-            client.clone(),
+            api.clone(),
             wakes.worker.clone(),
             stop_rx.clone(),
         );
@@ -467,7 +447,7 @@ pub async fn serve(
     };
     let send = tokio::spawn(sender::run(
         db.clone(),
-        client.clone(),
+        api.clone(),
         pacer,
         wakes.clone(),
         stop_rx.clone(),
@@ -548,6 +528,37 @@ pub async fn serve(
             r.and(Err(HubError::Usage("a hub task ended unexpectedly".into())))
         }
     }
+}
+
+/// The start-up transaction: a new lease epoch, the last hub's links marked gone, the bot's
+/// commands republished, sends the last hub left `sending` recovered. Returns the epoch and
+/// (resent, ambiguous) rows. Public for simulations that restart the hub in-process.
+pub fn take_over(
+    tx: &store::Connection,
+    pid: i64,
+    started_by: &str,
+    now: i64,
+) -> Result<(lease::Epoch, (usize, usize)), store::StoreError> {
+    let epoch = lease::acquire(tx, pid, now)?;
+    // The last hub's links are gone, and the bot's command list may have been changed while it
+    // was down: republished with the lease, so the row is there as soon as this hub's epoch is.
+    store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now)?;
+    crate::bot_commands::forget_published(tx)?;
+    crate::bot_commands::refresh(tx, now)?;
+    kv::set(tx, kv::HUB_STARTED_BY, started_by)?;
+    kv::set_i64(tx, kv::HUB_STARTED_MS, now)?;
+    let (resent, ambiguous) = outbox::recover_interrupted(tx, now)?;
+    if resent > 0 {
+        incidents::record(
+            tx,
+            now,
+            "send",
+            &format!(
+                "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
+            ),
+        )?;
+    }
+    Ok((epoch, (resent, ambiguous)))
 }
 
 fn joined(r: Result<Result<(), HubError>, tokio::task::JoinError>) -> Result<(), HubError> {

@@ -10,11 +10,12 @@ use serde_json::{Value, json};
 use store::lease::Epoch;
 use store::threads::{self as tables, BindingState, Intent, IntentState};
 use store::{Connection, StoreError, instances, kv};
-use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use threads::provision::{self, Outcome, Request};
 use threads::{Point, TopicApi, TopicError, events, reconcile};
 use tokio::sync::{Mutex, Notify, watch};
 
+use crate::bot_api::{Api, BotApi};
 use crate::buttons::Button;
 use crate::clock::Clock;
 use crate::crashpoint;
@@ -38,14 +39,14 @@ pub struct TopicSettings {
 
 /// The topic calls, made with the hub's client and pacing.
 pub struct ClientTopics {
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
     clock: Clock,
 }
 
 impl ClientTopics {
     /// Topic calls through `client`, obeying `pacer` (which counts time by `clock`).
-    pub fn new(client: Client, pacer: Arc<Mutex<Pacer>>, clock: Clock) -> Self {
+    pub fn new(client: Api, pacer: Arc<Mutex<Pacer>>, clock: Clock) -> Self {
         Self {
             client,
             pacer,
@@ -140,7 +141,7 @@ impl TopicApi for ClientTopics {
 /// was queued).
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
     epoch: Epoch,
     settings: TopicSettings,
@@ -166,7 +167,7 @@ pub async fn run(
         if db.read(state::threaded).await? {
             if provision_all(&db, &api, epoch, &settings, &sender).await? {
                 // Telegram refused a topic: maybe the capability changed.
-                probe(&db, &client, &sender).await?;
+                probe(&db, &*client, &sender).await?;
             }
             let report = {
                 let mut hook = |p: Point| {
@@ -190,7 +191,7 @@ pub async fn run(
             () = tokio::time::sleep_until(next_probe) => {
                 // The slow clock: the capability, and bindings offline for days.
                 next_probe = tokio::time::Instant::now() + settings.probe_every;
-                probe(&db, &client, &sender).await?;
+                probe(&db, &*client, &sender).await?;
                 release_stale(&db, epoch, settings.offline_retention).await?;
             }
         }
@@ -221,7 +222,11 @@ fn threads_error(e: threads::ThreadsError) -> HubError {
 }
 
 /// `getMe`: is Threaded Mode on? Records a change and tells the owner.
-pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<bool>, HubError> {
+pub async fn probe(
+    db: &Db,
+    client: &dyn BotApi,
+    sender: &Notify,
+) -> Result<Option<bool>, HubError> {
     let me = match client.call("getMe", &json!({})).await {
         Ok(me) => me,
         Err(e) => {

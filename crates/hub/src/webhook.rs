@@ -6,8 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{incidents, kv};
-use telegram::{CallError, Client};
+use telegram::CallError;
 
+use crate::bot_api::BotApi;
 use crate::db::Db;
 use crate::error::HubError;
 
@@ -37,7 +38,7 @@ pub enum WebhookError {
 }
 
 /// Removes the bot's webhook if one is set. `Ok(None)` when none was.
-pub async fn clear(client: &Client, db: &Db) -> Result<Option<Removed>, WebhookError> {
+pub async fn clear(client: &dyn BotApi, db: &Db) -> Result<Option<Removed>, WebhookError> {
     let info = client.call("getWebhookInfo", &json!({})).await?;
     let url = info.get("url").and_then(Value::as_str).unwrap_or_default();
     if url.is_empty() {

@@ -29,7 +29,7 @@ fn topics_api(fake: &FakeServer) -> ClientTopics {
     .unwrap();
     let pacer = Pacer::new(PacingConfig::default());
     ClientTopics::new(
-        client,
+        Arc::new(client),
         Arc::new(Mutex::new(pacer)),
         hub::clock::Clock::real(),
     )
