@@ -54,7 +54,8 @@ pub async fn run(
             send_one(&db, &*client, &pacer, &wakes, row).await?;
             continue;
         }
-        if let Some(due) = db.read(outbox::next_due_ms).await? {
+        // Heads due now were seen above (sent, or their pacing wait is in `wait`).
+        if let Some(due) = db.read(move |c| outbox::next_due_ms(c, now)).await? {
             let until_due = Duration::from_millis(due.saturating_sub(db.now_ms()).max(0) as u64);
             wait = Some(wait.map_or(until_due, |w| w.min(until_due)));
         }
