@@ -151,7 +151,12 @@ pub async fn serve(
     tracing::info!(profile = %opts.profile, started_by = started_by.as_str(), bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
 
     let started = async {
-        let store = Arc::new(Store::open(&paths.state_db())?);
+        // Opening runs migrations and fsyncs: on a blocking thread, like every store call.
+        let state_db = paths.state_db();
+        let store = tokio::task::spawn_blocking(move || Store::open(&state_db))
+            .await
+            .map_err(|e| store::StoreError::Corrupt(format!("store task failed: {e}")))??;
+        let store = Arc::new(store);
         let db = Db::new(store);
         let pid = i64::from(std::process::id());
         let now = db.now_ms();
