@@ -223,8 +223,9 @@ impl FakeTg {
     }
 
     async fn call_inner(&self, method: &str, params: &Value) -> Result<Value, CallError> {
-        // The request travels: a crash now leaves nothing applied.
-        tokio::task::yield_now().await;
+        // The request travels (a few virtual milliseconds): a crash now leaves nothing applied.
+        let latency = Duration::from_millis(1 + self.lock().rng.next_u64() % 20);
+        tokio::time::sleep(latency).await;
         let (fault, result, call) = {
             let mut s = self.lock();
             let fault = Self::draw_fault(&mut s);
@@ -264,7 +265,7 @@ impl FakeTg {
             (fault, result, call)
         };
         // The answer travels back: a crash now is a commit of unknown outcome.
-        tokio::task::yield_now().await;
+        tokio::time::sleep(latency).await;
         let mut s = self.lock();
         let (turns, created) = s.inflight.remove(&call).unwrap_or_default();
         if fault == Some(Fault::CommitThenDrop) && result.is_ok() {
@@ -288,6 +289,11 @@ impl FakeTg {
     fn crash_in_flight(&self) {
         let mut s = self.lock();
         let inflight = std::mem::take(&mut s.inflight);
+        if !inflight.is_empty() {
+            *s.faults
+                .entry("hub crash with a call applied, unanswered")
+                .or_default() += 1;
+        }
         for (turns, created) in inflight.into_values() {
             s.unknown_topics.extend(created);
             for t in turns {
@@ -1098,6 +1104,16 @@ async fn run(seed: u64, steps: usize) -> (usize, usize, BTreeMap<&'static str, u
         } else if roll < 0.83 {
             sim.delete_topic();
         } else if roll < 0.87 {
+            // The crash lands in the middle of work: something to do, a few virtual milliseconds
+            // (a request in flight, an answer on its way back, a commit made and not acted on),
+            // then SIGKILL.
+            if sim.rng.next_f64() < 0.5 {
+                sim.message();
+            } else {
+                sim.answer().await;
+            }
+            let ms = sim.pick(120) as u64;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             sim.crash_hub().await;
         }
         // Time passes: from a blink to a few seconds (retries, flood waits, back-offs).
