@@ -15,8 +15,10 @@
 
 pub mod activity;
 pub mod assistant;
+pub mod bot_api;
 pub mod bot_commands;
 pub mod buttons;
+pub mod clock;
 pub mod conductor;
 pub mod config;
 pub mod control;

@@ -91,7 +91,7 @@ pub fn marker_path(paths: &ProfilePaths) -> PathBuf {
 pub fn mark_stopped(paths: &ProfilePaths, how: &str) -> std::io::Result<()> {
     paths.ensure()?;
     let marker = StopMarker {
-        at_ms: crate::db::now_ms(),
+        at_ms: crate::clock::system_now_ms(),
         how: how.to_owned(),
     };
     let text = serde_json::to_string(&marker).map_err(std::io::Error::other)?;

@@ -12,6 +12,7 @@ use store::{Connection, StoreError};
 
 use crate::assistant::{Activity, Rendering, Settings};
 use crate::buttons::{Button, QueueOp, Section};
+use crate::clock::Clock;
 use crate::outbound;
 
 /// A rendered section: text and rows of `(label, action)` buttons.
@@ -574,6 +575,7 @@ pub fn help(bot: &str, identity: Option<&str>) -> View {
 /// The view's buttons as an inline keyboard of owner-bound tokens.
 pub fn buttons_markup(
     tx: &Connection,
+    clock: &Clock,
     owner: i64,
     view: &View,
     now: i64,
@@ -587,6 +589,7 @@ pub fn buttons_markup(
         for (label, action) in row {
             out.push(outbound::button(
                 tx,
+                clock,
                 owner,
                 label,
                 action,
@@ -603,6 +606,7 @@ pub fn buttons_markup(
 /// [`Button::Prompt`] to `identity`, bound to `owner`. `None` without buttons.
 pub fn prompt_buttons(
     tx: &Connection,
+    clock: &Clock,
     owner: i64,
     identity: &str,
     rows: &[Vec<crate::markup::ButtonSpec>],
@@ -622,6 +626,7 @@ pub fn prompt_buttons(
             };
             out.push(outbound::button(
                 tx,
+                clock,
                 owner,
                 &b.label,
                 &action,

@@ -1,15 +1,17 @@
 //! Inbound: `getUpdates` -> one durable commit of the batch with its new offset -> the next
 //! poll. The offset Telegram sees only ever confirms updates already on disk.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use store::{incidents, journal};
 use telegram::view::{UpdateKind, UpdateView};
-use telegram::{ApiErrorKind, CallError, Client};
+use telegram::{ApiErrorKind, CallError};
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
+use crate::bot_api::Api;
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::webhook;
 
@@ -48,7 +50,7 @@ fn kind_name(raw: &str) -> String {
 /// Polls until `stop` or a fatal error (sustained conflict, revoked token, broken store).
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     settings: PollSettings,
     worker: &Notify,
     mut stop: watch::Receiver<bool>,
@@ -77,6 +79,7 @@ pub async fn run(
                     .map(|u| (u.update_id, kind_name(&u.json), u.json))
                     .collect();
                 let count = rows.len();
+                let now = db.now_ms();
                 db.write(move |tx| {
                     let incoming: Vec<journal::Incoming<'_>> = rows
                         .iter()
@@ -86,7 +89,7 @@ pub async fn run(
                             raw,
                         })
                         .collect();
-                    journal::append_batch(tx, &incoming, next, now_ms())?;
+                    journal::append_batch(tx, &incoming, next, now)?;
                     crashpoint::hit("journal.before_commit");
                     Ok(())
                 })
@@ -114,7 +117,7 @@ pub async fn run(
                 let fresh =
                     last_removal.is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
                 if fresh {
-                    match webhook::clear(&client, &db).await {
+                    match webhook::clear(&*client, &db).await {
                         Ok(Some(_)) => {
                             last_removal = Some(Instant::now());
                             conflict_since = None;
@@ -154,7 +157,8 @@ pub async fn run(
             }
         }
         let message = error.to_string();
-        db.write(move |tx| incidents::record(tx, now_ms(), "poll", &message))
+        let now = db.now_ms();
+        db.write(move |tx| incidents::record(tx, now, "poll", &message))
             .await?;
         tokio::select! {
             _ = stop.changed() => return Ok(()),

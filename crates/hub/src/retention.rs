@@ -9,7 +9,7 @@ use std::time::Duration;
 use store::retention::{self, BATCH, Horizon, Table};
 use tokio::sync::watch;
 
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 
 /// When and what the task prunes.
@@ -58,7 +58,7 @@ pub async fn pass(
             if *stop.borrow() {
                 return Ok(pruned);
             }
-            let at = Horizon::new(now_ms(), age_ms);
+            let at = Horizon::new(db.now_ms(), age_ms);
             let n = db
                 .write(move |tx| retention::prune(tx, table, at, BATCH))
                 .await?;
@@ -96,7 +96,7 @@ mod tests {
             }
             Ok::<_, StoreError>(())
         })?;
-        Ok((dir, Db(Arc::new(store))))
+        Ok((dir, Db::new(Arc::new(store))))
     }
 
     fn settings() -> RetentionSettings {

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use store::outbox::{self, OutboxRow};
 use store::{flood, incidents};
-use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, watch};
 
+use crate::bot_api::{Api, BotApi};
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::delivery::Plan;
 use crate::error::HubError;
 use crate::texts;
@@ -25,7 +26,7 @@ fn backoff_ms(attempts: i64) -> i64 {
 /// Sends queued messages until `stop`.
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
     wakes: Wakes,
     mut stop: watch::Receiver<bool>,
@@ -34,7 +35,7 @@ pub async fn run(
         if *stop.borrow() {
             return Ok(());
         }
-        let now = now_ms();
+        let now = db.now_ms();
         let heads = db.read(move |c| outbox::heads(c, now)).await?;
         let mut wait: Option<Duration> = None;
         let mut chosen = None;
@@ -50,11 +51,12 @@ pub async fn run(
             }
         }
         if let Some(row) = chosen {
-            send_one(&db, &client, &pacer, &wakes, row).await?;
+            send_one(&db, &*client, &pacer, &wakes, row).await?;
             continue;
         }
-        if let Some(due) = db.read(outbox::next_due_ms).await? {
-            let until_due = Duration::from_millis(due.saturating_sub(now_ms()).max(0) as u64);
+        // Heads due now were seen above (sent, or their pacing wait is in `wait`).
+        if let Some(due) = db.read(move |c| outbox::next_due_ms(c, now)).await? {
+            let until_due = Duration::from_millis(due.saturating_sub(db.now_ms()).max(0) as u64);
             wait = Some(wait.map_or(until_due, |w| w.min(until_due)));
         }
         tokio::select! {
@@ -106,18 +108,19 @@ fn pace_key(row: &OutboxRow) -> Option<i64> {
 
 async fn send_one(
     db: &Db,
-    client: &Client,
+    client: &dyn BotApi,
     pacer: &Mutex<Pacer>,
     wakes: &Wakes,
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
     crate::latency::mark(crate::latency::Step::Picked, id);
-    db.write(move |tx| outbox::mark_sending(tx, id, now_ms()))
+    let now = db.now_ms();
+    db.write(move |tx| outbox::mark_sending(tx, id, now))
         .await?;
     crashpoint::hit("send.after_mark_sending");
     crate::latency::mark(crate::latency::Step::Calling, id);
-    pacer.lock().await.consume(pace_key(&row), now_ms() as u64);
+    pacer.lock().await.consume(pace_key(&row), now as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
@@ -139,9 +142,10 @@ async fn send_one(
         Some(Err(why)) => {
             let purpose = row.purpose.clone();
             tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");
+            let now = db.now_ms();
             db.write(move |tx| {
-                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now_ms())?;
-                incidents::record(tx, now_ms(), "send", &format!("{purpose}: {why}"))
+                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now)?;
+                incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
             })
             .await?;
             return Ok(());
@@ -151,7 +155,7 @@ async fn send_one(
     };
     crashpoint::hit("send.after_call");
     crate::latency::mark(crate::latency::Step::Called, id);
-    let now = now_ms();
+    let now = db.now_ms();
     match result {
         Ok(v) => {
             let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);

@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::conductor::Conductor;
 use crate::config::{self, ConfigFile};
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::links;
 use crate::lock::ProfileLock;
@@ -151,33 +151,17 @@ pub async fn serve(
     tracing::info!(profile = %opts.profile, started_by = started_by.as_str(), bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
 
     let started = async {
-        let store = Arc::new(Store::open(&paths.state_db())?);
-        let db = Db(store);
+        // Opening runs migrations and fsyncs: on a blocking thread, like every store call.
+        let state_db = paths.state_db();
+        let store = tokio::task::spawn_blocking(move || Store::open(&state_db))
+            .await
+            .map_err(|e| store::StoreError::Corrupt(format!("store task failed: {e}")))??;
+        let store = Arc::new(store);
+        let db = Db::new(store);
         let pid = i64::from(std::process::id());
+        let now = db.now_ms();
         let (epoch, (resent, ambiguous)) = db
-            .write(move |tx| {
-                let epoch = lease::acquire(tx, pid, now_ms())?;
-                // The last hub's links are gone, and the bot's command list may have been
-                // changed while it was down: republished with the lease, so the row is there as
-                // soon as this hub's epoch is.
-                store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now_ms())?;
-                crate::bot_commands::forget_published(tx)?;
-                crate::bot_commands::refresh(tx, now_ms())?;
-                kv::set(tx, kv::HUB_STARTED_BY, started_by.as_str())?;
-                kv::set_i64(tx, kv::HUB_STARTED_MS, now_ms())?;
-                let (resent, ambiguous) = outbox::recover_interrupted(tx, now_ms())?;
-                if resent > 0 {
-                    incidents::record(
-                        tx,
-                        now_ms(),
-                        "send",
-                        &format!(
-                            "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
-                        ),
-                    )?;
-                }
-                Ok((epoch, (resent, ambiguous)))
-            })
+            .write(move |tx| take_over(tx, pid, started_by.as_str(), now))
             .await?;
         if resent + ambiguous > 0 {
             tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
@@ -254,7 +238,7 @@ pub async fn serve(
         }
 
         let mut pacer = Pacer::new(settings.pacing.clone());
-        let now = now_ms();
+        let now = db.now_ms();
         for w in db.read(move |c| flood::active(c, now)).await? {
             if let Some(scope) = FloodScope::from_key(&w.scope) {
                 tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
@@ -301,6 +285,8 @@ pub async fn serve(
         config_path.clone(),
         opts.profile.clone(),
     ));
+    // The durable path's calls (poller, sender, topics) go through the Bot API trait.
+    let api: crate::bot_api::Api = Arc::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
     let (preview_tx, preview_rx) = mpsc::channel(4096);
@@ -341,7 +327,7 @@ pub async fn serve(
         };
         tokio::spawn(topics::run(
             db.clone(),
-            client.clone(),
+            api.clone(),
             pacer.clone(),
             epoch,
             topic_settings,
@@ -438,7 +424,7 @@ pub async fn serve(
     let poll = {
         let (db, client, wake, stop) = (
             db.clone(),
-            client.clone(),
+            api.clone(),
             wakes.worker.clone(),
             stop_rx.clone(),
         );
@@ -466,7 +452,7 @@ pub async fn serve(
     };
     let send = tokio::spawn(sender::run(
         db.clone(),
-        client.clone(),
+        api.clone(),
         pacer,
         wakes.clone(),
         stop_rx.clone(),
@@ -539,13 +525,45 @@ pub async fn serve(
         Some(r) => {
             if let Err(e) = &r {
                 let message = e.to_string();
+                let now = db.now_ms();
                 let _ = db
-                    .write(move |tx| incidents::record(tx, now_ms(), "hub", &message))
+                    .write(move |tx| incidents::record(tx, now, "hub", &message))
                     .await;
             }
             r.and(Err(HubError::Usage("a hub task ended unexpectedly".into())))
         }
     }
+}
+
+/// The start-up transaction: a new lease epoch, the last hub's links marked gone, the bot's
+/// commands republished, sends the last hub left `sending` recovered. Returns the epoch and
+/// (resent, ambiguous) rows. Public for simulations that restart the hub in-process.
+pub fn take_over(
+    tx: &store::Connection,
+    pid: i64,
+    started_by: &str,
+    now: i64,
+) -> Result<(lease::Epoch, (usize, usize)), store::StoreError> {
+    let epoch = lease::acquire(tx, pid, now)?;
+    // The last hub's links are gone, and the bot's command list may have been changed while it
+    // was down: republished with the lease, so the row is there as soon as this hub's epoch is.
+    store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now)?;
+    crate::bot_commands::forget_published(tx)?;
+    crate::bot_commands::refresh(tx, now)?;
+    kv::set(tx, kv::HUB_STARTED_BY, started_by)?;
+    kv::set_i64(tx, kv::HUB_STARTED_MS, now)?;
+    let (resent, ambiguous) = outbox::recover_interrupted(tx, now)?;
+    if resent > 0 {
+        incidents::record(
+            tx,
+            now,
+            "send",
+            &format!(
+                "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
+            ),
+        )?;
+    }
+    Ok((epoch, (resent, ambiguous)))
 }
 
 fn joined(r: Result<Result<(), HubError>, tokio::task::JoinError>) -> Result<(), HubError> {
@@ -573,7 +591,8 @@ async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError>
             Err(e) => {
                 tracing::warn!(error = %e, "Telegram is not reachable; retrying");
                 let message = e.to_string();
-                db.write(move |tx| incidents::record(tx, now_ms(), "getMe", &message))
+                let now = db.now_ms();
+                db.write(move |tx| incidents::record(tx, now, "getMe", &message))
                     .await?;
                 // A flood wait is Telegram's to set: asking again sooner is refused again.
                 let wait = match &e {

@@ -6,8 +6,8 @@ use serde_json::json;
 use store::{Store, kv, pairing as codes};
 use telegram::{ApiErrorKind, CallError, Client, ClientOptions, Token};
 
+use crate::clock::system_now_ms as now_ms;
 use crate::config::{self, ConfigFile, TOKEN_ENV};
-use crate::db::now_ms;
 use crate::error::HubError;
 use crate::pairing;
 use crate::paths::{AgentDir, ProfileName};
@@ -177,7 +177,7 @@ pub async fn setup(
     let pairing_code = if owner.is_some() {
         None
     } else {
-        let code = pairing::new_code().map_err(|e| HubError::Io {
+        let code = pairing::new_code(&crate::clock::Clock::real()).map_err(|e| HubError::Io {
             context: "making a pairing code".into(),
             source: std::io::Error::other(e.to_string()),
         })?;

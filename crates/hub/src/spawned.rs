@@ -13,7 +13,7 @@ use store::spawned::{self, SpawnState};
 use tokio::sync::mpsc;
 
 use crate::config::ConfigFile;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::instance::ConductorMsg;
 use crate::links::rpc::{self, PiBinary, SpawnSpec, Started};
 use crate::wakes::Wakes;
@@ -84,9 +84,10 @@ impl Spawner {
         env: Vec<(String, String)>,
     ) -> Result<Started, String> {
         let (c, e) = (cwd.clone(), env.clone());
+        let now = self.db.now_ms();
         let row = self
             .db
-            .write(move |tx| spawned::insert(tx, &c, &e, now_ms()))
+            .write(move |tx| spawned::insert(tx, &c, &e, now))
             .await
             .map_err(|e| e.to_string())?;
         let spec = SpawnSpec {
@@ -109,9 +110,10 @@ impl Spawner {
 
     async fn record_started(&self, row: i64, started: &Started) {
         let (id, file) = (started.id.0.clone(), started.session_file.clone());
+        let now = self.db.now_ms();
         if let Err(e) = self
             .db
-            .write(move |tx| spawned::started(tx, row, &id, file.as_deref(), now_ms()))
+            .write(move |tx| spawned::started(tx, row, &id, file.as_deref(), now))
             .await
         {
             tracing::warn!(error = %e, "could not record a started instance");
@@ -169,7 +171,7 @@ impl Spawner {
             lost = lost.len(),
             "headless instances restored"
         );
-        let now = now_ms();
+        let now = self.db.now_ms();
         let text = crate::texts::instances_restored(&back, &lost);
         let ends: Vec<(i64, String)> = lost.iter().map(|(id, _, why)| (*id, why.clone())).collect();
         let result = self

@@ -5,8 +5,8 @@ use serde::Serialize;
 use store::outbox::State;
 use store::{Store, flood, incidents, instances, journal, kv, lease, pairing, threads, turns};
 
+use crate::clock::system_now_ms as now_ms;
 use crate::config::{self, ConfigFile};
-use crate::db::now_ms;
 use crate::error::HubError;
 use crate::lock::ProfileLock;
 use crate::paths::{AgentDir, ProfileName};

@@ -10,14 +10,16 @@ use serde_json::{Value, json};
 use store::lease::Epoch;
 use store::threads::{self as tables, BindingState, Intent, IntentState};
 use store::{Connection, StoreError, instances, kv};
-use telegram::{ApiErrorKind, CallError, Client, FloodScope, Pacer};
+use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use threads::provision::{self, Outcome, Request};
 use threads::{Point, TopicApi, TopicError, events, reconcile};
 use tokio::sync::{Mutex, Notify, watch};
 
+use crate::bot_api::{Api, BotApi};
 use crate::buttons::Button;
+use crate::clock::Clock;
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::outbound;
 use crate::state;
@@ -37,14 +39,19 @@ pub struct TopicSettings {
 
 /// The topic calls, made with the hub's client and pacing.
 pub struct ClientTopics {
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
+    clock: Clock,
 }
 
 impl ClientTopics {
-    /// Topic calls through `client`, obeying `pacer`.
-    pub fn new(client: Client, pacer: Arc<Mutex<Pacer>>) -> Self {
-        Self { client, pacer }
+    /// Topic calls through `client`, obeying `pacer` (which counts time by `clock`).
+    pub fn new(client: Api, pacer: Arc<Mutex<Pacer>>, clock: Clock) -> Self {
+        Self {
+            client,
+            pacer,
+            clock,
+        }
     }
 
     async fn paced(&self, chat: i64) {
@@ -53,9 +60,12 @@ impl ClientTopics {
                 .pacer
                 .lock()
                 .await
-                .ready_in(Some(chat), now_ms() as u64);
+                .ready_in(Some(chat), self.clock.now_ms() as u64);
             if wait.is_zero() {
-                self.pacer.lock().await.consume(Some(chat), now_ms() as u64);
+                self.pacer
+                    .lock()
+                    .await
+                    .consume(Some(chat), self.clock.now_ms() as u64);
                 return;
             }
             tokio::time::sleep(wait).await;
@@ -69,10 +79,10 @@ impl ClientTopics {
         } = e
         {
             let scope = FloodScope::of(*chat_id);
-            self.pacer
-                .lock()
-                .await
-                .impose(scope, now_ms() as u64 + retry_after.as_millis() as u64);
+            self.pacer.lock().await.impose(
+                scope,
+                self.clock.now_ms() as u64 + retry_after.as_millis() as u64,
+            );
         }
     }
 }
@@ -131,7 +141,7 @@ impl TopicApi for ClientTopics {
 /// was queued).
 pub async fn run(
     db: Db,
-    client: Client,
+    client: Api,
     pacer: Arc<Mutex<Pacer>>,
     epoch: Epoch,
     settings: TopicSettings,
@@ -139,10 +149,11 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     let sender = wakes.sender.clone();
-    let api = ClientTopics::new(client.clone(), pacer);
+    let api = ClientTopics::new(client.clone(), pacer, db.clock().clone());
     // Intents an earlier hub left in flight have an unknown outcome; with those it marked
     // ambiguous but could not ask about before it stopped, the person decides.
-    provision::mark_interrupted_intents(&db.0, epoch)?;
+    db.write(move |tx| provision::mark_interrupted(tx, epoch))
+        .await?;
     for i in db.read(tables::intents).await? {
         if i.state == IntentState::Ambiguous {
             ask_about(&db, &i).await?;
@@ -157,7 +168,7 @@ pub async fn run(
             let provisioned = provision_all(&db, &api, epoch, &settings, &sender).await?;
             if provisioned.refused {
                 // Telegram refused a topic: maybe the capability changed.
-                probe(&db, &client, &sender).await?;
+                probe(&db, &*client, &sender).await?;
             }
             // A creation to try again (a flood wait, a transient failure) must not wait for
             // the next wake or the slow clock: it is due on its own.
@@ -167,7 +178,7 @@ pub async fn run(
                     crashpoint::hit(p.name());
                     Ok(())
                 };
-                reconcile::reconcile(&db.0, &api, epoch, now_ms(), &mut hook)
+                reconcile::reconcile(&db, &api, epoch, db.now_ms(), &mut hook)
                     .await
                     .map_err(threads_error)?
             };
@@ -183,11 +194,11 @@ pub async fn run(
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.topics.notified() => {}
-            () = crate::wakes::sleep_for(reconcile::wait_until(next_due, now_ms())) => {}
+            () = crate::wakes::sleep_for(reconcile::wait_until(next_due, db.now_ms())) => {}
             () = tokio::time::sleep_until(next_probe) => {
                 // The slow clock: the capability, and bindings offline for days.
                 next_probe = tokio::time::Instant::now() + settings.probe_every;
-                probe(&db, &client, &sender).await?;
+                probe(&db, &*client, &sender).await?;
                 release_stale(&db, epoch, settings.offline_retention).await?;
             }
         }
@@ -197,8 +208,9 @@ pub async fn run(
 /// Offline bindings past the retention give up their slot.
 async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(), HubError> {
     let retention = retention.as_millis() as i64;
+    let now = db.now_ms();
     let released = db
-        .write(move |tx| events::release_stale(tx, retention, epoch, now_ms()))
+        .write(move |tx| events::release_stale(tx, retention, epoch, now))
         .await?;
     if !released.is_empty() {
         tracing::info!(
@@ -217,7 +229,11 @@ fn threads_error(e: threads::ThreadsError) -> HubError {
 }
 
 /// `getMe`: is Threaded Mode on? Records a change and tells the owner.
-pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<bool>, HubError> {
+pub async fn probe(
+    db: &Db,
+    client: &dyn BotApi,
+    sender: &Notify,
+) -> Result<Option<bool>, HubError> {
     let me = match client.call("getMe", &json!({})).await {
         Ok(me) => me,
         Err(e) => {
@@ -229,6 +245,7 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
         .get("has_topics_enabled")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let now = db.now_ms();
     let changed = db
         .write(move |tx| {
             let was = state::threaded(tx)?;
@@ -242,8 +259,8 @@ pub async fn probe(db: &Db, client: &Client, sender: &Notify) -> Result<Option<b
                     owner,
                     None,
                     &texts::mode_changed(on),
-                    &format!("notice:mode:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:mode:{now}"),
+                    now,
                 )?;
             }
             Ok(was != on)
@@ -321,7 +338,7 @@ async fn provision_all(
                 crashpoint::hit(p.name());
                 Ok(())
             };
-            provision::provision(&db.0, api, epoch, &req, now_ms(), &mut hook)
+            provision::provision(db, api, epoch, &req, db.now_ms(), &mut hook)
                 .await
                 .map_err(threads_error)?
         };
@@ -338,7 +355,7 @@ async fn provision_all(
                 let wait = wait.map_or(RETRY_CREATE_MS, |d| {
                     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
                 });
-                let at = now_ms().saturating_add(wait);
+                let at = db.now_ms().saturating_add(wait);
                 done.retry_at = Some(done.retry_at.map_or(at, |t: i64| t.min(at)));
             }
             _ => {}
@@ -371,6 +388,7 @@ async fn after_provision(
     outcome: &Outcome,
     was_offline: bool,
 ) -> Result<(), HubError> {
+    let now = db.now_ms();
     match outcome.clone() {
         Outcome::Created(b) | Outcome::Adopted(b) | Outcome::Reused(b) => {
             let fresh = !matches!(outcome, Outcome::Reused(_));
@@ -390,7 +408,7 @@ async fn after_provision(
                     Some(b.thread_id),
                     &text,
                     &format!("notice:thread:{id}:{}", b.thread_id),
-                    now_ms(),
+                    now,
                 )
             })
             .await?;
@@ -408,8 +426,8 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::thread_refused(&label, &why),
-                    &format!("notice:refused:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:refused:{now}"),
+                    now,
                 )
             })
             .await?;
@@ -422,8 +440,8 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::no_slot(&label),
-                    &format!("notice:noslot:{}", now_ms()),
-                    now_ms(),
+                    &format!("notice:noslot:{now}"),
+                    now,
                 )
             })
             .await?;
@@ -452,6 +470,8 @@ fn retarget_waiting(
 /// The owner decides about an intent whose outcome is unknown: one message with two buttons.
 async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
     let i = intent.clone();
+    let now = db.now_ms();
+    let clock = db.clock().clone();
     db.write(move |tx| {
         let key = format!("threads.asked.{}", i.id);
         if kv::get(tx, &key)?.is_some() {
@@ -461,12 +481,11 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
         let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
             return Ok(());
         };
-        let now = now_ms();
         let create = Button::Intent { id: i.id, create: true };
         let forget = Button::Intent { id: i.id, create: false };
         let markup = json!({ "inline_keyboard": [[
-            outbound::button(tx, owner, "Create a new thread", &create, now, outbound::QUESTION_TTL_MS)?,
-            outbound::button(tx, owner, "Forget it", &forget, now, outbound::QUESTION_TTL_MS)?,
+            outbound::button(tx, &clock, owner, "Create a new thread", &create, now, outbound::QUESTION_TTL_MS)?,
+            outbound::button(tx, &clock, owner, "Forget it", &forget, now, outbound::QUESTION_TTL_MS)?,
         ]] });
         let hub_stopped = i.detail.as_deref() == Some(provision::HUB_STOPPED);
         let text = texts::ambiguous_intent(&i.title, hub_stopped);

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use store::outbox;
 use tokio::sync::watch;
 
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::delivery::{Alternative, Plan};
 use crate::error::HubError;
 use crate::outbound::FILES_KEY;
@@ -145,7 +145,7 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
         .to_owned();
     let made = synthesize(settings, row.id, &job).await;
     let id = row.id;
-    let now = now_ms();
+    let now = db.now_ms();
     match made {
         Ok(file) => {
             let mut params = row.params.clone();

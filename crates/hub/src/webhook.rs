@@ -6,9 +6,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{incidents, kv};
-use telegram::{CallError, Client};
+use telegram::CallError;
 
-use crate::db::{Db, now_ms};
+use crate::bot_api::BotApi;
+use crate::db::Db;
 use crate::error::HubError;
 
 /// Key of the last removal.
@@ -43,7 +44,7 @@ const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Calls a repeatable method, again after a failure without an answer (a removal whose answer
 /// was lost must still be recorded) or after a short flood wait.
-async fn call(client: &Client, method: &str, params: &Value) -> Result<Value, CallError> {
+async fn call(client: &dyn BotApi, method: &str, params: &Value) -> Result<Value, CallError> {
     let mut attempt = 1;
     loop {
         let wait = match client.call(method, params).await {
@@ -64,7 +65,7 @@ async fn call(client: &Client, method: &str, params: &Value) -> Result<Value, Ca
 }
 
 /// Removes the bot's webhook if one is set. `Ok(None)` when none was.
-pub async fn clear(client: &Client, db: &Db) -> Result<Option<Removed>, WebhookError> {
+pub async fn clear(client: &dyn BotApi, db: &Db) -> Result<Option<Removed>, WebhookError> {
     let info = call(client, "getWebhookInfo", &json!({})).await?;
     let url = info.get("url").and_then(Value::as_str).unwrap_or_default();
     if url.is_empty() {
@@ -77,7 +78,7 @@ pub async fn clear(client: &Client, db: &Db) -> Result<Option<Removed>, WebhookE
     )
     .await?;
     let removed = Removed {
-        at_ms: now_ms(),
+        at_ms: db.now_ms(),
         host: host_of(url).to_owned(),
         pending_updates: info
             .get("pending_update_count")

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::config::{ConfigFile, PairingMode};
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::handlers::{self, AfterCommit, HandlerCtx};
 use crate::paths::ProfileName;
@@ -87,7 +87,8 @@ async fn handle_batch(
     let ctx = HandlerCtx {
         bot_username: settings.bot_username.clone(),
         pairing: settings.pairing,
-        now_ms: now_ms(),
+        now_ms: db.now_ms(),
+        clock: db.clock().clone(),
         epoch: settings.epoch,
         title_template: settings.title_template.clone(),
         config_path: settings.config_path.clone(),
@@ -131,9 +132,10 @@ async fn handle_singly(
                 // retried forever.
                 let message = e.to_string();
                 tracing::error!(update_id = id, error = %message, "an update could not be handled");
+                let now = db.now_ms();
                 db.write(move |tx| {
-                    journal::mark_handled(tx, id, &format!("failed: {message}"), now_ms())?;
-                    incidents::record(tx, now_ms(), "handle", &format!("update {id}: {message}"))
+                    journal::mark_handled(tx, id, &format!("failed: {message}"), now)?;
+                    incidents::record(tx, now, "handle", &format!("update {id}: {message}"))
                 })
                 .await?;
             }
@@ -152,7 +154,8 @@ async fn mirror_owner(db: &Db, settings: &WorkerSettings, owner: i64) -> Result<
     if let Err(e) = result {
         let message = format!("could not record the new owner in the config file: {e}");
         tracing::warn!("{message}");
-        db.write(move |tx| incidents::record(tx, now_ms(), "config", &message))
+        let now = db.now_ms();
+        db.write(move |tx| incidents::record(tx, now, "config", &message))
             .await?;
     }
     Ok(())

@@ -82,8 +82,9 @@ async fn start_conductor(
     tokio::task::JoinHandle<Result<(), hub::HubError>>,
     store::lease::Epoch,
 ) {
+    let now = db.now_ms();
     let epoch = db
-        .write(|tx| lease::acquire(tx, 1, hub::db::now_ms()))
+        .write(move |tx| lease::acquire(tx, 1, now))
         .await
         .unwrap();
     let (tx, rx) = mpsc::channel(1024);
@@ -121,7 +122,7 @@ impl Sim {
                 )
             })
             .unwrap();
-        let db = Db(Arc::new(store));
+        let db = Db::new(Arc::new(store));
         let wakes = Wakes::default();
         let (conductor, stop, task, epoch) = start_conductor(&db, &wakes).await;
         Self {
@@ -182,6 +183,7 @@ impl Sim {
         self.next_update += 1;
         let raw = update.to_string();
         let epoch = self.epoch;
+        let (now, clock) = (self.db.now_ms(), self.db.clock().clone());
         let after = self
             .db
             .write(move |tx| {
@@ -199,7 +201,8 @@ impl Sim {
                 let ctx = HandlerCtx {
                     bot_username: "bot".into(),
                     pairing: PairingMode::Code,
-                    now_ms: hub::db::now_ms(),
+                    now_ms: now,
+                    clock: clock.clone(),
                     epoch,
                     title_template: "{slot} · {project}".into(),
                     config_path: std::env::temp_dir().join("pi-telegram-no-such-config.json"),

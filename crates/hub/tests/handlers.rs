@@ -135,6 +135,7 @@ impl Hub {
             bot_username: "pibot".into(),
             pairing: PairingMode::Code,
             now_ms: self.now,
+            clock: hub::clock::Clock::real(),
             epoch: self.epoch,
             title_template: "{slot} · {project}".into(),
             config_path: self.config.clone(),
@@ -336,7 +337,17 @@ impl Hub {
     fn token_for(&self, owner: i64, action: &Button, ttl: i64) -> String {
         let b = self
             .store
-            .write(|tx| outbound::button(tx, owner, "label", action, self.now, ttl))
+            .write(|tx| {
+                outbound::button(
+                    tx,
+                    &hub::clock::Clock::real(),
+                    owner,
+                    "label",
+                    action,
+                    self.now,
+                    ttl,
+                )
+            })
             .unwrap();
         b["callback_data"].as_str().unwrap().to_owned()
     }

@@ -28,7 +28,11 @@ fn topics_api(fake: &FakeServer) -> ClientTopics {
     )
     .unwrap();
     let pacer = Pacer::new(PacingConfig::default());
-    ClientTopics::new(client, Arc::new(Mutex::new(pacer)))
+    ClientTopics::new(
+        Arc::new(client),
+        Arc::new(Mutex::new(pacer)),
+        hub::clock::Clock::real(),
+    )
 }
 
 fn seen(fake: &FakeServer) -> Vec<SeenTopic> {

@@ -85,7 +85,7 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
             since,
         } => {
             let since_ms = since
-                .map(|s| logging::time::parse_since(&s, hub::db::now_ms()))
+                .map(|s| logging::time::parse_since(&s, hub::clock::system_now_ms()))
                 .transpose()
                 .map_err(|e| HubError::Usage(e.to_string()))?;
             let file = logging::log_file(&agent_dir.profile(&profile));

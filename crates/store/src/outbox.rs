@@ -243,13 +243,19 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
     )
 }
 
-/// The earliest `not_before_ms` of a pending row, for sleeping until something is due.
-pub fn next_due_ms(conn: &Connection) -> Result<Option<i64>> {
+/// The earliest `not_before_ms` after `after_ms` of a row that [`heads`] can pick (the oldest
+/// open row of its chat and topic), for sleeping until something is due. Rows due already are
+/// the caller's (it saw them among the heads: sent, or held back by pacing, whose wait it
+/// knows); a due row behind a head that waits is not due. Counting either made the sender wake
+/// every millisecond (found by `crates/hub/tests/simulation.rs`).
+pub fn next_due_ms(conn: &Connection, after_ms: i64) -> Result<Option<i64>> {
     // Through `outbox_open` (see [`heads`]).
     conn.query_row(
-        "SELECT min(not_before_ms) FROM outbox WHERE state IN ('pending', 'sending')
-           AND state = 'pending'",
-        [],
+        "SELECT min(not_before_ms) FROM outbox o WHERE state IN ('pending', 'sending')
+           AND state = 'pending' AND not_before_ms > ?1
+           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
+                     AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))",
+        [after_ms],
         |r| r.get(0),
     )
     .map_err(StoreError::sqlite("reading the outbox"))

@@ -161,7 +161,8 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
         s.read(|c| outbox::heads(c, 10)).unwrap().is_empty(),
         "not before 50"
     );
-    assert_eq!(s.read(outbox::next_due_ms).unwrap(), Some(50));
+    assert_eq!(s.read(|c| outbox::next_due_ms(c, 10)).unwrap(), Some(50));
+    assert_eq!(s.read(|c| outbox::next_due_ms(c, 50)).unwrap(), None);
     s.write(|tx| outbox::mark_sending(tx, id, 60)).unwrap();
     s.write(|tx| outbox::mark_sent(tx, id, Some(123), 61))
         .unwrap();

@@ -18,6 +18,8 @@ pub mod slots;
 
 use std::time::Duration;
 
+use store::{Connection, StoreError};
+
 /// A crash point: the hub aborts there in crash tests; simulations stop the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Point {
@@ -101,6 +103,68 @@ pub trait TopicApi {
         chat_id: i64,
         thread_id: i64,
     ) -> impl std::future::Future<Output = Result<(), TopicError>> + Send;
+}
+
+/// A store call in flight. Boxed and `'static` (it borrows nothing): the hub's futures that
+/// await it must be `Send`, which the compiler cannot always prove for a future borrowing the
+/// storage through a generic lifetime.
+pub type StoreCall<T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send>>;
+
+/// Where provisioning and the reconciler read and commit. The hub's implementation runs each
+/// call on a blocking thread (an fsync must not stall its runtime), so the closures own what
+/// they use; [`store::Store`] itself runs them in place (tests, the CLI).
+///
+/// A call returns once its transaction committed (or failed): the crash points after a commit
+/// see it on disk, whichever implementation ran it.
+pub trait Storage: Sync {
+    /// One durable transaction.
+    fn write<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static;
+
+    /// One consistent read.
+    fn read<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static;
+}
+
+impl Storage for store::Store {
+    fn write<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        Box::pin(std::future::ready(store::Store::write(self, f)))
+    }
+
+    fn read<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        Box::pin(std::future::ready(store::Store::read(self, f)))
+    }
+}
+
+impl<S: Storage + Send> Storage for std::sync::Arc<S> {
+    fn write<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        S::write(self, f)
+    }
+
+    fn read<T, F>(&self, f: F) -> StoreCall<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        S::read(self, f)
+    }
 }
 
 /// What went wrong besides the outcomes provisioning reports.

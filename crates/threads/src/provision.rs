@@ -18,7 +18,7 @@ use store::lease::{self, Epoch};
 use store::threads::{self, Binding, BindingState, Evidence, Intent, IntentState, NewIntent};
 use store::{Connection, Store, StoreError};
 
-use crate::{Hook, Point, ThreadsError, TopicApi, TopicError, slots, title};
+use crate::{Hook, Point, Storage, ThreadsError, TopicApi, TopicError, slots, title};
 
 /// What to provision.
 #[derive(Debug, Clone)]
@@ -35,6 +35,41 @@ pub struct Request<'a> {
     pub project: &'a str,
     /// Title template (`{slot}`, `{project}`).
     pub title_template: &'a str,
+}
+
+/// A [`Request`] that owns its text, for a store call that may run on another thread.
+#[derive(Debug, Clone)]
+struct OwnedRequest {
+    identity: String,
+    instance_id: Option<String>,
+    chat_id: i64,
+    cwd: String,
+    project: String,
+    title_template: String,
+}
+
+impl OwnedRequest {
+    fn of(req: &Request<'_>) -> Self {
+        Self {
+            identity: req.identity.to_owned(),
+            instance_id: req.instance_id.map(str::to_owned),
+            chat_id: req.chat_id,
+            cwd: req.cwd.to_owned(),
+            project: req.project.to_owned(),
+            title_template: req.title_template.to_owned(),
+        }
+    }
+
+    fn request(&self) -> Request<'_> {
+        Request {
+            identity: &self.identity,
+            instance_id: self.instance_id.as_deref(),
+            chat_id: self.chat_id,
+            cwd: &self.cwd,
+            project: &self.project,
+            title_template: &self.title_template,
+        }
+    }
 }
 
 /// How provisioning ended.
@@ -82,16 +117,23 @@ enum Prepared {
     },
 }
 
-/// Runs the provisioning steps for one identity.
-pub async fn provision<A: TopicApi>(
-    store: &Store,
+/// Runs the provisioning steps for one identity. Each store call is its own transaction, made
+/// through `store` (the hub's runs off its runtime threads).
+pub async fn provision<S: Storage, A: TopicApi>(
+    store: &S,
     api: &A,
     epoch: Epoch,
     req: &Request<'_>,
     now_ms: i64,
     hook: Hook<'_>,
 ) -> Result<Outcome, ThreadsError> {
-    let prepared = store.write(|tx| prepare(tx, epoch, req, now_ms))?;
+    let owned = OwnedRequest::of(req);
+    let prepared = {
+        let owned = owned.clone();
+        store
+            .write(move |tx| prepare(tx, epoch, &owned.request(), now_ms))
+            .await?
+    };
     let (intent_id, slot, title) = match prepared {
         Prepared::Done(outcome) => return Ok(outcome),
         Prepared::Create {
@@ -101,35 +143,37 @@ pub async fn provision<A: TopicApi>(
         } => (intent_id, slot, title),
     };
     hook(Point::IntentCommitted)?;
-    if !store.read(|c| lease::is_current(c, epoch))? {
+    if !store.read(move |c| lease::is_current(c, epoch)).await? {
         // Not called: the intent stays, and the current hub treats it as of unknown outcome.
         return Ok(Outcome::LostLease);
     }
     match api.create(req.chat_id, &title).await {
         Ok(thread_id) => {
             hook(Point::TopicCreated)?;
-            let bound = store.write(|tx| {
-                if !lease::is_current(tx, epoch)? {
-                    return Ok(None);
-                }
-                let b = Binding {
-                    identity: req.identity.to_owned(),
-                    chat_id: req.chat_id,
-                    thread_id,
-                    slot: slot.clone(),
-                    title: title.clone(),
-                    state: BindingState::Active,
-                    instance_id: req.instance_id.map(str::to_owned),
-                    cwd: req.cwd.to_owned(),
-                    epoch: epoch.0,
-                    created_ms: now_ms,
-                    updated_ms: now_ms,
-                    offline_since_ms: None,
-                };
-                threads::delete_intent(tx, intent_id)?;
-                threads::insert_binding(tx, &b)?;
-                Ok::<_, StoreError>(Some(b))
-            })?;
+            let b = Binding {
+                identity: owned.identity.clone(),
+                chat_id: owned.chat_id,
+                thread_id,
+                slot,
+                title,
+                state: BindingState::Active,
+                instance_id: owned.instance_id.clone(),
+                cwd: owned.cwd.clone(),
+                epoch: epoch.0,
+                created_ms: now_ms,
+                updated_ms: now_ms,
+                offline_since_ms: None,
+            };
+            let bound = store
+                .write(move |tx| {
+                    if !lease::is_current(tx, epoch)? {
+                        return Ok(None);
+                    }
+                    threads::delete_intent(tx, intent_id)?;
+                    threads::insert_binding(tx, &b)?;
+                    Ok::<_, StoreError>(Some(b))
+                })
+                .await?;
             match bound {
                 Some(b) => {
                     hook(Point::Bound)?;
@@ -137,32 +181,32 @@ pub async fn provision<A: TopicApi>(
                 }
                 None => {
                     // Lost the lease during the call: only evidence, which is not fenced.
-                    store.write(|tx| {
-                        threads::record_evidence(
-                            tx,
-                            &Evidence {
-                                intent_id,
-                                identity: req.identity.to_owned(),
-                                epoch: epoch.0,
-                                chat_id: req.chat_id,
-                                thread_id,
-                                recorded_ms: now_ms,
-                            },
-                        )
-                    })?;
+                    let evidence = Evidence {
+                        intent_id,
+                        identity: owned.identity.clone(),
+                        epoch: epoch.0,
+                        chat_id: owned.chat_id,
+                        thread_id,
+                        recorded_ms: now_ms,
+                    };
+                    store
+                        .write(move |tx| threads::record_evidence(tx, &evidence))
+                        .await?;
                     Ok(Outcome::LostLease)
                 }
             }
         }
         Err(TopicError::Unknown(detail)) => {
-            let intent = store.write(|tx| {
-                if !lease::is_current(tx, epoch)? {
-                    return Ok(None);
-                }
-                // The client's message names the method already.
-                threads::set_intent_ambiguous(tx, intent_id, &detail)?;
-                threads::intent(tx, intent_id)
-            })?;
+            let intent = store
+                .write(move |tx| {
+                    if !lease::is_current(tx, epoch)? {
+                        return Ok(None);
+                    }
+                    // The client's message names the method already.
+                    threads::set_intent_ambiguous(tx, intent_id, &detail)?;
+                    threads::intent(tx, intent_id)
+                })
+                .await?;
             match intent {
                 Some(i) => {
                     hook(Point::AmbiguousCommitted)?;
@@ -173,13 +217,15 @@ pub async fn provision<A: TopicApi>(
         }
         Err(e) => {
             // Definitely nothing was created: the intent goes and its slot is free again.
-            let fenced = store.write(|tx| {
-                if !lease::is_current(tx, epoch)? {
-                    return Ok(false);
-                }
-                threads::delete_intent(tx, intent_id)?;
-                Ok::<_, StoreError>(true)
-            })?;
+            let fenced = store
+                .write(move |tx| {
+                    if !lease::is_current(tx, epoch)? {
+                        return Ok(false);
+                    }
+                    threads::delete_intent(tx, intent_id)?;
+                    Ok::<_, StoreError>(true)
+                })
+                .await?;
             if !fenced {
                 return Ok(Outcome::LostLease);
             }
@@ -343,16 +389,19 @@ fn drop_duplicates(
 /// After a hub start: intents left in flight by an earlier epoch have an unknown outcome.
 /// Returns the ones it marked.
 pub fn mark_interrupted_intents(store: &Store, epoch: Epoch) -> Result<Vec<Intent>, StoreError> {
-    store.write(|tx| {
-        let mut marked = Vec::new();
-        for i in threads::intents(tx)? {
-            if i.state == IntentState::InFlight && i.epoch != epoch.0 && i.thread_id.is_none() {
-                threads::set_intent_ambiguous(tx, i.id, HUB_STOPPED)?;
-                if let Some(i) = threads::intent(tx, i.id)? {
-                    marked.push(i);
-                }
+    store.write(|tx| mark_interrupted(tx, epoch))
+}
+
+/// [`mark_interrupted_intents`] in the caller's transaction.
+pub fn mark_interrupted(tx: &Connection, epoch: Epoch) -> Result<Vec<Intent>, StoreError> {
+    let mut marked = Vec::new();
+    for i in threads::intents(tx)? {
+        if i.state == IntentState::InFlight && i.epoch != epoch.0 && i.thread_id.is_none() {
+            threads::set_intent_ambiguous(tx, i.id, HUB_STOPPED)?;
+            if let Some(i) = threads::intent(tx, i.id)? {
+                marked.push(i);
             }
         }
-        Ok(marked)
-    })
+    }
+    Ok(marked)
 }

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
+use store::StoreError;
 use store::lease::{self, Epoch};
 use store::threads::{self, Cleanup};
-use store::{Store, StoreError};
 
-use crate::{Hook, Point, ThreadsError, TopicApi, TopicError};
+use crate::{Hook, Point, Storage, ThreadsError, TopicApi, TopicError};
 
 /// A topic written in more recently than this is left alone for now.
 pub const RECENTLY_OPEN_MS: i64 = 30_000;
@@ -54,40 +54,49 @@ enum Check {
     Go,
 }
 
-/// Runs every due cleanup once.
-pub async fn reconcile<A: TopicApi>(
-    store: &Store,
+/// Runs every due cleanup once (each store call through `store`, its own transaction).
+pub async fn reconcile<S: Storage, A: TopicApi>(
+    store: &S,
     api: &A,
     epoch: Epoch,
     now_ms: i64,
     hook: Hook<'_>,
 ) -> Result<Report, ThreadsError> {
     let mut report = Report::default();
-    let pending = store.read(threads::pending_cleanups)?;
+    let pending = store.read(threads::pending_cleanups).await?;
     for c in pending {
         if c.next_ms > now_ms {
             report.due_at(c.next_ms);
             continue;
         }
-        let check = store.read(|tx| {
-            if !lease::is_current(tx, epoch)? {
-                return Ok(None);
-            }
-            Ok::<_, StoreError>(Some(protection(tx, &c, now_ms)?))
-        })?;
+        let checked = c.clone();
+        let check = store
+            .read(move |tx| {
+                if !lease::is_current(tx, epoch)? {
+                    return Ok(None);
+                }
+                Ok::<_, StoreError>(Some(protection(tx, &checked, now_ms)?))
+            })
+            .await?;
         let Some(check) = check else {
             report.lost_lease = true;
             return Ok(report);
         };
         match check {
             Check::Protected(why) => {
-                store.write(|tx| threads::finish_cleanup(tx, c.id, Some(why), now_ms))?;
+                let id = c.id;
+                store
+                    .write(move |tx| threads::finish_cleanup(tx, id, Some(why), now_ms))
+                    .await?;
                 report.protected.push((c.chat_id, c.thread_id));
                 continue;
             }
             Check::Recent => {
                 let next = now_ms + RECENTLY_OPEN_MS;
-                store.write(|tx| threads::retry_cleanup(tx, c.id, next, "written in recently"))?;
+                let id = c.id;
+                store
+                    .write(move |tx| threads::retry_cleanup(tx, id, next, "written in recently"))
+                    .await?;
                 report.postpone(next);
                 continue;
             }
@@ -97,13 +106,16 @@ pub async fn reconcile<A: TopicApi>(
         match api.delete(c.chat_id, c.thread_id).await {
             Ok(()) | Err(TopicError::Gone) => {
                 hook(Point::Deleted)?;
-                let done = store.write(|tx| {
-                    if !lease::is_current(tx, epoch)? {
-                        return Ok(false);
-                    }
-                    threads::finish_cleanup(tx, c.id, None, now_ms)?;
-                    Ok::<_, StoreError>(true)
-                })?;
+                let id = c.id;
+                let done = store
+                    .write(move |tx| {
+                        if !lease::is_current(tx, epoch)? {
+                            return Ok(false);
+                        }
+                        threads::finish_cleanup(tx, id, None, now_ms)?;
+                        Ok::<_, StoreError>(true)
+                    })
+                    .await?;
                 if !done {
                     // The next lease holder repeats it and hears "gone".
                     report.lost_lease = true;
@@ -117,7 +129,10 @@ pub async fn reconcile<A: TopicApi>(
                     _ => backoff_ms(c.attempts),
                 };
                 let next = now_ms + wait.max(1000);
-                store.write(|tx| threads::retry_cleanup(tx, c.id, next, &e.to_string()))?;
+                let (id, why) = (c.id, e.to_string());
+                store
+                    .write(move |tx| threads::retry_cleanup(tx, id, next, &why))
+                    .await?;
                 report.postpone(next);
             }
         }

@@ -23,8 +23,9 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::Conductor;
 use crate::buttons::{Button, Section};
+use crate::clock::Clock;
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::instance::{Command, ConductorMsg, InstanceId, Request, Transport};
 use crate::menu::{self, Reported, View};
@@ -48,7 +49,7 @@ impl Conductor {
     /// earliest control still waiting for its pi gives up, if any.
     pub(super) async fn controls(&mut self) -> Result<Option<i64>, HubError> {
         let open = self.db.read(controls::open).await?;
-        let now = now_ms();
+        let now = self.db.now_ms();
         let mut deadline: Option<i64> = None;
         for c in open {
             if self.in_hand.0.contains(&c.id) {
@@ -120,10 +121,11 @@ impl Conductor {
     }
 
     async fn settle(&self, c: Control, outcome: Outcome) -> Result<(), HubError> {
-        let now = now_ms();
+        let now = self.db.now_ms();
+        let clock = self.db.clock().clone();
         let wrote = self
             .db
-            .write(move |tx| write_outcome(tx, &c, outcome, now))
+            .write(move |tx| write_outcome(tx, &c, outcome, now, &clock))
             .await?;
         if wrote {
             self.wakes.sender.notify_one();
@@ -271,10 +273,9 @@ impl Job {
                     && let Some(file) = v.get("session_file").and_then(Value::as_str)
                 {
                     let (instance, file) = (instance.0.clone(), file.to_owned());
+                    let now = self.db.now_ms();
                     self.db
-                        .write(move |tx| {
-                            store::spawned::set_session(tx, &instance, &file, now_ms())
-                        })
+                        .write(move |tx| store::spawned::set_session(tx, &instance, &file, now))
                         .await?;
                 }
                 let cancelled = answer
@@ -308,6 +309,7 @@ impl Job {
                 let text = if self.transport == Some(Transport::Rpc) {
                     if let Some(instance) = self.instance.clone() {
                         let id = instance.0.clone();
+                        let now = self.db.now_ms();
                         // Recorded first: a crash after it does not bring it back.
                         self.db
                             .write(move |tx| {
@@ -317,7 +319,7 @@ impl Job {
                                         row.id,
                                         store::spawned::SpawnState::Closed,
                                         "closed from Telegram",
-                                        now_ms(),
+                                        now,
                                     )?;
                                 }
                                 Ok(())
@@ -347,10 +349,11 @@ impl Job {
                 Outcome::Quiet
             }
         };
-        let now = now_ms();
+        let now = self.db.now_ms();
+        let clock = self.db.clock().clone();
         let wrote = self
             .db
-            .write(move |tx| write_outcome(tx, &c, outcome, now))
+            .write(move |tx| write_outcome(tx, &c, outcome, now, &clock))
             .await?;
         if wrote {
             self.sender.notify_one();
@@ -404,6 +407,7 @@ fn write_outcome(
     c: &Control,
     outcome: Outcome,
     now: i64,
+    clock: &Clock,
 ) -> Result<bool, StoreError> {
     if !controls::mark_done(tx, c.id, now)? {
         return Ok(false);
@@ -433,10 +437,10 @@ fn write_outcome(
             Err(e) => texts::compact_failed(&label, &e),
         }),
         ("abort", _) => Ok(false),
-        (_, Outcome::Shown(view)) => show(tx, c, view, now),
+        (_, Outcome::Shown(view)) => show(tx, c, view, now, clock),
         (_, Outcome::NotConnected) | (_, Outcome::Unknown) => {
             let view = back_to_menu(c, texts::not_connected(&label));
-            show(tx, c, view, now)
+            show(tx, c, view, now, clock)
         }
         (
             _,
@@ -451,7 +455,7 @@ fn write_outcome(
             if let Some(h) = headline {
                 view.text = format!("{h}\n\n{}", view.text);
             }
-            show(tx, c, view, now)
+            show(tx, c, view, now, clock)
         }
     }
 }
@@ -553,9 +557,15 @@ fn back_to_menu(c: &Control, text: String) -> View {
 
 /// Shows `view` in the menu message the control came from, or as a reply to the command that
 /// opened it.
-fn show(tx: &Connection, c: &Control, view: View, now: i64) -> Result<bool, StoreError> {
+fn show(
+    tx: &Connection,
+    c: &Control,
+    view: View,
+    now: i64,
+    clock: &Clock,
+) -> Result<bool, StoreError> {
     let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(c.chat_id);
-    let markup = menu::buttons_markup(tx, owner, &view, now)?;
+    let markup = menu::buttons_markup(tx, clock, owner, &view, now)?;
     let purpose = format!("control:{}", c.id);
     match c.message_id {
         Some(message) => {
@@ -612,7 +622,7 @@ pub(super) async fn learn_commands(
         }
         _ => return,
     };
-    let now = now_ms();
+    let now = db.now_ms();
     let queued = db
         .write(move |tx| {
             crate::bot_commands::store_list(tx, &identity, &list)?;

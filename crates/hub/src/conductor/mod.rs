@@ -28,8 +28,9 @@ pub use tools::ToolSettings;
 use crate::activity::{self, ToolRecord};
 use crate::assistant::{self, Rendering};
 use crate::bot_commands;
+use crate::clock::Clock;
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
@@ -100,6 +101,8 @@ struct AnswerCtx<'a> {
     rendering: Rendering,
     /// `voice.replyMode` and `voice.sendTranscript`.
     voice: (assistant::VoiceReply, bool),
+    /// The hub's clock (button tokens).
+    clock: &'a Clock,
 }
 
 impl Conductor {
@@ -160,6 +163,7 @@ impl Conductor {
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), HubError> {
         self.recover().await?;
         loop {
+            let now = self.db.now_ms();
             tokio::select! {
                 _ = stop.changed() => {
                     for live in self.live.values() {
@@ -178,7 +182,7 @@ impl Conductor {
                 },
                 () = self.wakes.conductor.notified() => {}
                 () = crate::wakes::sleep_for(self.controls_deadline.map(|d| {
-                    std::time::Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
+                    std::time::Duration::from_millis(u64::try_from(d - now).unwrap_or(0))
                 })) => {}
             }
             // Controls first: an abort must not wait behind a dispatch.
@@ -192,7 +196,7 @@ impl Conductor {
     /// so their turns are interrupted (one line per place they were asked in); extension
     /// instances reconnect and report.
     async fn recover(&mut self) -> Result<(), HubError> {
-        let now = now_ms();
+        let now = self.db.now_ms();
         self.db
             .write(move |tx| {
                 // Hubs that start through `serve` did this with their lease; kept for a
@@ -219,7 +223,7 @@ impl Conductor {
                         *thread,
                         &texts::restart_interrupted(&prompts),
                         &format!("notice:interrupted:{first}"),
-                        now_ms(),
+                        now,
                     )?;
                 }
                 Ok(())
@@ -322,7 +326,8 @@ impl Conductor {
             commands,
             tools_token,
         } = a;
-        let now = now_ms();
+        let now = self.db.now_ms();
+        let clock = self.db.clock().clone();
         let cwd2 = cwd.clone();
         let live_count = self.live.len() + 1;
         let current = self.assistant.current();
@@ -360,6 +365,7 @@ impl Conductor {
                     identity: &identity,
                     rendering,
                     voice,
+                    clock: &clock,
                 };
                 let reported = Reported {
                     transport,
@@ -414,7 +420,7 @@ impl Conductor {
                             None,
                             &text,
                             &format!("notice:connected:{id}"),
-                            now_ms(),
+                            now,
                         )?;
                     }
                 }
@@ -491,7 +497,7 @@ impl Conductor {
     }
 
     async fn link(&mut self, id: InstanceId, event: LinkEvent) -> Result<(), HubError> {
-        let now = now_ms();
+        let now = self.db.now_ms();
         match event {
             LinkEvent::Acked { turn } => {
                 // pi has the prompt; the hub has not recorded it yet.
@@ -560,7 +566,8 @@ impl Conductor {
             .map(|l| std::mem::take(&mut l.tools))
             .unwrap_or_default();
         let settings = self.assistant.current();
-        let now = now_ms();
+        let now = self.db.now_ms();
+        let clock = self.db.clock().clone();
         let r = result.clone();
         let rendering = settings.rendering;
         let voice = (settings.voice_reply, settings.voice_transcript);
@@ -595,6 +602,7 @@ impl Conductor {
                             identity: &identity,
                             rendering,
                             voice,
+                            clock: &clock,
                         },
                         now,
                     )?;
@@ -629,7 +637,7 @@ impl Conductor {
             .values()
             .map(|o| (o.identity.clone(), o.label.clone()))
             .collect();
-        let now = now_ms();
+        let now = self.db.now_ms();
         let key = id.0.clone();
         let final_turns = reason.process_gone() || l.transport != Transport::Shim;
         let disconnected = reason == GoneReason::Disconnected;
@@ -660,7 +668,7 @@ impl Conductor {
                                 t.thread_id,
                                 &texts::turn_interrupted(&l.label, &t.text),
                                 &format!("notice:interrupted:{}", t.id),
-                                now_ms(),
+                                now,
                             )?;
                         }
                     }
@@ -711,7 +719,7 @@ impl Conductor {
                         Some(thread),
                         &texts::topic_went_offline(&l.label, &why, &cwd, queued),
                         &purpose,
-                        now_ms(),
+                        now,
                     )?,
                     // In the main chat, where every message is asked about.
                     (true, None) => outbound::notice(
@@ -720,7 +728,7 @@ impl Conductor {
                         None,
                         &texts::threaded_gone(&l.label, &why, queued, disconnected),
                         &purpose,
-                        now_ms(),
+                        now,
                     )?,
                     // Classic mode: the one chat, where the selection decides.
                     (false, _) => outbound::notice(
@@ -729,7 +737,7 @@ impl Conductor {
                         None,
                         &texts::instance_gone(&l.label, &why, queued, now_selected.as_deref()),
                         &purpose,
-                        now_ms(),
+                        now,
                     )?,
                 }
                 Ok(())
@@ -814,13 +822,13 @@ impl Conductor {
             .message()
             .and_then(|m| m.get("timestamp"))
             .and_then(Value::as_i64)
-            .unwrap_or_else(now_ms);
+            .unwrap_or_else(|| self.db.now_ms());
         let settings = self.assistant.current();
         let tools = std::mem::take(&mut l.tools);
         let identity = l.identity.clone();
         let label = l.label.clone();
         let several = self.live.len() > 1;
-        let now = now_ms();
+        let now = self.db.now_ms();
         let written = self
             .db
             .write(move |tx| {
@@ -941,7 +949,7 @@ impl Conductor {
             };
             let (identity, pid, transport) = (l.identity.clone(), l.pid, l.transport);
             let key = id.0.clone();
-            let now = now_ms();
+            let now = self.db.now_ms();
             let (turn, skipped) = self
                 .db
                 .write(move |tx| {
@@ -1173,7 +1181,7 @@ fn reconcile_reported(
                     t.thread_id,
                     &texts::turn_interrupted(&label_of(r.identity), &t.text),
                     &format!("notice:interrupted:{}", t.id),
-                    now_ms(),
+                    now,
                 )?;
             }
         }
@@ -1260,7 +1268,8 @@ fn finish(
     }
     let markdown = texts::answer_markdown(label, &extracted.text, r.aborted, r.error.as_deref());
     let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id);
-    let markup = crate::menu::prompt_buttons(tx, owner, ctx.identity, &extracted.buttons, now)?;
+    let markup =
+        crate::menu::prompt_buttons(tx, ctx.clock, owner, ctx.identity, &extracted.buttons, now)?;
     // Files pi attached during the turn go right after the answer.
     let waiting = store::attachments::take_waiting(tx, t.id)?;
     let caption = waiting.iter().find_map(|a| a.caption.clone());

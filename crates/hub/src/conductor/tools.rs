@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use super::Conductor;
 use crate::assistant::Watched;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::inbound::{limit_text, names, prompt::human_size};
 use crate::instance::{InstanceId, ToolCall};
 use crate::markup;
@@ -194,7 +194,7 @@ impl Job {
                 .unwrap_or_else(|| "file".into());
             let copy = self.settings.out_dir.join(format!(
                 "{}-{}",
-                now_ms(),
+                self.db.now_ms(),
                 names::safe_name(Some(&name), "file", mime_of(&path))
             ));
             let size = tokio::fs::copy(&path, &copy)
@@ -214,6 +214,7 @@ impl Job {
             .join(", ");
         let (identity, turn) = (self.identity.clone(), self.turn);
         let args = args.clone();
+        let now = self.db.now_ms();
         let sent_now = self
             .db
             .write(move |tx| {
@@ -235,7 +236,7 @@ impl Job {
                                     size: f.size,
                                     caption: caption.as_deref().filter(|_| i == 0),
                                 },
-                                now_ms(),
+                                now,
                             )?;
                         }
                         Ok(false)
@@ -251,13 +252,13 @@ impl Job {
                             &files,
                             caption.as_deref(),
                             outbound::Meta {
-                                purpose: &format!("attach:{identity}:{}", now_ms()),
+                                purpose: &format!("attach:{identity}:{now}"),
                                 source_update_id: None,
                                 identity: &identity,
                                 turn_id: None,
                                 resend: false,
                             },
-                            now_ms(),
+                            now,
                         )?;
                         Ok(true)
                     }
@@ -296,7 +297,8 @@ impl Job {
         let rendering = self.assistant.current().rendering;
         let identity = self.identity.clone();
         let args = args.clone();
-        let now = now_ms();
+        let now = self.db.now_ms();
+        let clock = self.db.clock().clone();
         let to = self
             .db
             .write(move |tx| {
@@ -315,8 +317,14 @@ impl Job {
                         identity.clone(),
                     ),
                 };
-                let markup =
-                    crate::menu::prompt_buttons(tx, owner, &speaker, &extracted.buttons, now)?;
+                let markup = crate::menu::prompt_buttons(
+                    tx,
+                    &clock,
+                    owner,
+                    &speaker,
+                    &extracted.buttons,
+                    now,
+                )?;
                 outbound::enqueue_markdown_with(
                     tx,
                     place,

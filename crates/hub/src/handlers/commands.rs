@@ -101,7 +101,7 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, S
         &crate::workspaces::roots_text(&resolved),
     );
     let owner = msg.from_id().unwrap_or(chat);
-    let markup = menu::buttons_markup(say.tx, owner, &view, say.ctx.now_ms)?;
+    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, "reply:new")?;
     Ok("command:new:picker".into())
 }
@@ -226,7 +226,7 @@ pub(super) fn render_local(
             )]],
         },
     };
-    let markup = menu::buttons_markup(tx, owner, &view, say.ctx.now_ms)?;
+    let markup = menu::buttons_markup(tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     Ok(Some((view.text, markup)))
 }
 
@@ -324,7 +324,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreErro
             ("Cancel".into(), Button::Dismiss),
         ]],
     };
-    let markup = menu::buttons_markup(say.tx, owner, &view, say.ctx.now_ms)?;
+    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, "reply:compact")?;
     Ok("compact:asked".into())
 }

@@ -174,6 +174,7 @@ pub(super) fn to_turn_as(
                 };
                 rows.push(json!([outbound::button(
                     tx,
+                    &ctx.clock,
                     owner,
                     &format!("Send to {}", o.label),
                     &action,
@@ -200,7 +201,9 @@ pub(super) fn to_turn_as(
                 };
                 let ttl = outbound::QUESTION_TTL_MS;
                 let label = format!("Send to {}", i.label);
-                let mut row = vec![outbound::button(tx, owner, &label, &send, ctx.now_ms, ttl)?];
+                let mut row = vec![outbound::button(
+                    tx, &ctx.clock, owner, &label, &send, ctx.now_ms, ttl,
+                )?];
                 if let Some(thread) = msg.thread_id() {
                     let here = Button::Move {
                         turn,
@@ -208,7 +211,9 @@ pub(super) fn to_turn_as(
                         thread,
                     };
                     let label = format!("Move {} here", i.label);
-                    row.push(outbound::button(tx, owner, &label, &here, ctx.now_ms, ttl)?);
+                    row.push(outbound::button(
+                        tx, &ctx.clock, owner, &label, &here, ctx.now_ms, ttl,
+                    )?);
                 }
                 rows.push(json!(row));
             }

@@ -33,6 +33,8 @@ pub struct HandlerCtx {
     pub pairing: PairingMode,
     /// Now.
     pub now_ms: i64,
+    /// The hub's clock, for the random draws a handler makes (button tokens, pairing codes).
+    pub clock: crate::clock::Clock,
     /// The hub's lease epoch: binding changes made here are fenced by it.
     pub epoch: store::lease::Epoch,
     /// Topic title template.

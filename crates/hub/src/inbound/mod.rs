@@ -27,7 +27,7 @@ use telegram::{ApiErrorKind, CallError, Client};
 use tokio::sync::watch;
 
 use crate::crashpoint;
-use crate::db::{Db, now_ms};
+use crate::db::Db;
 use crate::error::HubError;
 use crate::outbound;
 use crate::wakes::{Wakes, sleep_for};
@@ -86,7 +86,7 @@ pub async fn run(
         let mut wake_at: Option<i64> = None;
         let mut later = |t: i64| wake_at = Some(wake_at.map_or(t, |w: i64| w.min(t)));
         for turn in db.read(turns::preparing).await? {
-            let now = now_ms();
+            let now = db.now_ms();
             if turn.gather_until_ms > now {
                 later(turn.gather_until_ms);
                 continue;
@@ -96,7 +96,7 @@ pub async fn run(
                 if f.state != FileState::Pending {
                     continue;
                 }
-                if f.not_before_ms > now_ms() {
+                if f.not_before_ms > db.now_ms() {
                     later(f.not_before_ms);
                     pending = true;
                     continue;
@@ -121,7 +121,8 @@ pub async fn run(
             }
         }
         wakes.sender.notify_one();
-        let wait = wake_at.map(|t| Duration::from_millis(u64::try_from(t - now_ms()).unwrap_or(0)));
+        let wait =
+            wake_at.map(|t| Duration::from_millis(u64::try_from(t - db.now_ms()).unwrap_or(0)));
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.inbound.notified() => {}
@@ -203,7 +204,7 @@ async fn fetch(
                 _ => backoff,
             };
             tracing::info!(file = f.id, attempt = f.attempts + 1, error = %e, "a download failed; trying again");
-            let (id, why, at) = (f.id, e.to_string(), now_ms() + wait);
+            let (id, why, at) = (f.id, e.to_string(), db.now_ms() + wait);
             db.write(move |tx| files::retry_later(tx, id, &why, at))
                 .await?;
             return Ok(false);
@@ -237,7 +238,8 @@ async fn fetch(
         return Ok(true);
     }
     let (id, p, size) = (f.id, path.display().to_string(), bytes.len() as i64);
-    db.write(move |tx| files::mark_saved(tx, id, &p, size, now_ms()))
+    let now = db.now_ms();
+    db.write(move |tx| files::mark_saved(tx, id, &p, size, now))
         .await?;
     tracing::debug!(file = f.id, turn = turn.id, bytes = size, "file saved");
     Ok(true)
@@ -273,9 +275,10 @@ async fn settle_not_saved(
     why: &str,
 ) -> Result<(), HubError> {
     let (t, f, why) = (turn.clone(), f.clone(), why.to_owned());
+    let now = db.now_ms();
     db.write(move |tx| {
-        if files::mark_not_saved(tx, f.id, state, &why, now_ms())? {
-            tell_not_saved(tx, &t, &f, &why)?;
+        if files::mark_not_saved(tx, f.id, state, &why, now)? {
+            tell_not_saved(tx, &t, &f, &why, now)?;
         }
         Ok(())
     })
@@ -283,7 +286,13 @@ async fn settle_not_saved(
     Ok(())
 }
 
-fn tell_not_saved(tx: &Connection, t: &Turn, f: &File, why: &str) -> Result<(), StoreError> {
+fn tell_not_saved(
+    tx: &Connection,
+    t: &Turn,
+    f: &File,
+    why: &str,
+    now: i64,
+) -> Result<(), StoreError> {
     let what = f.name.clone().unwrap_or_else(|| format!("The {}", f.kind));
     outbound::text(
         tx,
@@ -296,7 +305,7 @@ fn tell_not_saved(tx: &Connection, t: &Turn, f: &File, why: &str) -> Result<(), 
             purpose: &format!("file:{}", f.id),
             source_update_id: f.source_update_id,
         },
-        now_ms(),
+        now,
     )
     .map(drop)
 }
@@ -325,6 +334,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
         };
         let spoken = matches!(f.kind.as_str(), "voice" | "audio") && turn.text.trim().is_empty();
         let t = turn.clone();
+        let now = db.now_ms();
         db.write(move |tx| {
             if spoken {
                 // The transcript is what the person said: the prompt itself.
@@ -340,7 +350,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                         purpose: &format!("transcript:{}", f.id),
                         source_update_id: f.source_update_id,
                     },
-                    now_ms(),
+                    now,
                 )?;
                 files::set_output(tx, f.id, "")
             } else {
@@ -375,7 +385,7 @@ async fn finish(db: &Db, settings: &InboundSettings, turn: i64) -> Result<bool, 
 
 /// Removes downloaded files of finished turns older than the retention.
 async fn cleanup(db: &Db, settings: &InboundSettings) -> Result<(), HubError> {
-    let before = now_ms() - settings.retention.as_millis() as i64;
+    let before = db.now_ms() - settings.retention.as_millis() as i64;
     let old = db.read(move |c| files::saved_before(c, before)).await?;
     let mut removed = 0;
     for f in old {

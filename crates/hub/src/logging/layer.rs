@@ -101,7 +101,7 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for JsonLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let meta = event.metadata();
         let text = line(
-            crate::db::now_ms(),
+            crate::clock::system_now_ms(),
             meta.level().as_str(),
             meta.target(),
             event,

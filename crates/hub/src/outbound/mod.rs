@@ -11,6 +11,7 @@ use store::{Connection, StoreError, outbox};
 
 use crate::assistant::Rendering;
 use crate::buttons::Button;
+use crate::clock::Clock;
 use crate::delivery::{self, Alternative, Plan, Target};
 use crate::pairing;
 use crate::state;
@@ -560,14 +561,14 @@ pub const QUESTION_TTL_MS: i64 = 7 * 24 * 3_600_000;
 /// valid for `ttl_ms`; the action stays in the store.
 pub fn button(
     tx: &Connection,
+    clock: &Clock,
     owner: i64,
     label: &str,
     action: &Button,
     now: i64,
     ttl_ms: i64,
 ) -> Result<Value, StoreError> {
-    let token =
-        pairing::new_code().map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
+    let token = pairing::new_code(clock).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     store::callbacks::create(tx, &token, owner, &action.encode(), now, ttl_ms)?;
     Ok(json!({ "text": label, "callback_data": token }))
 }
