@@ -110,6 +110,8 @@ fn main() {
     let started = Instant::now();
     let mut rss_max_during = 0;
     let mut sent = 0;
+    // RSS every 2,000 turns: a leak grows with them, a cache levels off.
+    let mut curve = Vec::new();
     while sent < turns {
         let upto = (sent + WINDOW).min(turns);
         for i in sent..upto {
@@ -121,6 +123,9 @@ fn main() {
                 .unwrap();
         }
         sent = upto;
+        if sent % 2000 == 0 {
+            curve.push((sent, proc_field(pid, "VmRSS:").unwrap_or(0)));
+        }
         loop {
             rss_max_during = rss_max_during.max(proc_field(pid, "VmRSS:").unwrap_or(0));
             let done = answers();
@@ -171,6 +176,11 @@ fn main() {
         "| RSS highest while they ran | {} | < 20 MB |",
         mb(rss_max_during)
     );
+    let curve: Vec<String> = curve
+        .iter()
+        .map(|(n, kb)| format!("{n}: {}", mb(*kb)))
+        .collect();
+    println!("| RSS along the way (turns: RSS) | {} | flat |", curve.join(", "));
     println!(
         "| RSS idle after them | {} | < 20 MB, flat |",
         mb(rss_after)

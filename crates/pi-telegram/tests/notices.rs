@@ -314,6 +314,9 @@ fn quiet_restart(env: &Env, threaded: bool) {
     wait_for("the greeting", 20, || bot_message_count(env) >= 1);
     std::thread::sleep(Duration::from_millis(300));
     let before = bot_message_count(env);
+    // The hub dies first and the connection closes with it, as in a crash: a hub that saw
+    // the connection close while still running would rightly say the pi left.
+    hub.kill();
     drop(web);
     let mut hub = restart_hard(env, &mut hub);
     // A message written while the hub was away.
