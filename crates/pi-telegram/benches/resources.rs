@@ -180,7 +180,10 @@ fn main() {
         .iter()
         .map(|(n, kb)| format!("{n}: {}", mb(*kb)))
         .collect();
-    println!("| RSS along the way (turns: RSS) | {} | flat |", curve.join(", "));
+    println!(
+        "| RSS along the way (turns: RSS) | {} | flat |",
+        curve.join(", ")
+    );
     println!(
         "| RSS idle after them | {} | < 20 MB, flat |",
         mb(rss_after)
