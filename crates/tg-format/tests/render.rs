@@ -372,3 +372,53 @@ proptest! {
         check("random", &md);
     }
 }
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-list-from-zero.md): a list cut into rich
+/// pieces left two ordered lists in a row in one piece, which Markdown reads as one list, so
+/// item 3 showed as "4.". Lists in a row now alternate their markers.
+#[test]
+fn lists_in_a_row_keep_their_own_numbers() {
+    let show = |md: &str| -> Vec<String> {
+        markdown::render_rich(md, LIMIT, &RichBudget::default())
+            .iter()
+            .map(|p| {
+                let converted =
+                    rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default())
+                        .unwrap();
+                rich::plain_text(&converted)
+            })
+            .collect()
+    };
+    // `.` then `)`: two lists in the document, each numbered from 1.
+    let two = show("1. a\n2. b\n\n1) c\n2) d\n\n3) e\n");
+    assert_eq!(squash(&two.join("\n")), "1. a 2. b 1. c 2. d 3. e");
+    let bullets = show("- a\n\n* b\n\n+ c\n");
+    assert_eq!(squash(&bullets.join("\n")), "- a - b - c");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-list-from-zero.md");
+    let md = std::fs::read_to_string(corpus).unwrap();
+    for (limit, budget) in [
+        (LIMIT, RichBudget::default()),
+        (
+            120,
+            RichBudget {
+                chars: 300,
+                blocks: 12,
+            },
+        ),
+    ] {
+        for (i, p) in markdown::render_rich(&md, limit, &budget)
+            .iter()
+            .enumerate()
+        {
+            let converted =
+                rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default())
+                    .unwrap();
+            same_text(
+                &rich::plain_text(&converted),
+                &rich_visible(&p.blocks),
+                &format!("piece {i}"),
+            );
+        }
+    }
+}
