@@ -100,3 +100,19 @@ fn the_mutator_is_deterministic_and_bounded() {
     assert_ne!(run(7), run(8));
     assert!(run(9).iter().all(|m| m.len() <= 64));
 }
+
+/// `FUZZ_REPLAY=<target>:<file>` runs one input (a libFuzzer artifact, say) through a target
+/// on stable, with a backtrace on failure; without it, nothing.
+#[test]
+fn replay() {
+    let Ok(spec) = std::env::var("FUZZ_REPLAY") else {
+        return;
+    };
+    let (name, file) = spec.split_once(':').unwrap();
+    let (_, target) = fuzzing::TARGETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .copied()
+        .unwrap();
+    target(&std::fs::read(file).unwrap());
+}

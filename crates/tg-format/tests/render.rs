@@ -422,3 +422,30 @@ fn lists_in_a_row_keep_their_own_numbers() {
         }
     }
 }
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-before-stars.md): control characters at the
+/// start of a list item are cleaned to spaces, and four spaces after the marker made the rest
+/// an indented code block, its escapes shown literally. Leading spaces are written as text.
+#[test]
+fn spaces_at_the_start_of_a_line_are_text() {
+    let md = "1. \0\0\0\0\0\0**Read the fi";
+    for p in markdown::render_rich(md, LIMIT, &RichBudget::default()) {
+        let converted =
+            rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default()).unwrap();
+        same_text(
+            &rich::plain_text(&converted),
+            &rich_visible(&p.blocks),
+            "the item shows its text",
+        );
+    }
+    check(
+        "crash-nul-before-stars",
+        &String::from_utf8_lossy(
+            &std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../fuzz/corpus/markdown/crash-nul-before-stars.md"),
+            )
+            .unwrap(),
+        ),
+    );
+}

@@ -348,8 +348,14 @@ fn line_is_digits(out: &str) -> bool {
 /// Writes `text` escaped: ASCII punctuation that can mean something in Telegram's dialect gets
 /// a backslash; `.` and `)` do where they could end a list marker.
 fn escape_into(out: &mut String, text: &str, mut marker_context: bool) {
+    // Spaces at the start of a line are indentation to Markdown (four make the rest a code
+    // block: a list item whose text began with control characters, cleaned to spaces, showed
+    // its escapes literally); as character references they are text.
+    let mut line_start = marker_context;
     for c in text.chars() {
         match c {
+            ' ' if line_start => out.push_str("&#32;"),
+            '\t' if line_start => out.push_str("&#9;"),
             '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '<' | '>' | '(' | '#' | '+' | '-'
             | '!' | '|' | '~' | '=' | '$' | '&' | '^' => {
                 out.push('\\');
@@ -364,6 +370,11 @@ fn escape_into(out: &mut String, text: &str, mut marker_context: bool) {
         marker_context = match c {
             '\n' => true,
             d if d.is_ascii_digit() => marker_context,
+            _ => false,
+        };
+        line_start = match c {
+            '\n' => true,
+            ' ' | '\t' => line_start,
             _ => false,
         };
     }
