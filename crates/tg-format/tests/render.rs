@@ -449,3 +449,20 @@ fn spaces_at_the_start_of_a_line_are_text() {
         ),
     );
 }
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-footnote-label.md): a footnote label
+/// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
+/// piece and its plain fallback differed. Labels are cleaned like all other text.
+#[test]
+fn footnote_labels_are_cleaned_like_text() {
+    check(
+        "nul-in-footnote-label",
+        "See[^a\0b].\n\n[^a\0b]: the note\n",
+    );
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-nul-in-footnote-label.md");
+    check(
+        "crash-nul-in-footnote-label",
+        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+    );
+}
