@@ -152,8 +152,18 @@ impl ConfigFile {
                 });
             }
         };
+        Self::parse(path, &text)
+    }
+
+    /// Reads `text` as the contents of the file at `path` (which is only named in errors and
+    /// used by [`save`]); the same checks and migration as [`load`]. Separate from the file
+    /// system so the parser can be fuzzed without I/O.
+    ///
+    /// [`save`]: Self::save
+    /// [`load`]: Self::load
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
         // Editors on some systems save UTF-8 with a byte-order mark; JSON parsers refuse it.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         if text.trim().is_empty() {
             return Ok(Self {
                 path: path.to_owned(),
@@ -523,6 +533,18 @@ impl ConfigFile {
             .insert("hubBinary".into(), Value::String(path.to_owned()));
     }
 
+    /// Every key, as it stays in memory (the migration applied).
+    pub fn document(&self) -> &Map<String, Value> {
+        &self.doc
+    }
+
+    /// What [`save`] writes (without the final newline).
+    ///
+    /// [`save`]: Self::save
+    pub fn to_text(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(&Value::Object(self.doc.clone()))
+    }
+
     /// Writes the file atomically (temporary file, fsync, rename, fsync of the folder) with
     /// mode 0600.
     pub fn save(&self) -> Result<(), ConfigError> {
@@ -536,8 +558,7 @@ impl ConfigFile {
         let tmp = self
             .path
             .with_extension(format!("json.tmp{}", std::process::id()));
-        let text = serde_json::to_string_pretty(&Value::Object(self.doc.clone()))
-            .map_err(|e| io(std::io::Error::other(e)))?;
+        let text = self.to_text().map_err(|e| io(std::io::Error::other(e)))?;
         let result = (|| {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)

@@ -33,7 +33,8 @@ pub struct PollSettings {
     pub conflict_grace: Duration,
 }
 
-fn kind_name(raw: &str) -> String {
+/// The journal's `kind` of an update (`unreadable` when it is not JSON).
+pub fn kind_name(raw: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(v) => match UpdateView(&v).kind() {
             UpdateKind::Message => "message".into(),

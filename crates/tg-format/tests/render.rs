@@ -372,3 +372,97 @@ proptest! {
         check("random", &md);
     }
 }
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-list-from-zero.md): a list cut into rich
+/// pieces left two ordered lists in a row in one piece, which Markdown reads as one list, so
+/// item 3 showed as "4.". Lists in a row now alternate their markers.
+#[test]
+fn lists_in_a_row_keep_their_own_numbers() {
+    let show = |md: &str| -> Vec<String> {
+        markdown::render_rich(md, LIMIT, &RichBudget::default())
+            .iter()
+            .map(|p| {
+                let converted =
+                    rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default())
+                        .unwrap();
+                rich::plain_text(&converted)
+            })
+            .collect()
+    };
+    // `.` then `)`: two lists in the document, each numbered from 1.
+    let two = show("1. a\n2. b\n\n1) c\n2) d\n\n3) e\n");
+    assert_eq!(squash(&two.join("\n")), "1. a 2. b 1. c 2. d 3. e");
+    let bullets = show("- a\n\n* b\n\n+ c\n");
+    assert_eq!(squash(&bullets.join("\n")), "- a - b - c");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-list-from-zero.md");
+    let md = std::fs::read_to_string(corpus).unwrap();
+    for (limit, budget) in [
+        (LIMIT, RichBudget::default()),
+        (
+            120,
+            RichBudget {
+                chars: 300,
+                blocks: 12,
+            },
+        ),
+    ] {
+        for (i, p) in markdown::render_rich(&md, limit, &budget)
+            .iter()
+            .enumerate()
+        {
+            let converted =
+                rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default())
+                    .unwrap();
+            same_text(
+                &rich::plain_text(&converted),
+                &rich_visible(&p.blocks),
+                &format!("piece {i}"),
+            );
+        }
+    }
+}
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-before-stars.md): control characters at the
+/// start of a list item are cleaned to spaces, and four spaces after the marker made the rest
+/// an indented code block, its escapes shown literally. Leading spaces are written as text.
+#[test]
+fn spaces_at_the_start_of_a_line_are_text() {
+    let md = "1. \0\0\0\0\0\0**Read the fi";
+    for p in markdown::render_rich(md, LIMIT, &RichBudget::default()) {
+        let converted =
+            rich::convert(&json!({ "markdown": p.markdown }), &rich::Limits::default()).unwrap();
+        same_text(
+            &rich::plain_text(&converted),
+            &rich_visible(&p.blocks),
+            "the item shows its text",
+        );
+    }
+    check(
+        "crash-nul-before-stars",
+        &String::from_utf8_lossy(
+            &std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../fuzz/corpus/markdown/crash-nul-before-stars.md"),
+            )
+            .unwrap(),
+        ),
+    );
+}
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-footnote-label.md): a footnote label
+/// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
+/// piece and its plain fallback differed. Labels are cleaned like all other text.
+#[test]
+fn footnote_labels_are_cleaned_like_text() {
+    check(
+        "nul-in-footnote-label",
+        "See[^a\0b].\n\n[^a\0b]: the note\n",
+    );
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-nul-in-footnote-label.md");
+    check(
+        "crash-nul-in-footnote-label",
+        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+    );
+}

@@ -415,6 +415,19 @@ mod tests {
     }
 
     #[test]
+    fn event_numbers_survive_a_round_trip() {
+        // Found by fuzzing (fuzz/corpus/wire_line/crash-float-roundtrip.jsonl): without
+        // serde_json's `float_roundtrip`, a long number in one of pi's events could come back
+        // one unit in the last place off after the hub re-encoded it.
+        let line = r#"{"type":"event","event":{"type":"x","u":18446844674407844474407844674407844674407844674407844674407744073709551615,"c":0.1234567890123456789,"t":2.2250738585072011e-308}}"#;
+        let msg: ClientMsg = serde_json::from_str(line).unwrap_or(ClientMsg::Unknown);
+        assert!(matches!(msg, ClientMsg::Event { .. }));
+        let again: ClientMsg =
+            serde_json::from_str(crate::encode(&msg).trim_end()).unwrap_or(ClientMsg::Unknown);
+        assert_eq!(again, msg);
+    }
+
+    #[test]
     fn secrets() {
         assert!(secrets_match("abc", "abc"));
         assert!(!secrets_match("abc", "abd"));

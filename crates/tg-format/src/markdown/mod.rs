@@ -74,11 +74,7 @@ pub fn render_rich(markdown: &str, limit: usize, budget: &RichBudget) -> Vec<Ric
     group(blocks, budget)
         .into_iter()
         .map(|blocks| RichPiece {
-            markdown: blocks
-                .iter()
-                .map(to_rich::block)
-                .collect::<Vec<_>>()
-                .join("\n\n"),
+            markdown: to_rich::blocks(&blocks),
             fallback: html_pieces(&blocks, limit),
             blocks,
         })

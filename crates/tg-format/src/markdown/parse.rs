@@ -135,7 +135,9 @@ impl Builder {
             Event::InlineHtml(t) => self.inline(Inline::Text(clean_text(&t, false))),
             Event::SoftBreak | Event::HardBreak => self.inline(Inline::Break),
             Event::Rule => self.block(Block::Rule),
-            Event::FootnoteReference(label) => self.inline(Inline::FootnoteRef(label.to_string())),
+            Event::FootnoteReference(label) => {
+                self.inline(Inline::FootnoteRef(clean_text(&label, false)))
+            }
             Event::TaskListMarker(done) => {
                 if let Some(Frame::Blocks {
                     kind: BlocksKind::Item { checked },
@@ -192,7 +194,7 @@ impl Builder {
                 loose: Vec::new(),
             },
             Tag::FootnoteDefinition(label) => Frame::Blocks {
-                kind: BlocksKind::Footnote(label.to_string()),
+                kind: BlocksKind::Footnote(clean_text(&label, false)),
                 blocks: Vec::new(),
                 loose: Vec::new(),
             },

@@ -22,6 +22,11 @@ pub fn block(b: &Block) -> String {
     out
 }
 
+/// Top-level blocks as one rich message (lists in a row kept apart, see [`joined`]).
+pub fn blocks(blocks: &[Block]) -> String {
+    joined(blocks, 0)
+}
+
 fn write_block(out: &mut String, b: &Block, depth: usize) {
     match b {
         Block::Paragraph(inlines) => inline_all(out, inlines, Ctx::default()),
@@ -35,7 +40,7 @@ fn write_block(out: &mut String, b: &Block, depth: usize) {
             let inner = joined(blocks, depth + 1);
             out.push_str(&prefix_lines(&inner, "> ", ">"));
         }
-        Block::List { start, items } => list(out, *start, items, depth),
+        Block::List { start, items } => list(out, *start, items, depth, false),
         Block::Table(t) if t.columns() > MAX_COLUMNS || t.columns() == 0 => {
             code_block(out, None, &grid(t));
         }
@@ -51,11 +56,25 @@ fn write_block(out: &mut String, b: &Block, depth: usize) {
 }
 
 fn joined(blocks: &[Block], depth: usize) -> String {
+    let mut previous: Option<&Block> = None;
+    let mut other_marker = false;
     let parts: Vec<String> = blocks
         .iter()
         .map(|b| {
             let mut s = String::new();
-            write_block(&mut s, b, depth);
+            match b {
+                Block::List { start, items } => {
+                    // Markdown reads two lists of the same kind in a row as one list (numbered
+                    // on from the first: a list cut into pieces showed "4." for its item 3);
+                    // the other marker (`)` for `.`, `+` for `-`) starts a new one.
+                    let same_kind = matches!(previous,
+                        Some(Block::List { start: p, .. }) if p.is_some() == start.is_some());
+                    other_marker = same_kind && !other_marker;
+                    list(&mut s, *start, items, depth, other_marker);
+                }
+                _ => write_block(&mut s, b, depth),
+            }
+            previous = Some(b);
             s
         })
         .collect();
@@ -104,7 +123,7 @@ fn longest_run(text: &str, c: char) -> usize {
     best
 }
 
-fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize) {
+fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize, other_marker: bool) {
     if depth >= MAX_LIST_DEPTH {
         // Deeper than any answer needs: the items as indented text lines.
         let lines: Vec<String> = items
@@ -123,7 +142,12 @@ fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize) {
     for (i, item) in items.iter().enumerate() {
         let mut marker = match start {
             // CommonMark allows at most nine digits.
-            Some(n) => format!("{}. ", n.saturating_add(i as u64).min(999_999_999)),
+            Some(n) => format!(
+                "{}{} ",
+                n.saturating_add(i as u64).min(999_999_999),
+                if other_marker { ')' } else { '.' }
+            ),
+            None if other_marker => "+ ".to_owned(),
             None => "- ".to_owned(),
         };
         let pad = " ".repeat(marker.len());
@@ -324,8 +348,14 @@ fn line_is_digits(out: &str) -> bool {
 /// Writes `text` escaped: ASCII punctuation that can mean something in Telegram's dialect gets
 /// a backslash; `.` and `)` do where they could end a list marker.
 fn escape_into(out: &mut String, text: &str, mut marker_context: bool) {
+    // Spaces at the start of a line are indentation to Markdown (four make the rest a code
+    // block: a list item whose text began with control characters, cleaned to spaces, showed
+    // its escapes literally); as character references they are text.
+    let mut line_start = marker_context;
     for c in text.chars() {
         match c {
+            ' ' if line_start => out.push_str("&#32;"),
+            '\t' if line_start => out.push_str("&#9;"),
             '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '<' | '>' | '(' | '#' | '+' | '-'
             | '!' | '|' | '~' | '=' | '$' | '&' | '^' => {
                 out.push('\\');
@@ -340,6 +370,11 @@ fn escape_into(out: &mut String, text: &str, mut marker_context: bool) {
         marker_context = match c {
             '\n' => true,
             d if d.is_ascii_digit() => marker_context,
+            _ => false,
+        };
+        line_start = match c {
+            '\n' => true,
+            ' ' | '\t' => line_start,
             _ => false,
         };
     }
