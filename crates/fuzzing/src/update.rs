@@ -282,6 +282,8 @@ pub fn update(data: &[u8]) {
             title_template: "{slot} · {project}".into(),
             config_path: f.config.clone(),
             profile: hub::paths::ProfileName::default_profile(),
+            // Seeded: the button tokens a handler draws are the same on every run of an input.
+            clock: hub::clock::Clock::simulated(NOW, 1),
         };
         let result = f.store.write(|tx| {
             if threaded {
