@@ -454,6 +454,20 @@ fn spaces_at_the_start_of_a_line_are_text() {
 /// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
 /// piece and its plain fallback differed. Labels are cleaned like all other text.
 #[test]
+fn control_characters_leave_link_addresses() {
+    check(
+        "nul-in-link",
+        "[a link](https://x.example/a\0b) and ![pic](https://x.example/\u{1}p.png) end\n",
+    );
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-nul-in-link-url.md");
+    check(
+        "crash-nul-in-link-url",
+        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+    );
+}
+
+#[test]
 fn footnote_labels_are_cleaned_like_text() {
     check(
         "nul-in-footnote-label",

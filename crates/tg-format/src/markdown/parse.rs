@@ -62,6 +62,16 @@ pub(crate) fn clean_text(s: &str, code: bool) -> String {
     out
 }
 
+/// A link's address without the characters no URL may hold (control characters, and those
+/// Telegram removes from text): left in, they broke the HTML piece's attribute.
+pub(crate) fn clean_url(s: &str) -> String {
+    s.chars()
+        .filter(|c| {
+            !matches!(c, '\0'..='\u{1f}' | '\u{7f}' | '\u{2028}'..='\u{202e}' | '\u{30a}' | '\u{333}' | '\u{33f}')
+        })
+        .collect()
+}
+
 /// One open container.
 enum Frame {
     /// Blocks: the root, a quote, a list item, a footnote. Inline events that arrive directly
@@ -245,11 +255,11 @@ impl Builder {
                 content: Vec::new(),
             },
             Tag::Link { dest_url, .. } => Frame::Inlines {
-                kind: InlineKind::Link(dest_url.to_string()),
+                kind: InlineKind::Link(clean_url(&dest_url)),
                 content: Vec::new(),
             },
             Tag::Image { dest_url, .. } => Frame::Inlines {
-                kind: InlineKind::Image(dest_url.to_string()),
+                kind: InlineKind::Image(clean_url(&dest_url)),
                 content: Vec::new(),
             },
             // Not enabled (definition lists, metadata, sub/superscript): their content is
