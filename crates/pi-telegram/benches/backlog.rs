@@ -5,38 +5,17 @@
 //! Targets (2-core machine): >= 5,000 updates/s handled, idle CPU ~ 0, RSS < 20 MB.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{clk_tck, cpu_ticks, proc_field};
 use serde_json::json;
 use tg_fake::{FakeConfig, FakeServer};
 
 const UPDATES: usize = 10_000;
 const TOKEN: &str = "1000:fake-token";
-
-fn proc_field(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// utime + stime in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-fn clk_tck() -> u64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100)
-}
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
