@@ -450,9 +450,8 @@ fn spaces_at_the_start_of_a_line_are_text() {
     );
 }
 
-/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-footnote-label.md): a footnote label
-/// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
-/// piece and its plain fallback differed. Labels are cleaned like all other text.
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-link-url.md): a NUL in a link address
+/// broke the HTML piece's `href`. Addresses lose control characters.
 #[test]
 fn control_characters_leave_link_addresses() {
     check(
@@ -467,6 +466,9 @@ fn control_characters_leave_link_addresses() {
     );
 }
 
+/// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-footnote-label.md): a footnote label
+/// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
+/// piece and its plain fallback differed. Labels are cleaned like all other text.
 #[test]
 fn footnote_labels_are_cleaned_like_text() {
     check(
@@ -477,6 +479,35 @@ fn footnote_labels_are_cleaned_like_text() {
         .join("../../fuzz/corpus/markdown/crash-nul-in-footnote-label.md");
     check(
         "crash-nul-in-footnote-label",
+        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+    );
+}
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-footnote-code-block.md): a footnote whose body
+/// starts with a code block had its fence written on the label's line, where it is text, so the
+/// rich piece showed the fences and the code ran on into the next blocks.
+#[test]
+fn a_footnote_body_that_is_not_a_paragraph_starts_on_its_own_line() {
+    for body in [
+        "    indented code",
+        "```\nfenced code\n```",
+        "- a list",
+        "> a quote",
+        "# a heading",
+    ] {
+        let md = format!("See[^n].\n\n[^n]:\n{body}\n\nAfter.\n");
+        check("footnote-body", &md);
+        let rich = markdown::render_rich(&md, 4000, &RichBudget::default());
+        let written: String = rich.iter().map(|p| p.markdown.as_str()).collect();
+        assert!(
+            !written.contains("]: ```") && !written.contains("]: -") && !written.contains("]: >"),
+            "block syntax after the label: {written}"
+        );
+    }
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-footnote-code-block.md");
+    check(
+        "crash-footnote-code-block",
         &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
     );
 }

@@ -48,8 +48,16 @@ fn write_block(out: &mut String, b: &Block, depth: usize) {
         Block::Rule => out.push_str("***"),
         Block::Footnote { label, blocks } => {
             let mut text = String::new();
-            escape_into(&mut text, &format!("[^{label}]: "), false);
+            escape_into(&mut text, &format!("[^{label}]:"), false);
             out.push_str(&text);
+            // Only a paragraph may share the label's line: a fence, a heading mark, a list
+            // marker or a quote is block syntax only at the start of a line (written after the
+            // label, a code block showed its fences as text).
+            match blocks.first() {
+                Some(Block::Paragraph(_)) => out.push(' '),
+                Some(_) => out.push_str("\n\n"),
+                None => {}
+            }
             out.push_str(&joined(blocks, depth + 1));
         }
     }
