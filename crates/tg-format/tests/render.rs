@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use serde_json::json;
-use tg_format::markdown::doc::{Block, inline_text};
+use tg_format::markdown::visible::{rich_visible, words};
 use tg_format::markdown::{self, RichBudget, TEXT_LIMIT, layout, parse};
 use tg_format::{html, rich, utf16};
 
@@ -41,100 +41,6 @@ fn same_text(got: &str, want: &str, what: &str) {
         show(&g, from),
         show(&w, wfrom.min(w.len()))
     );
-}
-
-/// The text tg-fake's rich parser shows for these blocks (its `plain_text` rules: blocks on
-/// their own lines, list items as `- ` or `N. `, table cells separated by tabs).
-fn rich_visible(blocks: &[Block]) -> String {
-    let mut lines = Vec::new();
-    for b in blocks {
-        rich_lines(b, &mut lines, 0);
-    }
-    lines.join("\n")
-}
-
-fn rich_lines(b: &Block, lines: &mut Vec<String>, depth: usize) {
-    match b {
-        Block::Paragraph(i) | Block::Heading { content: i, .. } => lines.push(inline_text(i)),
-        Block::Code { text, .. } => lines.push(text.clone()),
-        Block::Quote(blocks) => blocks.iter().for_each(|b| rich_lines(b, lines, depth)),
-        Block::List { start, items } if depth < 10 => {
-            for (n, item) in items.iter().enumerate() {
-                let mut prefix = match start {
-                    Some(s) => format!("{}. ", (s + n as u64).min(999_999_999)),
-                    None => "- ".into(),
-                };
-                match item.checked {
-                    Some(true) => prefix.push_str("[x] "),
-                    Some(false) => prefix.push_str("[ ] "),
-                    None => {}
-                }
-                let mut inner = Vec::new();
-                item.blocks
-                    .iter()
-                    .for_each(|b| rich_lines(b, &mut inner, depth + 1));
-                lines.push(format!("{prefix}{}", inner.join("\n")));
-            }
-        }
-        Block::List { items, .. } => {
-            let text: Vec<String> = items
-                .iter()
-                .map(|i| {
-                    let mut inner = Vec::new();
-                    i.blocks
-                        .iter()
-                        .for_each(|b| rich_lines(b, &mut inner, depth + 1));
-                    format!("◦ {}", inner.join(" "))
-                })
-                .collect();
-            lines.push(text.join("\n"));
-        }
-        Block::Table(t) if t.columns() > 20 => lines.push(layout::grid(t)),
-        Block::Table(t) => {
-            for row in std::iter::once(&t.head).chain(&t.rows) {
-                let cells: Vec<String> = (0..t.columns())
-                    .map(|i| {
-                        row.get(i)
-                            .map(|c| inline_text(c).replace('\n', " "))
-                            .unwrap_or_default()
-                    })
-                    .collect();
-                lines.push(cells.join("\t"));
-            }
-        }
-        Block::Rule => lines.push("---".into()),
-        Block::Footnote { label, blocks } => {
-            let mut inner = Vec::new();
-            blocks.iter().for_each(|b| rich_lines(b, &mut inner, depth));
-            lines.push(format!("[^{label}]: {}", inner.join("\n")));
-        }
-    }
-}
-
-/// The words of blocks: every text and code character, without any markers or layout.
-fn words(blocks: &[Block]) -> String {
-    let mut out = Vec::new();
-    for b in blocks {
-        match b {
-            Block::Paragraph(i) | Block::Heading { content: i, .. } => out.push(inline_text(i)),
-            Block::Code { text, .. } => out.push(text.clone()),
-            Block::Quote(inner) | Block::Footnote { blocks: inner, .. } => out.push(words(inner)),
-            Block::List { items, .. } => {
-                for i in items {
-                    out.push(words(&i.blocks));
-                }
-            }
-            Block::Table(t) => {
-                for row in std::iter::once(&t.head).chain(&t.rows) {
-                    for c in row {
-                        out.push(inline_text(c));
-                    }
-                }
-            }
-            Block::Rule => {}
-        }
-    }
-    out.join(" ")
 }
 
 /// Checks every mode for one answer; returns the number of pieces per mode.
@@ -508,6 +414,32 @@ fn a_footnote_body_that_is_not_a_paragraph_starts_on_its_own_line() {
         .join("../../fuzz/corpus/markdown/crash-footnote-code-block.md");
     check(
         "crash-footnote-code-block",
+        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+    );
+}
+
+/// Found by fuzzing (fuzz/corpus/markdown/crash-quotes-too-deep.md): a hundred `>` in a row made
+/// a rich piece Telegram refuses (more than 16 levels of nesting). Quotes, like lists, stop
+/// nesting at ten levels.
+#[test]
+fn quotes_nested_too_deep_are_flattened() {
+    for (name, md) in [
+        ("quotes", format!("{} deep\n", "> ".repeat(100))),
+        ("quotes in lists", format!("{}deep\n", "- > ".repeat(40))),
+    ] {
+        check(name, &md);
+        // A budget the nesting alone exceeds: every level is cut (this took 2^depth steps).
+        let small = RichBudget {
+            chars: 300,
+            blocks: 12,
+        };
+        let pieces = markdown::render_rich(&md, 120, &small);
+        assert!(!pieces.is_empty(), "{name}: no piece");
+    }
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown/crash-quotes-too-deep.md");
+    check(
+        "crash-quotes-too-deep",
         &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
     );
 }

@@ -17,6 +17,7 @@ pub mod parse;
 pub mod preview;
 pub mod styled;
 pub mod to_rich;
+pub mod visible;
 
 use doc::Block;
 
@@ -133,10 +134,18 @@ fn sum(blocks: &[Block], own: usize) -> (usize, usize) {
 
 /// Groups blocks into rich pieces within `budget`, cutting blocks that alone exceed it.
 fn group(blocks: Vec<Block>, budget: &RichBudget) -> Vec<Vec<Block>> {
+    let fitted = blocks.into_iter().flat_map(|b| fit(b, budget)).collect();
+    group_fitted(fitted, budget)
+}
+
+/// Groups blocks that each fit `budget` already. [`fit`] calls this for a quote's content,
+/// which it has fitted itself: fitting it again made every level of nested quotes fit its
+/// content twice (2^depth calls; a hundred `>` never finished).
+fn group_fitted(blocks: Vec<Block>, budget: &RichBudget) -> Vec<Vec<Block>> {
     let mut out: Vec<Vec<Block>> = Vec::new();
     let mut current = Vec::new();
     let (mut chars, mut count) = (0, 0);
-    for b in blocks.into_iter().flat_map(|b| fit(b, budget)) {
+    for b in blocks {
         let (c, n) = rich_metrics(&b);
         if !current.is_empty() && (chars + c > budget.chars || count + n > budget.blocks) {
             out.push(std::mem::take(&mut current));
@@ -238,7 +247,10 @@ fn fit(b: Block, budget: &RichBudget) -> Vec<Block> {
         }
         Block::Quote(blocks) => {
             let inner: Vec<Block> = blocks.into_iter().flat_map(|b| fit(b, budget)).collect();
-            group(inner, budget).into_iter().map(Block::Quote).collect()
+            group_fitted(inner, budget)
+                .into_iter()
+                .map(Block::Quote)
+                .collect()
         }
         // Text too long for one message (tens of thousands of characters in one paragraph):
         // cut into paragraphs of its text.

@@ -11,9 +11,9 @@ use super::layout::{clean_lang, grid};
 
 /// Telegram's table column limit.
 pub const MAX_COLUMNS: usize = 20;
-/// Lists nested deeper than this are flattened into indented lines, well within Telegram's 16
-/// levels of nesting.
-const MAX_LIST_DEPTH: usize = 10;
+/// Lists and quotes nested deeper than this are flattened (lists into indented lines, quotes
+/// into their parent quote), well within Telegram's 16 levels of nesting.
+const MAX_DEPTH: usize = 10;
 
 /// One top-level block as rich Markdown.
 pub fn block(b: &Block) -> String {
@@ -36,6 +36,9 @@ fn write_block(out: &mut String, b: &Block, depth: usize) {
             inline_all(out, content, Ctx::default());
         }
         Block::Code { lang, text } => code_block(out, lang.as_deref(), text),
+        // A quote in a quote nested this deep is shown at its parent's level (a hundred `>`
+        // in a row were refused as too deep).
+        Block::Quote(blocks) if depth >= MAX_DEPTH => out.push_str(&joined(blocks, depth)),
         Block::Quote(blocks) => {
             let inner = joined(blocks, depth + 1);
             out.push_str(&prefix_lines(&inner, "> ", ">"));
@@ -132,7 +135,7 @@ fn longest_run(text: &str, c: char) -> usize {
 }
 
 fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize, other_marker: bool) {
-    if depth >= MAX_LIST_DEPTH {
+    if depth >= MAX_DEPTH {
         // Deeper than any answer needs: the items as indented text lines.
         let lines: Vec<String> = items
             .iter()
