@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use store::Cached;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
@@ -458,7 +459,7 @@ fn retarget_waiting(
     chat: i64,
     thread: i64,
 ) -> Result<usize, StoreError> {
-    tx.execute(
+    tx.exec(
         "UPDATE outbox SET thread_id = ?3, params = json_set(params, '$.message_thread_id', ?3),
                 not_before_ms = 0, handling = 'delivered to the new thread'
          WHERE state = 'pending' AND identity = ?1 AND chat_id = ?2 AND not_before_ms = ?4",
@@ -540,7 +541,7 @@ pub fn topic_gone(tx: &Connection, chat: i64, thread: i64, now: i64) -> Result<b
         return Ok(false);
     };
     // Everything pending for the dead topic waits for the identity's next one.
-    tx.execute(
+    tx.exec(
         "UPDATE outbox SET not_before_ms = ?3, identity = ?4,
                 handling = 'waiting for a new thread: the topic was deleted'
          WHERE state = 'pending' AND chat_id = ?1 AND thread_id = ?2",

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A file waiting for its turn's answer.
@@ -43,7 +44,7 @@ pub struct NewAttachment<'a> {
 
 /// Records a file for turn `turn_id`'s answer.
 pub fn create(conn: &Connection, a: &NewAttachment<'_>, now_ms: i64) -> Result<i64> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO attachments(turn_id, path, name, mime, size, caption, state, created_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'waiting', ?7)",
         params![a.turn_id, a.path, a.name, a.mime, a.size, a.caption, now_ms],
@@ -76,7 +77,7 @@ pub fn take_waiting(conn: &Connection, turn_id: i64) -> Result<Vec<Attachment>> 
         .map_err(StoreError::sqlite(ctx))?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(StoreError::sqlite(ctx))?;
-    conn.execute(
+    conn.exec(
         "UPDATE attachments SET state = 'queued' WHERE turn_id = ?1 AND state = 'waiting'",
         [turn_id],
     )

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// Stores an action under `token`.
@@ -14,20 +15,20 @@ pub fn create(
     now_ms: i64,
     ttl_ms: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO callbacks(token, owner, action, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![token, owner, action, now_ms, now_ms + ttl_ms],
     )
     .map(drop)
     .map_err(StoreError::sqlite("storing a button"))?;
-    conn.execute("DELETE FROM callbacks WHERE expires_ms < ?1", [now_ms])
+    conn.exec("DELETE FROM callbacks WHERE expires_ms < ?1", [now_ms])
         .map(drop)
         .map_err(StoreError::sqlite("expiring buttons"))
 }
 
 /// The action of `token` if it belongs to `owner` and has not expired.
 pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result<Option<String>> {
-    conn.query_row(
+    conn.row(
         "SELECT action FROM callbacks WHERE token = ?1 AND owner = ?2 AND expires_ms > ?3",
         params![token, owner, now_ms],
         |r| r.get(0),
@@ -39,7 +40,7 @@ pub fn lookup(conn: &Connection, token: &str, owner: i64, now_ms: i64) -> Result
 /// Replaces the action behind `token` (a settled question's buttons only say how it was
 /// settled, however often their data is sent again). `false` when there was no such token.
 pub fn replace(conn: &Connection, token: &str, action: &str) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE callbacks SET action = ?2 WHERE token = ?1",
         params![token, action],
     )

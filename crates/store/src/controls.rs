@@ -7,6 +7,7 @@
 use rusqlite::{Connection, Row, params};
 use serde_json::Value;
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A control's state.
@@ -106,7 +107,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Control, String, String)> {
 /// Records a control. `None` when its update recorded one of this kind already.
 pub fn create(conn: &Connection, c: &NewControl<'_>, now_ms: i64) -> Result<Option<i64>> {
     let n = conn
-        .execute(
+        .exec(
             "INSERT INTO controls(source_update_id, kind, identity, turn_id, chat_id, thread_id,
                                   message_id, params, state, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9) ON CONFLICT DO NOTHING",
@@ -150,7 +151,7 @@ pub fn open(conn: &Connection) -> Result<Vec<Control>> {
 
 /// `pending -> sent`: handed to pi. `false` when it was not pending.
 pub fn mark_sent(conn: &Connection, id: i64) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE controls SET state = 'sent' WHERE id = ?1 AND state = 'pending'",
         [id],
     )
@@ -160,7 +161,7 @@ pub fn mark_sent(conn: &Connection, id: i64) -> Result<bool> {
 
 /// Marks a control done. `false` when it was done already.
 pub fn mark_done(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE controls SET state = 'done', done_ms = ?2 WHERE id = ?1 AND state != 'done'",
         params![id, now_ms],
     )

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, Row, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A file's state.
@@ -181,7 +182,7 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
 /// Records a file; `None` when its update recorded it already.
 pub fn create(conn: &Connection, f: &NewFile<'_>, now_ms: i64) -> Result<Option<i64>> {
     let n = conn
-        .execute(
+        .exec(
             "INSERT INTO files(turn_id, source_update_id, seq, origin, kind, file_id,
                                file_unique_id, name, mime, size, state, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11)
@@ -216,7 +217,7 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<File>> {
 
 /// `pending -> saved`. `false` when it was settled already.
 pub fn mark_saved(conn: &Connection, id: i64, path: &str, size: i64, now_ms: i64) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE files SET state = 'saved', path = ?2, size = ?3, done_ms = ?4
          WHERE id = ?1 AND state = 'pending'",
         params![id, path, size, now_ms],
@@ -234,7 +235,7 @@ pub fn mark_not_saved(
     now_ms: i64,
 ) -> Result<bool> {
     debug_assert!(matches!(state, FileState::Refused | FileState::Failed));
-    conn.execute(
+    conn.exec(
         "UPDATE files SET state = ?2, error = ?3, done_ms = ?4 WHERE id = ?1 AND state = 'pending'",
         params![id, state.as_str(), why, now_ms],
     )
@@ -244,7 +245,7 @@ pub fn mark_not_saved(
 
 /// A download attempt failed for a reason that may pass: try again at `not_before_ms`.
 pub fn retry_later(conn: &Connection, id: i64, why: &str, not_before_ms: i64) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE files SET attempts = attempts + 1, error = ?2, not_before_ms = ?3
          WHERE id = ?1 AND state = 'pending'",
         params![id, why, not_before_ms],
@@ -255,7 +256,7 @@ pub fn retry_later(conn: &Connection, id: i64, why: &str, not_before_ms: i64) ->
 
 /// Stores what an inbound handler made of a saved file.
 pub fn set_output(conn: &Connection, id: i64, output: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE files SET output = ?2 WHERE id = ?1",
         params![id, output],
     )
@@ -275,7 +276,7 @@ pub fn saved_before(conn: &Connection, before_ms: i64) -> Result<Vec<File>> {
 
 /// Forgets the path of a file whose copy was removed.
 pub fn forget_path(conn: &Connection, id: i64) -> Result<()> {
-    conn.execute("UPDATE files SET path = NULL WHERE id = ?1", [id])
+    conn.exec("UPDATE files SET path = NULL WHERE id = ?1", [id])
         .map(drop)
         .map_err(StoreError::sqlite("forgetting a file's copy"))
 }

@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A recorded flood wait.
@@ -25,7 +26,7 @@ pub fn record(
     retry_after_s: i64,
     now_ms: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO flood_waits(scope, until_ms, retry_after_s, recorded_ms) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT(scope) DO UPDATE SET
             retry_after_s = CASE WHEN excluded.until_ms > until_ms THEN excluded.retry_after_s ELSE retry_after_s END,

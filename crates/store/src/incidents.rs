@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// How many incidents are kept.
@@ -20,12 +21,12 @@ pub struct Incident {
 
 /// Records an incident, keeping the last [`KEEP`].
 pub fn record(conn: &Connection, at_ms: i64, context: &str, message: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO incidents(at_ms, context, message) VALUES (?1, ?2, ?3)",
         params![at_ms, context, message],
     )
     .map_err(StoreError::sqlite("recording an incident"))?;
-    conn.execute(
+    conn.exec(
         "DELETE FROM incidents WHERE id <= (SELECT max(id) FROM incidents) - ?1",
         [KEEP],
     )

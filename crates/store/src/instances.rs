@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, Row, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// An instance row.
@@ -68,7 +69,7 @@ fn select(
 
 /// Records a connected instance.
 pub fn insert(conn: &Connection, row: &InstanceRow) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO instances(id, identity, transport, pid, cwd, label, session_id, state, connected_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![row.id, row.identity, row.transport, row.pid, row.cwd, row.label, row.session_id, row.state, row.connected_ms],
@@ -79,7 +80,7 @@ pub fn insert(conn: &Connection, row: &InstanceRow) -> Result<()> {
 
 /// Updates a live instance's state (`idle`/`busy`).
 pub fn set_state(conn: &Connection, id: &str, state: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE instances SET state = ?2 WHERE id = ?1 AND state != 'gone'",
         params![id, state],
     )
@@ -89,7 +90,7 @@ pub fn set_state(conn: &Connection, id: &str, state: &str) -> Result<()> {
 
 /// Marks an instance gone.
 pub fn mark_gone(conn: &Connection, id: &str, reason: &str, now_ms: i64) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE instances SET state = 'gone', gone_ms = ?2, gone_reason = ?3 WHERE id = ?1 AND state != 'gone'",
         params![id, now_ms, reason],
     )
@@ -99,7 +100,7 @@ pub fn mark_gone(conn: &Connection, id: &str, reason: &str, now_ms: i64) -> Resu
 
 /// At hub start every instance of the previous hub is gone (their connections died with it).
 pub fn mark_all_gone(conn: &Connection, reason: &str, now_ms: i64) -> Result<usize> {
-    conn.execute(
+    conn.exec(
         "UPDATE instances SET state = 'gone', gone_ms = ?1, gone_reason = ?2 WHERE state != 'gone'",
         params![now_ms, reason],
     )

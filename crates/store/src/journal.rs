@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError, kv};
 
 /// A journaled update.
@@ -88,7 +89,7 @@ pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Entry>> {
 /// error (the caller's transaction then rolls back).
 pub fn mark_handled(conn: &Connection, update_id: i64, outcome: &str, now_ms: i64) -> Result<()> {
     let changed = conn
-        .execute(
+        .exec(
             "UPDATE journal SET handled_ms = ?2, outcome = ?3 WHERE update_id = ?1 AND handled_ms IS NULL",
             params![update_id, now_ms, outcome],
         )
@@ -103,7 +104,7 @@ pub fn mark_handled(conn: &Connection, update_id: i64, outcome: &str, now_ms: i6
 
 /// How an update was handled: `(handled_ms, outcome)`, `None` while pending or unknown.
 pub fn outcome(conn: &Connection, update_id: i64) -> Result<Option<(i64, String)>> {
-    conn.query_row(
+    conn.row(
         "SELECT handled_ms, outcome FROM journal WHERE update_id = ?1 AND handled_ms IS NOT NULL",
         [update_id],
         |r| {
@@ -120,7 +121,7 @@ pub fn outcome(conn: &Connection, update_id: i64) -> Result<Option<(i64, String)
 /// `(pending, handled)`; `handled` includes entries pruned since.
 pub fn counts(conn: &Connection) -> Result<(i64, i64)> {
     let (pending, handled): (i64, i64) = conn
-        .query_row(
+        .row(
             "SELECT count(*) FILTER (WHERE handled_ms IS NULL), count(*) FILTER (WHERE handled_ms IS NOT NULL) FROM journal",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),

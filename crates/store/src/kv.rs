@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// Key of the next `getUpdates` offset.
@@ -21,14 +22,14 @@ pub const HUB_STARTED_MS: &str = "hub.started_ms";
 
 /// Reads a value.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
-    conn.query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
+    conn.row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
         .optional()
         .map_err(StoreError::sqlite(format!("reading {key}")))
 }
 
 /// Writes a value.
 pub fn set(conn: &Connection, key: &str, value: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO kv(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         params![key, value],
     )
@@ -38,7 +39,7 @@ pub fn set(conn: &Connection, key: &str, value: &str) -> Result<()> {
 
 /// Removes a value.
 pub fn delete(conn: &Connection, key: &str) -> Result<()> {
-    conn.execute("DELETE FROM kv WHERE key = ?1", [key])
+    conn.exec("DELETE FROM kv WHERE key = ?1", [key])
         .map(drop)
         .map_err(StoreError::sqlite(format!("removing {key}")))
 }

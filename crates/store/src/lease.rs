@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A lease epoch.
@@ -23,7 +24,7 @@ pub struct Lease {
 
 /// Takes the lease with a new epoch.
 pub fn acquire(conn: &Connection, pid: i64, now_ms: i64) -> Result<Epoch> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO lease(id, epoch, holder_pid, acquired_ms) VALUES (1, 1, ?1, ?2)
          ON CONFLICT(id) DO UPDATE SET epoch = epoch + 1, holder_pid = excluded.holder_pid,
             acquired_ms = excluded.acquired_ms",
@@ -37,7 +38,7 @@ pub fn acquire(conn: &Connection, pid: i64, now_ms: i64) -> Result<Epoch> {
 
 /// The current lease.
 pub fn current(conn: &Connection) -> Result<Option<Lease>> {
-    conn.query_row(
+    conn.row(
         "SELECT epoch, holder_pid, acquired_ms FROM lease WHERE id = 1",
         [],
         |r| {

@@ -7,6 +7,7 @@ use std::fmt;
 use rusqlite::{Connection, Row, params};
 use serde_json::Value;
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A row's state.
@@ -199,7 +200,7 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
 /// exists already (the handler ran before; nothing is queued twice).
 pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Option<i64>> {
     let n = conn
-        .execute(
+        .exec(
             "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, method, params, purpose,
                                 source_update_id, resend_if_unknown, state, identity, turn_id, plan)
              VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11)
@@ -250,7 +251,7 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
 /// every millisecond (found by `crates/hub/tests/simulation.rs`).
 pub fn next_due_ms(conn: &Connection, after_ms: i64) -> Result<Option<i64>> {
     // Through `outbox_open` (see [`heads`]).
-    conn.query_row(
+    conn.row(
         "SELECT min(not_before_ms) FROM outbox o WHERE state IN ('pending', 'sending')
            AND state = 'pending' AND not_before_ms > ?1
            AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
@@ -275,7 +276,7 @@ fn transition(
     let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
     all.extend_from_slice(args);
     let n = conn
-        .execute(&sql, all.as_slice())
+        .exec(&sql, all.as_slice())
         .map_err(StoreError::sqlite("updating the outbox"))?;
     if n != 1 {
         return Err(StoreError::Corrupt(format!(
@@ -287,7 +288,7 @@ fn transition(
 
 /// Holds a pending row until `not_before_ms` (a far future value parks it until released).
 pub fn hold(conn: &Connection, id: i64, not_before_ms: i64, handling: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE outbox SET not_before_ms = ?2, handling = ?3 WHERE id = ?1 AND state = 'pending'",
         params![id, not_before_ms, handling],
     )
@@ -400,7 +401,7 @@ pub fn mark_resend(
 /// How many copies were sent again after an unknown outcome, in all (pruned rows included).
 pub fn resent_total(conn: &Connection) -> Result<i64> {
     let here: i64 = conn
-        .query_row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
+        .row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
             r.get(0)
         })
         .map_err(StoreError::sqlite("counting resent messages"))?;
@@ -446,7 +447,7 @@ pub fn mark_failed(
 /// `ambiguous`. Returns `(resent, ambiguous)` counts.
 pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usize)> {
     let resent = conn
-        .execute(
+        .exec(
             "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
                     resent = resent + 1, updated_ms = ?1,
                     plan = CASE WHEN plan IS NULL THEN NULL
@@ -456,7 +457,7 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
         )
         .map_err(StoreError::sqlite("recovering the outbox"))?;
     let ambiguous = conn
-        .execute(
+        .exec(
             "UPDATE outbox SET state = 'ambiguous',
                     handling = 'not resent: the hub stopped during the send, it may have arrived',
                     updated_ms = ?1 WHERE state = 'sending'",
@@ -514,7 +515,7 @@ pub fn replan(
     handling: &str,
     now_ms: i64,
 ) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE outbox SET not_before_ms = 0, method = ?2, params = ?3, plan = ?4, handling = ?5,
                            updated_ms = ?6
          WHERE id = ?1 AND state = 'pending'",

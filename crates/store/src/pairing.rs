@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A pairing code's state.
@@ -38,7 +39,7 @@ pub fn open(
     ttl_ms: i64,
     attempts: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO pairing(id, code_hash, created_ms, expires_ms, attempts_left, state)
          VALUES (1, ?1, ?2, ?3, ?4, 'open')
          ON CONFLICT(id) DO UPDATE SET code_hash = excluded.code_hash, created_ms = excluded.created_ms,
@@ -52,7 +53,7 @@ pub fn open(
 /// The current code, if any was ever created.
 pub fn current(conn: &Connection) -> Result<Option<Pairing>> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT code_hash, created_ms, expires_ms, attempts_left, state FROM pairing WHERE id = 1",
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get::<_, String>(4)?)),
@@ -81,7 +82,7 @@ pub fn current(conn: &Connection) -> Result<Option<Pairing>> {
 
 /// Counts a wrong attempt; the code dies at zero. Returns the attempts left.
 pub fn record_wrong(conn: &Connection) -> Result<i64> {
-    conn.execute(
+    conn.exec(
         "UPDATE pairing SET attempts_left = max(attempts_left - 1, 0),
                 state = CASE WHEN attempts_left - 1 <= 0 THEN 'dead' ELSE state END
          WHERE id = 1 AND state = 'open'",
@@ -93,7 +94,7 @@ pub fn record_wrong(conn: &Connection) -> Result<i64> {
 
 /// The code was used.
 pub fn mark_used(conn: &Connection) -> Result<()> {
-    conn.execute("UPDATE pairing SET state = 'used' WHERE id = 1", [])
+    conn.exec("UPDATE pairing SET state = 'used' WHERE id = 1", [])
         .map(drop)
         .map_err(StoreError::sqlite("closing the pairing code"))
 }

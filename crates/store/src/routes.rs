@@ -5,6 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// Remembers that message `message_id` in `chat_id` came from `identity`'s turn.
@@ -16,7 +17,7 @@ pub fn record(
     turn_id: Option<i64>,
     now_ms: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO message_routes(chat_id, message_id, identity, turn_id, used_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT(chat_id, message_id) DO UPDATE SET identity = excluded.identity,
@@ -29,7 +30,7 @@ pub fn record(
 
 /// The identity a message speaks for.
 pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option<String>> {
-    conn.query_row(
+    conn.row(
         "SELECT identity FROM message_routes WHERE chat_id = ?1 AND message_id = ?2",
         params![chat_id, message_id],
         |r| r.get(0),
@@ -40,7 +41,7 @@ pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option
 
 /// The person replied to this message: its route is in use and stays another retention period.
 pub fn used(conn: &Connection, chat_id: i64, message_id: i64, now_ms: i64) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE message_routes SET used_ms = max(coalesce(used_ms, ?3), ?3)
          WHERE chat_id = ?1 AND message_id = ?2",
         params![chat_id, message_id, now_ms],

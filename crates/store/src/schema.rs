@@ -5,6 +5,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// Migrations, version `i + 1` at index `i`. Never edit a released one: append.
@@ -358,7 +359,7 @@ pub const CURRENT: i64 = MIGRATIONS.len() as i64;
 
 /// The database's schema version.
 pub fn version(conn: &Connection) -> Result<i64> {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+    conn.row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(StoreError::sqlite("reading the schema version"))
 }
 

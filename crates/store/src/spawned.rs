@@ -5,6 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// The life of a spawned instance.
@@ -93,7 +94,7 @@ const COLUMNS: &str = "id, cwd, env, session_file, instance_id, state, detail";
 pub fn insert(conn: &Connection, cwd: &str, env: &[(String, String)], now: i64) -> Result<i64> {
     let env =
         serde_json::to_string(env).map_err(|e| StoreError::Corrupt(format!("spawned env: {e}")))?;
-    conn.execute(
+    conn.exec(
         "INSERT INTO spawned (cwd, env, state, created_ms, updated_ms)
          VALUES (?1, ?2, 'running', ?3, ?3)",
         params![cwd, env, now],
@@ -119,7 +120,7 @@ pub fn running(conn: &Connection) -> Result<Vec<Spawned>> {
 
 /// One row.
 pub fn get(conn: &Connection, id: i64) -> Result<Option<Spawned>> {
-    conn.query_row(
+    conn.row(
         &format!("SELECT {COLUMNS} FROM spawned WHERE id = ?1"),
         [id],
         row,
@@ -132,7 +133,7 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<Spawned>> {
 
 /// The running row whose current process is `instance_id`.
 pub fn by_instance(conn: &Connection, instance_id: &str) -> Result<Option<Spawned>> {
-    conn.query_row(
+    conn.row(
         &format!("SELECT {COLUMNS} FROM spawned WHERE instance_id = ?1 AND state = 'running'"),
         [instance_id],
         row,
@@ -151,7 +152,7 @@ pub fn started(
     session_file: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE spawned SET instance_id = ?2, session_file = COALESCE(?3, session_file),
              updated_ms = ?4 WHERE id = ?1",
         params![id, instance_id, session_file, now],
@@ -167,7 +168,7 @@ pub fn set_session(
     session_file: &str,
     now: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE spawned SET session_file = ?2, updated_ms = ?3
          WHERE instance_id = ?1 AND state = 'running'",
         params![instance_id, session_file, now],
@@ -179,7 +180,7 @@ pub fn set_session(
 /// Ends a row (only a running one); `false` when it was not running.
 pub fn end(conn: &Connection, id: i64, state: SpawnState, detail: &str, now: i64) -> Result<bool> {
     let n = conn
-        .execute(
+        .exec(
             "UPDATE spawned SET state = ?2, detail = ?3, updated_ms = ?4
              WHERE id = ?1 AND state = 'running'",
             params![id, state.as_str(), detail, now],
@@ -190,7 +191,7 @@ pub fn end(conn: &Connection, id: i64, state: SpawnState, detail: &str, now: i64
 
 /// Forgets a request whose first start failed (the person was told at once).
 pub fn delete(conn: &Connection, id: i64) -> Result<()> {
-    conn.execute("DELETE FROM spawned WHERE id = ?1", [id])
+    conn.exec("DELETE FROM spawned WHERE id = ?1", [id])
         .map_err(StoreError::sqlite("forgetting a spawned instance"))?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::Cached;
 use crate::{Result, StoreError, kv};
 
 /// Key of the slot cursor (the last letter handed out).
@@ -143,7 +144,7 @@ pub fn bindings(conn: &Connection) -> Result<Vec<Binding>> {
 
 /// Stores a new binding (the identity has none).
 pub fn insert_binding(conn: &Connection, b: &Binding) -> Result<()> {
-    conn.execute(
+    conn.exec(
         &format!("INSERT INTO bindings({BINDING_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
         params![
             b.identity,
@@ -174,7 +175,7 @@ pub fn set_binding_state(
 ) -> Result<bool> {
     let offline = (state == BindingState::Offline).then_some(now_ms);
     let n = conn
-        .execute(
+        .exec(
             "UPDATE bindings SET state = ?2, instance_id = ?3, updated_ms = ?4,
                     offline_since_ms = CASE WHEN ?2 = 'offline' THEN coalesce(offline_since_ms, ?5) ELSE NULL END
              WHERE identity = ?1",
@@ -186,7 +187,7 @@ pub fn set_binding_state(
 
 /// Removes a binding (its slot is free again).
 pub fn delete_binding(conn: &Connection, identity: &str) -> Result<bool> {
-    conn.execute("DELETE FROM bindings WHERE identity = ?1", [identity])
+    conn.exec("DELETE FROM bindings WHERE identity = ?1", [identity])
         .map(|n| n == 1)
         .map_err(StoreError::sqlite("removing a binding"))
 }
@@ -309,7 +310,7 @@ pub struct NewIntent<'a> {
 
 /// Writes an in-flight intent; returns its id.
 pub fn insert_intent(conn: &Connection, i: &NewIntent<'_>, now_ms: i64) -> Result<i64> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO intents(identity, instance_id, chat_id, cwd, slot, title, epoch, state, created_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'in-flight', ?8)",
         params![i.identity, i.instance_id, i.chat_id, i.cwd, i.slot, i.title, i.epoch, now_ms],
@@ -335,7 +336,7 @@ pub fn intents(conn: &Connection) -> Result<Vec<Intent>> {
 
 /// Marks an intent ambiguous (the topic may exist).
 pub fn set_intent_ambiguous(conn: &Connection, id: i64, detail: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE intents SET state = 'ambiguous', detail = ?2 WHERE id = ?1",
         params![id, detail],
     )
@@ -345,7 +346,7 @@ pub fn set_intent_ambiguous(conn: &Connection, id: i64, detail: &str) -> Result<
 
 /// Removes an intent.
 pub fn delete_intent(conn: &Connection, id: i64) -> Result<bool> {
-    conn.execute("DELETE FROM intents WHERE id = ?1", [id])
+    conn.exec("DELETE FROM intents WHERE id = ?1", [id])
         .map(|n| n == 1)
         .map_err(StoreError::sqlite("removing an intent"))
 }
@@ -369,7 +370,7 @@ pub struct Evidence {
 
 /// Records evidence (deliberately outside epoch fencing).
 pub fn record_evidence(conn: &Connection, e: &Evidence) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO evidence(intent_id, identity, epoch, chat_id, thread_id, recorded_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT(intent_id) DO UPDATE SET thread_id = excluded.thread_id",
         params![e.intent_id, e.identity, e.epoch, e.chat_id, e.thread_id, e.recorded_ms],
@@ -408,7 +409,7 @@ pub fn evidence(conn: &Connection, identity: Option<&str>) -> Result<Vec<Evidenc
 
 /// Removes evidence once adopted or cleaned up.
 pub fn delete_evidence(conn: &Connection, intent_id: i64) -> Result<()> {
-    conn.execute("DELETE FROM evidence WHERE intent_id = ?1", [intent_id])
+    conn.exec("DELETE FROM evidence WHERE intent_id = ?1", [intent_id])
         .map(drop)
         .map_err(StoreError::sqlite("removing evidence"))
 }
@@ -440,7 +441,7 @@ pub fn add_cleanup(
     proof: &str,
     now_ms: i64,
 ) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO cleanups(chat_id, thread_id, proof, state, created_ms) VALUES (?1, ?2, ?3, 'pending', ?4)
          ON CONFLICT DO NOTHING",
         params![chat_id, thread_id, proof, now_ms],
@@ -477,7 +478,7 @@ pub fn pending_cleanups(conn: &Connection) -> Result<Vec<Cleanup>> {
 
 /// A cleanup is finished (the topic is gone, or must not be touched: `note` says which).
 pub fn finish_cleanup(conn: &Connection, id: i64, note: Option<&str>, now_ms: i64) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE cleanups SET state = 'done', done_ms = ?2, last_error = coalesce(?3, last_error) WHERE id = ?1",
         params![id, now_ms, note],
     )
@@ -487,7 +488,7 @@ pub fn finish_cleanup(conn: &Connection, id: i64, note: Option<&str>, now_ms: i6
 
 /// A cleanup failed; try again at `next_ms`.
 pub fn retry_cleanup(conn: &Connection, id: i64, next_ms: i64, error: &str) -> Result<()> {
-    conn.execute(
+    conn.exec(
         "UPDATE cleanups SET attempts = attempts + 1, next_ms = ?2, last_error = ?3 WHERE id = ?1",
         params![id, next_ms, error],
     )
@@ -526,7 +527,7 @@ pub fn active_since(
     thread_id: i64,
     since_ms: i64,
 ) -> Result<bool> {
-    conn.query_row(
+    conn.row(
         "SELECT EXISTS(SELECT 1 FROM turns WHERE chat_id = ?1 AND thread_id = ?2 AND created_ms >= ?3)",
         params![chat_id, thread_id, since_ms],
         |r| r.get(0),

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, Row, params};
 
+use crate::Cached;
 use crate::{Result, StoreError};
 
 /// A turn's state.
@@ -269,7 +270,7 @@ pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<
         Target::Unassigned(w) => (None, Some(w.as_str())),
     };
     let n = conn
-        .execute(
+        .exec(
             "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text,
                                state, created_ms, lane, lane_seq, ready, group_key, gather_until_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9,
@@ -291,7 +292,7 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<Turn>> {
 /// Gives every turn that waits for any instance to `identity`. Returns how many. Turns that
 /// wait for the person's choice are never given away here.
 pub fn assign_unassigned(conn: &Connection, identity: &str) -> Result<usize> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET identity = ?1 WHERE identity IS NULL AND waits = 'any' AND state = 'queued'",
         [identity],
     )
@@ -306,7 +307,7 @@ pub fn assign(
     identity: &str,
     instead_of: Option<&str>,
 ) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET identity = ?2 WHERE id = ?1 AND state = 'queued'
            AND (identity IS NULL OR identity IS ?3)",
         params![id, identity, instead_of],
@@ -359,7 +360,7 @@ pub fn set_lane(conn: &Connection, id: i64, lane: Lane) -> Result<bool> {
     {
         return Ok(true);
     }
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET lane = ?2, lane_seq = (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns)
          WHERE id = ?1 AND state = 'queued'",
         params![id, lane.as_str()],
@@ -371,7 +372,7 @@ pub fn set_lane(conn: &Connection, id: i64, lane: Lane) -> Result<bool> {
 /// Marks a waiting turn to be skipped (or kept again); its place does not change. `false`
 /// when it is not waiting.
 pub fn set_skip(conn: &Connection, id: i64, skip: bool) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET skip = ?2 WHERE id = ?1 AND state = 'queued'",
         params![id, i64::from(skip)],
     )
@@ -403,7 +404,7 @@ pub fn cancel(conn: &Connection, id: i64, why: &str, now_ms: i64) -> Result<bool
 
 /// A waiting turn's new text (the person edited their message). `false` when pi has it.
 pub fn edit_text(conn: &Connection, id: i64, text: &str) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET text = ?2 WHERE id = ?1 AND state = 'queued'",
         params![id, text],
     )
@@ -434,7 +435,7 @@ pub fn queued_counts(conn: &Connection) -> Result<Vec<(Option<String>, i64)>> {
 
 /// Queued turns that wait for the person's choice.
 pub fn awaiting_choice(conn: &Connection) -> Result<i64> {
-    conn.query_row(
+    conn.row(
         "SELECT count(*) FROM turns WHERE state = 'queued' AND identity IS NULL AND waits = 'choice'",
         [],
         |r| r.get(0),
@@ -484,7 +485,7 @@ fn transition(
     let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
     all.extend_from_slice(args);
     let n = conn
-        .execute(&sql, all.as_slice())
+        .exec(&sql, all.as_slice())
         .map_err(StoreError::sqlite("updating a turn"))?;
     Ok(n == 1)
 }
@@ -599,7 +600,7 @@ pub fn gathering(conn: &Connection, key: &str) -> Result<Option<Turn>> {
 /// A gathering turn takes another part: its text becomes `text`, and the group may go on
 /// until `until_ms` (0: the group is complete).
 pub fn gather(conn: &Connection, id: i64, text: &str, until_ms: i64) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET text = ?2, gather_until_ms = ?3
          WHERE id = ?1 AND state = 'queued' AND ready = 0",
         params![id, text, until_ms],
@@ -610,7 +611,7 @@ pub fn gather(conn: &Connection, id: i64, text: &str, until_ms: i64) -> Result<b
 
 /// A prepared turn is ready for pi, with what pi gets after the person's words.
 pub fn set_ready(conn: &Connection, id: i64, context: Option<&str>) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET ready = 1, context = ?2, gather_until_ms = 0
          WHERE id = ?1 AND state = 'queued' AND ready = 0",
         params![id, context],
@@ -621,7 +622,7 @@ pub fn set_ready(conn: &Connection, id: i64, context: Option<&str>) -> Result<bo
 
 /// Adds a block to what pi gets after the person's words (a reply's quote, a forward).
 pub fn append_context(conn: &Connection, id: i64, block: &str) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET context = CASE WHEN context IS NULL OR context = '' THEN ?2
                                          ELSE context || char(10) || char(10) || ?2 END
          WHERE id = ?1 AND state = 'queued'",
@@ -634,7 +635,7 @@ pub fn append_context(conn: &Connection, id: i64, block: &str) -> Result<bool> {
 /// A waiting turn gathers again (its comment was sent before forwards that arrived later):
 /// not ready, in group `key`, until `until_ms`. `false` when it is not waiting any more.
 pub fn regather(conn: &Connection, id: i64, key: &str, until_ms: i64) -> Result<bool> {
-    conn.execute(
+    conn.exec(
         "UPDATE turns SET ready = 0, group_key = ?2, gather_until_ms = ?3
          WHERE id = ?1 AND state = 'queued'",
         params![id, key, until_ms],
