@@ -1,6 +1,7 @@
 //! The hub's tasks wake each other through these; nothing polls on a timer.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -21,6 +22,10 @@ pub struct Wakes {
     pub inbound: Arc<Notify>,
     /// A voice message waits to be made.
     pub voice: Arc<Notify>,
+    /// A control was recorded since the conductor last looked (set before `conductor` is
+    /// notified): the conductor reads the open controls only then, when pi told it something,
+    /// or when a control's wait runs out, not on every message on its way to pi.
+    pub controls: Arc<AtomicBool>,
 }
 
 /// Sleeps for `d` (at least a millisecond), or forever when there is nothing to wait for; for

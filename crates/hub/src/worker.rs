@@ -41,25 +41,30 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     loop {
-        let batch = db.read(|c| journal::pending(c, BATCH)).await?;
-        if batch.is_empty() {
-            tokio::select! {
-                _ = stop.changed() => return Ok(()),
-                () = wakes.worker.notified() => continue,
+        let (last, after) = match handle_batch(&db, &settings, Pending::Read).await {
+            Ok(Some(handled)) => handled,
+            Ok(None) => {
+                tokio::select! {
+                    _ = stop.changed() => return Ok(()),
+                    () = wakes.worker.notified() => continue,
+                }
             }
-        }
-        let last = batch.last().map_or(0, |e| e.update_id);
-        let after = match handle_batch(&db, &settings, batch.clone()).await {
-            Ok(after) => after,
             Err(e) => {
                 tracing::warn!(error = %e, "a batch failed; handling its updates one by one");
-                handle_singly(&db, &settings, batch).await?
+                let batch = db.read(|c| journal::pending(c, BATCH)).await?;
+                let last = batch.last().map_or(0, |e| e.update_id);
+                (last, handle_singly(&db, &settings, batch).await?)
             }
         };
         crashpoint::hit("handle.after_commit");
         crate::latency::mark(crate::latency::Step::Handled, last);
         if after.outbox {
             wakes.sender.notify_one();
+        }
+        if after.controls {
+            wakes
+                .controls
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         if after.turns {
             wakes.conductor.notify_one();
@@ -79,11 +84,22 @@ pub async fn run(
     }
 }
 
+/// The updates a transaction handles.
+enum Pending {
+    /// The next batch of pending updates, read in the handling transaction itself (one store
+    /// round trip less on a message's way to pi).
+    Read,
+    /// This one update.
+    One(journal::Entry),
+}
+
+/// Handles the updates and marks them handled in one transaction; `None` when none were
+/// pending. Returns the last update id handled.
 async fn handle_batch(
     db: &Db,
     settings: &WorkerSettings,
-    batch: Vec<journal::Entry>,
-) -> Result<AfterCommit, StoreError> {
+    pending: Pending,
+) -> Result<Option<(i64, AfterCommit)>, StoreError> {
     let ctx = HandlerCtx {
         bot_username: settings.bot_username.clone(),
         pairing: settings.pairing,
@@ -101,12 +117,19 @@ async fn handle_batch(
     // model switch). Lost with the machine before that, it is redone from the journal, which
     // is durable before the offset moves. Saves one disk flush per message on the way to pi.
     db.write_lazy_sync(move |tx| {
+        let batch = match pending {
+            Pending::Read => journal::pending(tx, BATCH)?,
+            Pending::One(entry) => vec![entry],
+        };
+        let Some(last) = batch.last().map(|e| e.update_id) else {
+            return Ok(None);
+        };
         let mut after = AfterCommit::default();
         for entry in &batch {
             handlers::handle(tx, &ctx, entry, &mut after)?;
         }
         crashpoint::hit("handle.before_commit");
-        Ok(after)
+        Ok(Some((last, after)))
     })
     .await
 }
@@ -119,9 +142,11 @@ async fn handle_singly(
     let mut all = AfterCommit::default();
     for entry in batch {
         let id = entry.update_id;
-        match handle_batch(db, settings, vec![entry]).await {
-            Ok(after) => {
+        match handle_batch(db, settings, Pending::One(entry)).await {
+            Ok(None) => {}
+            Ok(Some((_, after))) => {
                 all.outbox |= after.outbox;
+                all.controls |= after.controls;
                 all.turns |= after.turns;
                 all.topics |= after.topics;
                 all.inbound |= after.inbound;

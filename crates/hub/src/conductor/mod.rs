@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
@@ -162,6 +163,8 @@ impl Conductor {
     /// Runs until `stop`.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), HubError> {
         self.recover().await?;
+        // Controls left by the hub before: looked at on the first pass.
+        let mut look_at_controls = true;
         loop {
             let now = self.db.now_ms();
             tokio::select! {
@@ -177,7 +180,11 @@ impl Conductor {
                         self.pi_event(&id, turn, event).await?;
                         continue;
                     }
-                    Some(m) => self.handle(m).await?,
+                    Some(m) => {
+                        // An instance came, went or finished: a control may act now.
+                        look_at_controls = true;
+                        self.handle(m).await?;
+                    }
                     None => return Ok(()),
                 },
                 () = self.wakes.conductor.notified() => {}
@@ -185,8 +192,15 @@ impl Conductor {
                     std::time::Duration::from_millis(u64::try_from(d - now).unwrap_or(0))
                 })) => {}
             }
+            let waited_out = self
+                .controls_deadline
+                .is_some_and(|d| d <= self.db.now_ms());
+            let recorded = self.wakes.controls.swap(false, Ordering::SeqCst);
             // Controls first: an abort must not wait behind a dispatch.
-            self.controls_deadline = self.controls().await?;
+            if look_at_controls || recorded || waited_out {
+                look_at_controls = false;
+                self.controls_deadline = self.controls().await?;
+            }
             self.dispatch().await?;
             self.update_statuses().await?;
         }
@@ -485,11 +499,7 @@ impl Conductor {
             return Ok(None);
         };
         let t = self.db.read(move |c| turns::get(c, n)).await?;
-        let own = t.as_ref().is_some_and(|t| {
-            t.instance_id.as_deref() == Some(id.0.as_str())
-                && matches!(t.state, TurnState::Dispatched | TurnState::Acked)
-        });
-        if !own {
+        if !t.as_ref().is_some_and(|t| is_own(t, id)) {
             tracing::warn!(instance = %id, turn = n, "a link reported a turn that is not its own open turn; ignored");
             return Ok(None);
         }
@@ -502,10 +512,26 @@ impl Conductor {
             LinkEvent::Acked { turn } => {
                 // pi has the prompt; the hub has not recorded it yet.
                 crashpoint::hit("ack.before_commit");
-                if let Some(n) = self.own_turn(&id, &turn).await? {
-                    self.db
-                        .write(move |tx| turns::mark_acked(tx, n, now))
-                        .await?;
+                // Not waiting for the disk: "acked" only tells a later hub that pi had the
+                // prompt; lost with the machine, the turn reads as dispatched, which a
+                // reattaching pi settles the same way. The check that the turn is the
+                // instance's own is in the same transaction (one store round trip).
+                let Some(n) = turn.number() else {
+                    tracing::warn!(instance = %id, turn = %turn, "a link reported a turn id the hub never made; ignored");
+                    return Ok(());
+                };
+                let instance = id.clone();
+                let own = self
+                    .db
+                    .write_lazy_sync(move |tx| {
+                        match turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
+                            Some(_) => turns::mark_acked(tx, n, now).map(|_| true),
+                            None => Ok(false),
+                        }
+                    })
+                    .await?;
+                if !own {
+                    tracing::warn!(instance = %id, turn = n, "a link reported a turn that is not its own open turn; ignored");
                 }
             }
             LinkEvent::PromptRefused { turn, error } => {
@@ -546,7 +572,15 @@ impl Conductor {
     }
 
     async fn turn_done(&mut self, id: &InstanceId, result: TurnResult) -> Result<(), HubError> {
-        let Some(n) = self.own_turn(id, &result.turn_id).await? else {
+        // The turn this hub handed the instance is its own without asking the store (the
+        // transaction below checks again); one from before a restart is looked up.
+        let outstanding = self.live.get(id).and_then(|l| l.outstanding);
+        let known = result.turn_id.number().filter(|n| outstanding == Some(*n));
+        let n = match known {
+            Some(n) => Some(n),
+            None => self.own_turn(id, &result.turn_id).await?,
+        };
+        let Some(n) = n else {
             // Not ours to finish; acknowledged all the same, so pi stops reporting it.
             if let Some(l) = self.live.get(id) {
                 let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
@@ -572,9 +606,10 @@ impl Conductor {
         let rendering = settings.rendering;
         let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
+        let instance = id.clone();
         self.db
             .write(move |tx| {
-                if let Some(t) = turns::get(tx, n)? {
+                if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
                     if show_tools && !tools.is_empty() && t.state != TurnState::Done {
                         let place = outbound::place_of_turn(tx, &t, &identity)?;
                         let (h, p) = activity::tools_message(&tools);
@@ -1363,4 +1398,10 @@ fn finish(
         )?;
     }
     Ok(())
+}
+
+/// Whether `t` was dispatched to instance `id` and is still open.
+fn is_own(t: &Turn, id: &InstanceId) -> bool {
+    t.instance_id.as_deref() == Some(id.0.as_str())
+        && matches!(t.state, TurnState::Dispatched | TurnState::Acked)
 }

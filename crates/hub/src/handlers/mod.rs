@@ -54,6 +54,8 @@ pub struct AfterCommit {
     pub new_owner: Option<i64>,
     /// Turns or controls were created or the selection changed: wake the conductor.
     pub turns: bool,
+    /// A control was created: the conductor looks at controls when it wakes.
+    pub controls: bool,
     /// Bindings, intents or cleanups changed: wake the topics task.
     pub topics: bool,
     /// A turn waits for its files or its group: wake the inbound task.
@@ -261,6 +263,7 @@ impl Say<'_> {
             self.ctx.now_ms,
         )?;
         self.after.turns = true;
+        self.after.controls = true;
         Ok(id)
     }
 }
