@@ -27,7 +27,9 @@ use crate::worker::{self, WorkerSettings};
 /// Timing knobs. Defaults suit Telegram; tests shorten them through the environment.
 #[derive(Debug, Clone)]
 pub struct Tuning {
-    /// Long-poll timeout (`PI_TELEGRAM_POLL_TIMEOUT_SECS`, default 25).
+    /// Long-poll timeout (`PI_TELEGRAM_POLL_TIMEOUT_SECS`, default 50: an idle hub asks
+    /// Telegram a little more than once a minute; an update ends a poll at once whatever the
+    /// timeout).
     pub poll_timeout: Duration,
     /// How long 409 conflicts may last (`PI_TELEGRAM_CONFLICT_GRACE_MS`, default 60 s).
     pub conflict_grace: Duration,
@@ -51,7 +53,7 @@ impl Tuning {
     pub fn from_env() -> Self {
         let num = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok());
         Self {
-            poll_timeout: Duration::from_secs(num("PI_TELEGRAM_POLL_TIMEOUT_SECS").unwrap_or(25)),
+            poll_timeout: Duration::from_secs(num("PI_TELEGRAM_POLL_TIMEOUT_SECS").unwrap_or(50)),
             conflict_grace: Duration::from_millis(
                 num("PI_TELEGRAM_CONFLICT_GRACE_MS").unwrap_or(60_000),
             ),

@@ -150,6 +150,10 @@ fn main() {
     }
     let (rss_26, cpu_26, calls_26) = idle_window("26 instances");
     let hwm = proc_field(pid, "VmHWM:").unwrap_or(0);
+    // What the RSS is made of: heap and stacks, or the binary's own pages.
+    let anon = proc_field(pid, "RssAnon:").unwrap_or(0);
+    let file = proc_field(pid, "RssFile:").unwrap_or(0);
+    let threads = proc_field(pid, "Threads:").unwrap_or(0);
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -190,6 +194,11 @@ fn main() {
     );
     println!("| RSS idle, 26 instances | {} | < 20 MB |", mb(rss_26));
     println!("| peak RSS (VmHWM) over the run | {} | |", mb(hwm));
+    println!(
+        "| RSS, 26 instances: heap and stacks / the binary's pages / threads | {} / {} / {threads} | |",
+        mb(anon),
+        mb(file)
+    );
     println!("| idle CPU, 1 instance | {cpu_1:.2} % | ≈ 0 % |");
     println!("| idle CPU after the turns | {cpu_after:.2} % | ≈ 0 % |");
     println!("| idle CPU, 26 instances | {cpu_26:.2} % | ≈ 0 % |");
