@@ -163,8 +163,9 @@ impl Conductor {
     /// Runs until `stop`.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), HubError> {
         self.recover().await?;
-        // Controls left by the hub before: looked at on the first pass.
+        // Controls left by the hub before, and the queue: looked at on the first pass.
         let mut look_at_controls = true;
+        let mut queue_changed = true;
         loop {
             let now = self.db.now_ms();
             tokio::select! {
@@ -181,13 +182,23 @@ impl Conductor {
                         continue;
                     }
                     Some(m) => {
-                        // An instance came, went or finished: a control may act now.
-                        look_at_controls = true;
+                        // pi's acks, busy/idle and answers change neither which controls can
+                        // act nor how many turns wait; anything else (an instance came or
+                        // went, a prompt was refused) may.
+                        let quiet = matches!(
+                            m,
+                            ConductorMsg::Link(
+                                _,
+                                LinkEvent::Acked { .. } | LinkEvent::State { .. } | LinkEvent::TurnDone(_)
+                            )
+                        );
+                        look_at_controls |= !quiet;
+                        queue_changed |= !quiet;
                         self.handle(m).await?;
                     }
                     None => return Ok(()),
                 },
-                () = self.wakes.conductor.notified() => {}
+                () = self.wakes.conductor.notified() => queue_changed = true,
                 () = crate::wakes::sleep_for(self.controls_deadline.map(|d| {
                     std::time::Duration::from_millis(u64::try_from(d - now).unwrap_or(0))
                 })) => {}
@@ -201,8 +212,10 @@ impl Conductor {
                 look_at_controls = false;
                 self.controls_deadline = self.controls().await?;
             }
-            self.dispatch().await?;
-            self.update_statuses().await?;
+            queue_changed |= self.dispatch().await?;
+            if std::mem::take(&mut queue_changed) {
+                self.update_statuses().await?;
+            }
         }
     }
 
@@ -970,8 +983,9 @@ impl Conductor {
         Ok(())
     }
 
-    /// Gives each ready instance its next queued turn.
-    async fn dispatch(&mut self) -> Result<(), HubError> {
+    /// Gives each ready instance its next queued turn. `true` when a turn left the queue.
+    async fn dispatch(&mut self) -> Result<bool, HubError> {
+        let mut changed = false;
         let ready: Vec<InstanceId> = self
             .live
             .iter()
@@ -1024,11 +1038,13 @@ impl Conductor {
                 })
                 .await?;
             if skipped > 0 {
+                changed = true;
                 self.wakes.sender.notify_one();
             }
             let Some((turn, place, files)) = turn else {
                 continue;
             };
+            changed = true;
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
@@ -1058,7 +1074,7 @@ impl Conductor {
             crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
             crashpoint::hit("dispatch.after_send");
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// Footer status of extension instances: connected, and how many messages wait for them.
