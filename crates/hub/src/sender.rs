@@ -120,7 +120,13 @@ async fn send_one(
         .await?;
     crashpoint::hit("send.after_mark_sending");
     crate::latency::mark(crate::latency::Step::Calling, id);
-    pacer.lock().await.consume(pace_key(&row), now as u64);
+    // Counted when the call leaves, not when the row was picked: the durable mark above can
+    // take a while on a busy disk, and a send counted early let the next one reach Telegram
+    // sooner than its budget allows (a 429 under load).
+    pacer
+        .lock()
+        .await
+        .consume(pace_key(&row), db.now_ms() as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
