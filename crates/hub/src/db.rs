@@ -1,4 +1,4 @@
-//! The store from async code: every call runs on a blocking thread, so an fsync never stalls
+//! The store from async code: every call runs off the scheduler, so an fsync never stalls
 //! the runtime. The handle also carries the hub's [`Clock`]: every timestamp the hub reads ends
 //! up in the store, and every task that reads one holds a `Db`.
 
@@ -19,7 +19,7 @@ pub struct Db {
 }
 
 impl Db {
-    /// The store with the real clock; calls run on blocking threads.
+    /// The store with the real clock; calls run off the scheduler ([`off_runtime`]).
     pub fn new(store: Arc<Store>) -> Self {
         Self {
             store,
@@ -62,10 +62,7 @@ impl Db {
         if self.inline {
             return self.store.write(f);
         }
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.write(f))
-            .await
-            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+        off_runtime(self.store.clone(), move |s| s.write(f)).await
     }
 
     /// One transaction whose effects reach the outside world only through a later durable
@@ -78,10 +75,7 @@ impl Db {
         if self.inline {
             return self.store.write_lazy_sync(f);
         }
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.write_lazy_sync(f))
-            .await
-            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+        off_runtime(self.store.clone(), move |s| s.write_lazy_sync(f)).await
     }
 
     /// One consistent read.
@@ -93,15 +87,32 @@ impl Db {
         if self.inline {
             return self.store.read(f);
         }
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.read(f))
-            .await
-            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+        off_runtime(self.store.clone(), move |s| s.read(f)).await
     }
 }
 
 /// Threaded Mode's provisioning and reconciler commit through the hub's store calls, so they
 /// too run off the runtime threads.
+/// Runs `f` off the runtime's scheduler. On the hub's multi-threaded runtime the calling
+/// thread runs it (`block_in_place`: the scheduler moves to another thread meanwhile, so other
+/// tasks go on, and the call itself needs no hand-over to a pool thread and back, which cost
+/// two thread wake-ups per store call); elsewhere (a current-thread runtime in tests) a pool
+/// thread does.
+async fn off_runtime<T, F>(store: Arc<Store>, f: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+{
+    if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread
+    {
+        return tokio::task::block_in_place(|| f(&store));
+    }
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+}
+
 impl threads::Storage for Db {
     fn write<T, F>(&self, f: F) -> threads::StoreCall<T>
     where

@@ -58,7 +58,9 @@ fn where_from(cli: &cli::Cli) -> Result<(AgentDir, ProfileName), HubError> {
 fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitCode, HubError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(4)
+        // Store calls hand their worker's scheduler to a pool thread while they run
+        // (`hub::db`): room for both workers' and for file and DNS work besides.
+        .max_blocking_threads(8)
         .enable_all()
         .build()
         .map_err(HubError::io("starting the runtime"))?;
