@@ -16,7 +16,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Shim, clk_tck, cpu_ticks, proc_field};
+use common::{Shim, clk_tck, cpu_ticks, proc_field, rss_by_mapping};
 use serde_json::json;
 use tg_fake::{FakeConfig, FakeServer};
 
@@ -154,6 +154,11 @@ fn main() {
     let anon = proc_field(pid, "RssAnon:").unwrap_or(0);
     let file = proc_field(pid, "RssFile:").unwrap_or(0);
     let threads = proc_field(pid, "Threads:").unwrap_or(0);
+    let mappings: Vec<String> = rss_by_mapping(pid)
+        .into_iter()
+        .take(4)
+        .map(|(name, kb)| format!("{name} {}", mb(kb)))
+        .collect();
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -198,6 +203,10 @@ fn main() {
         "| RSS, 26 instances: heap and stacks / the binary's pages / threads | {} / {} / {threads} | |",
         mb(anon),
         mb(file)
+    );
+    println!(
+        "| RSS, 26 instances, by mapping (largest four) | {} | |",
+        mappings.join(", ")
     );
     println!("| idle CPU, 1 instance | {cpu_1:.2} % | ≈ 0 % |");
     println!("| idle CPU after the turns | {cpu_after:.2} % | ≈ 0 % |");

@@ -16,6 +16,42 @@ pub fn proc_field(pid: u32, field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Resident kB per mapped file (`/proc/<pid>/smaps`), largest first; anonymous memory under
+/// `[anon]`.
+pub fn rss_by_mapping(pid: u32) -> Vec<(String, u64)> {
+    let Ok(smaps) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return Vec::new();
+    };
+    let mut by: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let mut current = String::from("[anon]");
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            current = fields
+                .get(5)
+                .map_or("[anon]", |p| {
+                    if p.starts_with('/') {
+                        p.rsplit('/').next().unwrap_or(p)
+                    } else {
+                        p
+                    }
+                })
+                .to_owned();
+        } else if fields.first() == Some(&"Rss:") {
+            *by.entry(current.clone()).or_default() += fields
+                .get(1)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    let mut v: Vec<(String, u64)> = by.into_iter().collect();
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
+    v
+}
+
 /// utime + stime in clock ticks.
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
