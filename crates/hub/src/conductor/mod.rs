@@ -184,7 +184,8 @@ impl Conductor {
                     Some(m) => {
                         // pi's acks, busy/idle and answers change neither which controls can
                         // act nor how many turns wait; anything else (an instance came or
-                        // went, a prompt was refused) may.
+                        // went, a prompt was refused) may. A control that waits for pi to be
+                        // idle would need busy/idle here again.
                         let quiet = matches!(
                             m,
                             ConductorMsg::Link(
