@@ -59,10 +59,7 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        if self.inline {
-            return self.store.write(f);
-        }
-        off_runtime(self.store.clone(), move |s| s.write(f)).await
+        self.run(move |s| s.write(f)).await
     }
 
     /// One transaction whose effects reach the outside world only through a later durable
@@ -72,10 +69,7 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        if self.inline {
-            return self.store.write_lazy_sync(f);
-        }
-        off_runtime(self.store.clone(), move |s| s.write_lazy_sync(f)).await
+        self.run(move |s| s.write_lazy_sync(f)).await
     }
 
     /// One consistent read.
@@ -84,20 +78,28 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        self.run(move |s| s.read(f)).await
+    }
+
+    /// Runs `f` on the store: in place for a simulation, otherwise off the runtime's scheduler.
+    async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
         if self.inline {
-            return self.store.read(f);
+            return f(&self.store);
         }
-        off_runtime(self.store.clone(), move |s| s.read(f)).await
+        off_runtime(self.store.clone(), f).await
     }
 }
 
-/// Threaded Mode's provisioning and reconciler commit through the hub's store calls, so they
-/// too run off the runtime threads.
 /// Runs `f` off the runtime's scheduler. On the hub's multi-threaded runtime the calling
 /// thread runs it (`block_in_place`: the scheduler moves to another thread meanwhile, so other
 /// tasks go on, and the call itself needs no hand-over to a pool thread and back, which cost
 /// two thread wake-ups per store call); elsewhere (a current-thread runtime in tests) a pool
-/// thread does.
+/// thread does. While it runs, whatever else the calling task polls (other branches of its
+/// `select!` or `join!`) waits: store calls are short, keep long work out of such tasks.
 async fn off_runtime<T, F>(store: Arc<Store>, f: F) -> Result<T, StoreError>
 where
     T: Send + 'static,
@@ -113,6 +115,8 @@ where
         .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
 }
 
+/// Threaded Mode's provisioning and reconciler commit through the hub's store calls, so they
+/// too run off the runtime threads.
 impl threads::Storage for Db {
     fn write<T, F>(&self, f: F) -> threads::StoreCall<T>
     where
