@@ -695,11 +695,16 @@ impl Sim {
         let i = connected[self.pick(connected.len())];
         // Unread commands die with the connection: pi never got them.
         let conn = self.pis[i].conn.take().unwrap();
-        let reason = GoneReason::ConnectionLost("simulated".into());
+        self.gone(conn.id, "simulated").await;
+    }
+
+    /// The link of instance `id` reports its pi gone.
+    async fn gone(&self, id: InstanceId, why: &str) {
+        let reason = GoneReason::ConnectionLost(why.into());
         let _ = self
             .hub
             .conductor
-            .send(ConductorMsg::Link(conn.id, LinkEvent::Gone(reason)))
+            .send(ConductorMsg::Link(id, LinkEvent::Gone(reason)))
             .await;
     }
 
@@ -710,12 +715,7 @@ impl Sim {
         let i = self.pick(self.pis.len());
         let p = self.pis.remove(i);
         if let Some(conn) = p.conn {
-            let reason = GoneReason::ConnectionLost("pi crashed".into());
-            let _ = self
-                .hub
-                .conductor
-                .send(ConductorMsg::Link(conn.id, LinkEvent::Gone(reason)))
-                .await;
+            self.gone(conn.id, "pi crashed").await;
         }
     }
 
