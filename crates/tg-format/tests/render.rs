@@ -43,6 +43,14 @@ fn same_text(got: &str, want: &str, what: &str) {
     );
 }
 
+/// A fuzz input kept in `fuzz/corpus/markdown/` (as the fuzzer reads it: lossy UTF-8).
+fn corpus_input(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/markdown")
+        .join(format!("{name}.md"));
+    String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned()
+}
+
 /// Checks every mode for one answer; returns the number of pieces per mode.
 fn check(name: &str, markdown: &str) -> (usize, usize) {
     let doc = parse::parse(markdown);
@@ -300,9 +308,7 @@ fn lists_in_a_row_keep_their_own_numbers() {
     assert_eq!(squash(&two.join("\n")), "1. a 2. b 1. c 2. d 3. e");
     let bullets = show("- a\n\n* b\n\n+ c\n");
     assert_eq!(squash(&bullets.join("\n")), "- a - b - c");
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/markdown/crash-list-from-zero.md");
-    let md = std::fs::read_to_string(corpus).unwrap();
+    let md = corpus_input("crash-list-from-zero");
     for (limit, budget) in [
         (LIMIT, RichBudget::default()),
         (
@@ -346,13 +352,7 @@ fn spaces_at_the_start_of_a_line_are_text() {
     }
     check(
         "crash-nul-before-stars",
-        &String::from_utf8_lossy(
-            &std::fs::read(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../fuzz/corpus/markdown/crash-nul-before-stars.md"),
-            )
-            .unwrap(),
-        ),
+        &corpus_input("crash-nul-before-stars"),
     );
 }
 
@@ -364,11 +364,9 @@ fn control_characters_leave_link_addresses() {
         "nul-in-link",
         "[a link](https://x.example/a\0b) and ![pic](https://x.example/\u{1}p.png) end\n",
     );
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/markdown/crash-nul-in-link-url.md");
     check(
         "crash-nul-in-link-url",
-        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+        &corpus_input("crash-nul-in-link-url"),
     );
 }
 
@@ -381,11 +379,9 @@ fn footnote_labels_are_cleaned_like_text() {
         "nul-in-footnote-label",
         "See[^a\0b].\n\n[^a\0b]: the note\n",
     );
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/markdown/crash-nul-in-footnote-label.md");
     check(
         "crash-nul-in-footnote-label",
-        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+        &corpus_input("crash-nul-in-footnote-label"),
     );
 }
 
@@ -410,11 +406,9 @@ fn a_footnote_body_that_is_not_a_paragraph_starts_on_its_own_line() {
             "block syntax after the label: {written}"
         );
     }
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/markdown/crash-footnote-code-block.md");
     check(
         "crash-footnote-code-block",
-        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+        &corpus_input("crash-footnote-code-block"),
     );
 }
 
@@ -436,10 +430,8 @@ fn quotes_nested_too_deep_are_flattened() {
         let pieces = markdown::render_rich(&md, 120, &small);
         assert!(!pieces.is_empty(), "{name}: no piece");
     }
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/markdown/crash-quotes-too-deep.md");
     check(
         "crash-quotes-too-deep",
-        &String::from_utf8_lossy(&std::fs::read(corpus).unwrap()),
+        &corpus_input("crash-quotes-too-deep"),
     );
 }
