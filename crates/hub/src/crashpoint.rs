@@ -4,6 +4,7 @@
 //! load.
 //!
 //! Points (see ARCHITECTURE.md): `journal.before_commit`, `journal.after_commit`,
+//! `journal.after_sync`,
 //! `handle.before_commit`, `handle.after_commit`, `send.after_mark_sending`,
 //! `send.after_call`, `send.after_record`, `attach.before_commit`, `dispatch.before_commit`,
 //! `dispatch.after_commit`, `dispatch.after_send`, `ack.before_commit`,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use store::{Connection, Store, StoreError};
 
 use crate::clock::Clock;
+use crate::instance::Reach;
 
 /// A shared handle on the hub's one store, and the hub's clock.
 #[derive(Debug, Clone)]
@@ -70,6 +71,27 @@ impl Db {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         self.run(move |s| s.write_lazy_sync(f)).await
+    }
+
+    /// The commit before the hub tells an instance something that follows from it (a prompt,
+    /// "your result is stored"): durable when the instance is on another machine, which would
+    /// remember it across a crash of this one; otherwise synced lazily, since such a process
+    /// dies with this machine and a crash of the hub's process loses no commit.
+    pub async fn write_before_telling<T, F>(&self, reach: Reach, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        match reach {
+            Reach::ThisMachine => self.write_lazy_sync(f).await,
+            Reach::OtherMachine => self.write(f).await,
+        }
+    }
+
+    /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when
+    /// an earlier sync covered them.
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        self.run(|s| s.sync()).await
     }
 
     /// One consistent read.

@@ -40,6 +40,18 @@ impl Transport {
     }
 }
 
+/// Whether an instance outlives a crash of this machine, which decides how durable a commit
+/// must be before the hub tells the instance something (ARCHITECTURE.md, "Durability").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A process of this machine: it dies with the machine, so it only needs what survives a
+    /// crash of the hub's process (any commit).
+    ThisMachine,
+    /// pi on another machine (the TLS listener): it remembers what the hub told it across a
+    /// crash of this machine, so what it is told must be on disk first.
+    OtherMachine,
+}
+
 /// What the hub asks an instance and waits for the answer to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -187,6 +199,8 @@ pub enum LinkEvent {
 pub struct Attach {
     /// Transport.
     pub transport: Transport,
+    /// Which machine it runs on.
+    pub reach: Reach,
     /// Process id.
     pub pid: Option<i64>,
     /// Working directory.

@@ -1,5 +1,7 @@
-//! Inbound: `getUpdates` -> one durable commit of the batch with its new offset -> the next
-//! poll. The offset Telegram sees only ever confirms updates already on disk.
+//! Inbound: `getUpdates` -> one commit of the batch with its new offset -> the worker is woken
+//! -> the commit is synced to disk -> the next poll. The offset Telegram sees only ever
+//! confirms updates already on disk; the worker does not wait for the disk (its own effects
+//! reach another machine only after a later sync).
 
 use std::time::Duration;
 
@@ -81,7 +83,7 @@ pub async fn run(
                     .collect();
                 let count = rows.len();
                 let now = db.now_ms();
-                db.write(move |tx| {
+                db.write_lazy_sync(move |tx| {
                     let incoming: Vec<journal::Incoming<'_>> = rows
                         .iter()
                         .map(|(id, kind, raw)| journal::Incoming {
@@ -98,8 +100,12 @@ pub async fn run(
                 crashpoint::hit("journal.after_commit");
                 crate::latency::mark(crate::latency::Step::Journaled, last);
                 tracing::debug!(count, offset = next, "journaled updates");
-                offset = Some(next);
                 worker.notify_one();
+                // The next poll confirms these updates to Telegram: they must survive a crash
+                // of this machine first. The sync runs while the worker handles them.
+                db.sync().await?;
+                crashpoint::hit("journal.after_sync");
+                offset = Some(next);
                 continue;
             }
             Err(e) => e,

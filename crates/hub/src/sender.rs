@@ -35,6 +35,7 @@ pub async fn run(
         if *stop.borrow() {
             return Ok(());
         }
+        crate::latency::probe("s_look");
         let now = db.now_ms();
         let heads = db.read(move |c| outbox::heads(c, now)).await?;
         let mut wait: Option<Duration> = None;

@@ -40,9 +40,22 @@ pub async fn run(
     wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
+    // Whether the last look found fewer than a whole batch: then nothing is left, and the next
+    // look waits for the poller's wake (a wake while handling is kept by the `Notify`).
+    let mut drained = false;
     loop {
+        if std::mem::take(&mut drained) {
+            tokio::select! {
+                _ = stop.changed() => return Ok(()),
+                () = wakes.worker.notified() => {}
+            }
+        }
+        crate::latency::probe("w_woke");
         let (last, after) = match handle_batch(&db, &settings, Pending::Read).await {
-            Ok(Some(handled)) => handled,
+            Ok(Some((last, count, after))) => {
+                drained = count < BATCH;
+                (last, after)
+            }
             Ok(None) => {
                 tokio::select! {
                     _ = stop.changed() => return Ok(()),
@@ -94,12 +107,12 @@ enum Pending {
 }
 
 /// Handles the updates and marks them handled in one transaction; `None` when none were
-/// pending. Returns the last update id handled.
+/// pending. Returns the last update id handled and how many were.
 async fn handle_batch(
     db: &Db,
     settings: &WorkerSettings,
     pending: Pending,
-) -> Result<Option<(i64, AfterCommit)>, StoreError> {
+) -> Result<Option<(i64, usize, AfterCommit)>, StoreError> {
     let ctx = HandlerCtx {
         bot_username: settings.bot_username.clone(),
         pairing: settings.pairing,
@@ -117,6 +130,7 @@ async fn handle_batch(
     // model switch). Lost with the machine before that, it is redone from the journal, which
     // is durable before the offset moves. Saves one disk flush per message on the way to pi.
     db.write_lazy_sync(move |tx| {
+        crate::latency::probe("w_in");
         let batch = match pending {
             Pending::Read => journal::pending(tx, BATCH)?,
             Pending::One(entry) => vec![entry],
@@ -129,7 +143,8 @@ async fn handle_batch(
             handlers::handle(tx, &ctx, entry, &mut after)?;
         }
         crashpoint::hit("handle.before_commit");
-        Ok(Some((last, after)))
+        crate::latency::probe("w_in_end");
+        Ok(Some((last, batch.len(), after)))
     })
     .await
 }
@@ -144,7 +159,7 @@ async fn handle_singly(
         let id = entry.update_id;
         match handle_batch(db, settings, Pending::One(entry)).await {
             Ok(None) => {}
-            Ok(Some((_, after))) => {
+            Ok(Some((_, _, after))) => {
                 all.outbox |= after.outbox;
                 all.controls |= after.controls;
                 all.turns |= after.turns;

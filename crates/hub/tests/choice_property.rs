@@ -19,7 +19,9 @@ use hub::conductor::Conductor;
 use hub::config::PairingMode;
 use hub::db::Db;
 use hub::handlers::{self, AfterCommit, HandlerCtx};
-use hub::instance::{Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport};
+use hub::instance::{
+    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
+};
 use hub::wakes::Wakes;
 use serde_json::{Value, json};
 use store::turns::{self, Waits};
@@ -347,6 +349,7 @@ impl Sim {
         let (reply, id_rx) = oneshot::channel();
         let attach = Attach {
             transport: Transport::Shim,
+            reach: Reach::ThisMachine,
             pid: Some(pid),
             cwd: identity.to_owned(),
             session_id: None,

@@ -38,7 +38,9 @@ use hub::clock::Clock;
 use hub::conductor::Conductor;
 use hub::config::PairingMode;
 use hub::db::Db;
-use hub::instance::{Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport};
+use hub::instance::{
+    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
+};
 use hub::poller::PollSettings;
 use hub::topics::TopicSettings;
 use hub::wakes::Wakes;
@@ -638,6 +640,12 @@ impl Sim {
         let (reply, id_rx) = oneshot::channel();
         let attach = Attach {
             transport: Transport::Shim,
+            // Both kinds of commit before telling pi: every other simulated pi is remote.
+            reach: if i.is_multiple_of(2) {
+                Reach::ThisMachine
+            } else {
+                Reach::OtherMachine
+            },
             pid: Some(p.pid),
             cwd: p.identity.clone(),
             session_id: None,

@@ -172,6 +172,12 @@ fn main() {
     }
     drop(hub);
     let log = std::fs::read_to_string(profile.join("logs/hub.jsonl")).unwrap_or_default();
+    // For a closer look at the marks (`hub::latency::probe`s included).
+    if let Ok(keep) = std::env::var("ROUNDTRIP_KEEP_LOG") {
+        let _ = std::fs::write(&keep, &log);
+        let lines: Vec<String> = windows.iter().map(|(a, b)| format!("{a} {b}")).collect();
+        let _ = std::fs::write(format!("{keep}.windows"), lines.join("\n"));
+    }
     let marks = marks(&log);
     assert!(
         !marks.is_empty(),

@@ -243,6 +243,7 @@ fn a_crash_at_every_crash_point_loses_nothing_and_repeats_nothing() {
     for point in [
         "journal.before_commit",
         "journal.after_commit",
+        "journal.after_sync",
         "handle.before_commit",
         "handle.after_commit",
         "send.after_mark_sending",

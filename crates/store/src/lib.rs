@@ -2,8 +2,9 @@
 //! `<agent-dir>/telegram/<profile>/state.db`.
 //!
 //! - One writer: a hub holds one [`Store`]; every change goes through [`Store::write`], one
-//!   `IMMEDIATE` transaction committed with `synchronous=FULL`, so a commit that returned
-//!   survives a crash of the process (and of the machine).
+//!   `IMMEDIATE` transaction; a commit that returned survives a crash of the process (and of
+//!   the machine: the write-ahead log is synced before `write` returns, after the connection
+//!   is free again, see [`Store::sync`]).
 //! - Versioned migrations ([`schema`]) run at open, in one transaction.
 //! - Table modules hold plain functions over a `&Connection` (a transaction derefs to one), so a
 //!   handler composes several changes into one atomic commit: effects plus "this update is
@@ -30,6 +31,7 @@ pub mod threads;
 pub mod turns;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -120,6 +122,35 @@ impl Cached for Connection {
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    durability: Durability,
+}
+
+/// What of the commits is on disk. Commits are made with `synchronous=NORMAL` (SQLite writes
+/// the log, the OS holds it: a crash of the process loses nothing), and [`Store::sync`] makes
+/// them survive the machine by syncing the log file itself, without the connection: other
+/// commits and reads go on during the sync, and one sync covers every commit before it.
+#[derive(Debug)]
+struct Durability {
+    /// The write-ahead log (`<db>-wal`).
+    wal: PathBuf,
+    /// Commits made through this handle (counted once their log frames are written).
+    committed: AtomicU64,
+    /// Of those, how many are known to be on disk.
+    durable: AtomicU64,
+    /// One sync at a time: a caller that waited for a running sync usually finds its commit
+    /// covered by it.
+    syncing: Mutex<()>,
+}
+
+impl Durability {
+    fn new(path: &Path) -> Self {
+        Self {
+            wal: files_of(path)[1].clone(),
+            committed: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            syncing: Mutex::new(()),
+        }
+    }
 }
 
 impl Store {
@@ -138,10 +169,16 @@ impl Store {
         configure(&conn, path)?;
         schema::migrate(&conn, path)?;
         restrict_existing(path)?;
-        Ok(Self {
+        let store = Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
-        })
+            durability: Durability::new(path),
+        };
+        // The migration committed like every commit, without waiting for the disk; the log's
+        // directory entry was perhaps just made.
+        sync_log(&store.durability.wal)?;
+        sync_directory(path)?;
+        Ok(store)
     }
 
     /// Opens an existing database for reading only (`status`), without migrating. `None` when
@@ -172,6 +209,7 @@ impl Store {
         Ok(Some(Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            durability: Durability::new(path),
         }))
     }
 
@@ -185,12 +223,43 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `f` in one `IMMEDIATE` transaction and commits it durably. An error from `f` rolls
-    /// everything back.
+    /// Runs `f` in one `IMMEDIATE` transaction and commits it durably: when it returns, the
+    /// commit survives a crash of the machine. An error from `f` rolls everything back.
     pub fn write<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let (value, commit) = self.commit(f)?;
+        self.sync_through(commit).map_err(E::from)?;
+        debug_assert!(self.durability.durable.load(Ordering::Acquire) >= commit);
+        Ok(value)
+    }
+
+    /// Like [`Store::write`], but returns without waiting for the disk: the commit survives a
+    /// crash of the process at once, and a crash of the machine once [`Store::sync`] or any
+    /// later [`Store::write`] returns (all commits share one write-ahead log, and a sync
+    /// covers everything before it). For a transaction whose effects reach no other machine
+    /// before such a sync: lost with the machine, it is redone from what was durable, and
+    /// nobody outside saw the difference.
+    pub fn write_lazy_sync<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.commit(f).map(|(value, _)| value)
+    }
+
+    /// One `IMMEDIATE` transaction committed without waiting for the disk; also returns the
+    /// commit's number, for [`Store::sync_through`].
+    fn commit<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(T, u64), E>
     where
         E: From<StoreError>,
     {
@@ -200,40 +269,49 @@ impl Store {
         let value = f(&conn)?;
         tx.end("COMMIT")
             .map_err(|e| E::from(StoreError::sqlite("committing")(e)))?;
-        Ok(value)
+        // Counted under the connection's lock, after SQLite wrote the commit's log frames: a
+        // sync that reads the count afterwards covers it.
+        let commit = self.durability.committed.fetch_add(1, Ordering::AcqRel) + 1;
+        Ok((value, commit))
     }
 
-    /// Like [`Store::write`], but the commit does not wait for the disk: it survives a crash of
-    /// the process at once, and a crash of the machine as soon as any later [`Store::write`]
-    /// returns (all commits share one write-ahead log, and a durable commit syncs everything
-    /// before it). For a transaction whose effects reach the outside world only through a
-    /// later durable commit: lost with the machine, it is redone from what was durable, and
-    /// nobody outside saw the difference.
-    pub fn write_lazy_sync<T, E>(
-        &self,
-        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
-    ) -> std::result::Result<T, E>
-    where
-        E: From<StoreError>,
-    {
-        let conn = self.lock();
-        conn.exec("PRAGMA synchronous=NORMAL", [])
-            .map_err(|e| E::from(StoreError::sqlite("relaxing the commit")(e)))?;
-        let result = (|| -> std::result::Result<T, E> {
-            let tx = Tx::begin(&conn, "BEGIN IMMEDIATE")
-                .map_err(|e| E::from(StoreError::sqlite("starting a transaction")(e)))?;
-            let value = f(&conn)?;
-            tx.end("COMMIT")
-                .map_err(|e| E::from(StoreError::sqlite("committing")(e)))?;
-            Ok(value)
-        })();
-        // Every other commit stays durable, whatever happened above.
-        let restored = conn
-            .exec("PRAGMA synchronous=FULL", [])
-            .map_err(|e| E::from(StoreError::sqlite("restoring durable commits")(e)));
-        let value = result?;
-        restored?;
-        Ok(value)
+    /// Makes every commit made so far survive a crash of the machine: syncs the write-ahead log
+    /// unless an earlier sync already covered them. Needs no connection, so commits and reads
+    /// go on meanwhile.
+    ///
+    /// Why syncing the log is enough: with `synchronous=NORMAL` SQLite writes every commit to
+    /// the log and syncs the log before a checkpoint copies it into the database, and the
+    /// database after; the log starts over only after a complete checkpoint. So every commit
+    /// is either in the synced database or in the log, and syncing the log file (data and
+    /// size) makes the log's part durable. A `FULL` commit does exactly this sync, holding the
+    /// connection.
+    pub fn sync(&self) -> Result<()> {
+        self.sync_through(self.durability.committed.load(Ordering::Acquire))
+    }
+
+    /// Makes commits up to number `wanted` durable (see [`Store::sync`]).
+    fn sync_through(&self, wanted: u64) -> Result<()> {
+        let d = &self.durability;
+        if d.durable.load(Ordering::Acquire) >= wanted {
+            return Ok(());
+        }
+        let _one = d.syncing.lock().unwrap_or_else(|p| p.into_inner());
+        if d.durable.load(Ordering::Acquire) >= wanted {
+            return Ok(());
+        }
+        // Every commit counted by now has its frames in the log: this sync covers them all.
+        let covered = d.committed.load(Ordering::Acquire);
+        sync_log(&d.wal)?;
+        d.durable.fetch_max(covered, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Commits made through this handle that a crash of the machine could still lose.
+    pub fn unsynced_commits(&self) -> u64 {
+        let d = &self.durability;
+        d.committed
+            .load(Ordering::Acquire)
+            .saturating_sub(d.durable.load(Ordering::Acquire))
     }
 
     /// Runs `f` in a read transaction (a consistent snapshot).
@@ -343,6 +421,33 @@ fn restrict_existing(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Syncs the write-ahead log's data and size.
+fn sync_log(wal: &Path) -> Result<()> {
+    match std::fs::File::open(wal) {
+        Ok(log) => log
+            .sync_data()
+            .map_err(|e| StoreError::Corrupt(format!("syncing {}: {e}", wal.display()))),
+        // No log: SQLite removes it only after copying it all into the synced database.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::Corrupt(format!(
+            "opening {} to sync it: {e}",
+            wal.display()
+        ))),
+    }
+}
+
+/// Syncs the directory holding the database, so files SQLite created there (the log) are
+/// found after a crash of the machine.
+fn sync_directory(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::Corrupt(format!("syncing {}: {e}", dir.display())))
+}
+
 fn configure(conn: &Connection, path: &Path) -> Result<()> {
     let ctx = || format!("configuring {}", path.display());
     conn.busy_timeout(Duration::from_secs(5))
@@ -356,11 +461,14 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
             path.display()
         )));
     }
-    // FULL: a returned commit is on disk, not only in the OS cache. A page cache of 1 MiB
-    // (SQLite's default is 2): the hub's hot rows are a few hundred pages, the OS caches the
-    // rest, and the hub stays small next to pi.
-    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-1024;")
-        .map_err(StoreError::sqlite(ctx()))?;
+    // NORMAL: a commit is in the OS's cache when it returns; `Store::sync` puts it on disk
+    // without holding the connection. A page cache of 1 MiB (SQLite's default is 2): the hub's
+    // hot rows are a few hundred pages, the OS caches the rest, and the hub stays small next
+    // to pi.
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-1024;",
+    )
+    .map_err(StoreError::sqlite(ctx()))?;
     Ok(())
 }
 
@@ -369,37 +477,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lazily_synced_commit_is_kept_and_later_commits_are_durable_again() -> Result<()> {
+    fn lazy_commits_wait_for_a_sync_and_durable_ones_do_not() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let path = dir.path().join("state.db");
         let s = Store::open(&path)?;
-        let synchronous = |s: &Store| -> Result<i64> {
-            s.read(|c| {
-                c.row("PRAGMA synchronous", [], |r| r.get(0))
-                    .map_err(StoreError::from)
-            })
-        };
-        // Every time, not only the first: a PRAGMA acts when it is prepared, so a cached one
-        // would not act again.
-        for round in 0..3 {
-            let inside: i64 = s.write_lazy_sync(|tx| {
-                kv::set(tx, "lazy", "1")?;
-                tx.query_row("PRAGMA synchronous", [], |r| r.get(0))
-                    .map_err(StoreError::from)
-            })?;
-            assert_eq!(inside, 1, "NORMAL inside lazy commit {round}");
-            assert_eq!(synchronous(&s)?, 2, "FULL again after lazy commit {round}");
+        assert_eq!(s.unsynced_commits(), 0, "the migration is synced at open");
+        for round in 1..=3 {
+            s.write_lazy_sync(|tx| kv::set(tx, "lazy", &round.to_string()))?;
+            assert_eq!(s.unsynced_commits(), round, "lazy commit {round}");
         }
-        // A failing lazy transaction rolls back and still restores FULL.
+        // A failed transaction commits nothing, so it adds nothing to sync.
         let failed: Result<()> = s.write_lazy_sync(|tx| {
-            kv::set(tx, "lazy", "2")?;
+            kv::set(tx, "lazy", "never")?;
             Err(StoreError::Corrupt("on purpose".into()))
         });
         assert!(failed.is_err());
-        assert_eq!(synchronous(&s)?, 2);
+        assert_eq!(s.unsynced_commits(), 3);
+        // One durable commit covers the lazy ones before it.
+        s.write(|tx| kv::set(tx, "durable", "1"))?;
+        assert_eq!(s.unsynced_commits(), 0);
+        s.write_lazy_sync(|tx| kv::set(tx, "lazy", "4"))?;
+        s.sync()?;
+        assert_eq!(s.unsynced_commits(), 0);
+        // Nothing left to sync: a sync is free.
+        s.sync()?;
+        // Commits are made with NORMAL: the sync is ours, not SQLite's.
+        let mode: i64 = s.read(|c| {
+            c.row("PRAGMA synchronous", [], |r| r.get(0))
+                .map_err(StoreError::from)
+        })?;
+        assert_eq!(mode, 1);
         drop(s);
         let s = Store::open(&path)?;
-        assert_eq!(s.read(|c| kv::get(c, "lazy"))?.as_deref(), Some("1"));
+        assert_eq!(s.read(|c| kv::get(c, "lazy"))?.as_deref(), Some("4"));
+        Ok(())
+    }
+
+    #[test]
+    fn syncs_from_many_threads_cover_every_commit() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let s = std::sync::Arc::new(Store::open(&dir.path().join("state.db"))?);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || -> Result<()> {
+                    for i in 0..25 {
+                        // `write` asserts (debug builds) that its own commit is covered.
+                        s.write(|tx| kv::set(tx, &format!("k{t}"), &i.to_string()))?;
+                        if i % 5 == 0 {
+                            s.write_lazy_sync(|tx| kv::set(tx, "lazy", "1"))?;
+                            s.sync()?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join()
+                .map_err(|_| StoreError::Corrupt("a writer panicked".into()))??;
+        }
+        assert_eq!(s.unsynced_commits(), 0);
+        assert_eq!(s.durability.committed.load(Ordering::Acquire), 120);
         Ok(())
     }
 

@@ -34,7 +34,7 @@ use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
 use crate::instance::{
-    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Transport,
+    Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
 };
 use crate::names::label_of;
 use crate::outbound;
@@ -49,6 +49,7 @@ struct Live {
     label: String,
     cwd: String,
     transport: Transport,
+    reach: Reach,
     pid: Option<i64>,
     idle: bool,
     pending: bool,
@@ -199,7 +200,10 @@ impl Conductor {
                     }
                     None => return Ok(()),
                 },
-                () = self.wakes.conductor.notified() => queue_changed = true,
+                () = self.wakes.conductor.notified() => {
+                    crate::latency::probe("c_woke");
+                    queue_changed = true;
+                }
                 () = crate::wakes::sleep_for(self.controls_deadline.map(|d| {
                     std::time::Duration::from_millis(u64::try_from(d - now).unwrap_or(0))
                 })) => {}
@@ -343,6 +347,7 @@ impl Conductor {
         let live_identities: Vec<String> = self.live.values().map(|l| l.identity.clone()).collect();
         let Attach {
             transport,
+            reach,
             pid,
             cwd,
             session_id,
@@ -484,6 +489,7 @@ impl Conductor {
                 label,
                 cwd,
                 transport,
+                reach,
                 pid,
                 idle,
                 pending,
@@ -574,8 +580,10 @@ impl Conductor {
                 if was != l.idle {
                     let state = if l.idle { "idle" } else { "busy" };
                     let key = id.0.clone();
+                    // For `status` only (a restarted hub hears busy/idle from pi again): not
+                    // worth a wait for the disk, which would hold up the sender's.
                     self.db
-                        .write(move |tx| instances::set_state(tx, &key, state))
+                        .write_lazy_sync(move |tx| instances::set_state(tx, &key, state))
                         .await?;
                 }
             }
@@ -606,8 +614,10 @@ impl Conductor {
             None => return Ok(()),
         };
         let several = self.live.len() > 1;
+        crate::latency::probe("c_td");
         // Nothing preview-like for this turn once its answer is queued.
         self.fence(n).await;
+        crate::latency::probe("c_fenced");
         let tools = self
             .live
             .get_mut(id)
@@ -621,8 +631,9 @@ impl Conductor {
         let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
         let instance = id.clone();
+        let reach = self.live.get(id).map_or(Reach::OtherMachine, |l| l.reach);
         self.db
-            .write(move |tx| {
+            .write_before_telling(reach, move |tx| {
                 if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
                     if show_tools && !tools.is_empty() && t.state != TurnState::Done {
                         let place = outbound::place_of_turn(tx, &t, &identity)?;
@@ -670,6 +681,9 @@ impl Conductor {
             let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
         }
         self.wakes.sender.notify_one();
+        // The sender, just woken on this thread, starts on the answer before the conductor's
+        // next store call (pi's "idle" comes right behind its answer) holds the thread.
+        tokio::task::yield_now().await;
         Ok(())
     }
 
@@ -1000,9 +1014,11 @@ impl Conductor {
             let (identity, pid, transport) = (l.identity.clone(), l.pid, l.transport);
             let key = id.0.clone();
             let now = self.db.now_ms();
+            crate::latency::probe("c_disp");
             let (turn, skipped) = self
                 .db
-                .write(move |tx| {
+                .write_before_telling(l.reach, move |tx| {
+                    crate::latency::probe("c_in");
                     let mut skipped = 0;
                     let t = loop {
                         let Some(t) = turns::next_queued(tx, &identity)? else {
@@ -1035,6 +1051,7 @@ impl Conductor {
                     // between the person's message and pi.
                     let files = store::files::of_turn(tx, t.id)?;
                     crashpoint::hit("dispatch.before_commit");
+                    crate::latency::probe("c_in_end");
                     Ok((Some((t, place, files)), skipped))
                 })
                 .await?;
@@ -1046,6 +1063,7 @@ impl Conductor {
                 continue;
             };
             changed = true;
+            crate::latency::probe("c_disp_commit");
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
@@ -1074,6 +1092,9 @@ impl Conductor {
             tracing::debug!(instance = %id, turn = turn.id, "dispatched");
             crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
             crashpoint::hit("dispatch.after_send");
+            // The link's task, just woken on this thread, writes the prompt before the
+            // conductor's next store call holds the thread.
+            tokio::task::yield_now().await;
         }
         Ok(changed)
     }

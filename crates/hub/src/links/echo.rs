@@ -14,6 +14,7 @@ pub async fn start(
     let (tx, mut rx) = mpsc::channel(super::COMMAND_QUEUE);
     let attach = Attach {
         transport: Transport::Echo,
+        reach: crate::instance::Reach::ThisMachine,
         pid: None,
         cwd,
         session_id: None,

@@ -196,6 +196,7 @@ async fn start(
     let attach_cwd = cwd.clone();
     let attach = Attach {
         transport: Transport::Rpc,
+        reach: crate::instance::Reach::ThisMachine,
         pid,
         cwd,
         session_id: state

@@ -23,8 +23,8 @@ use wire::{
 use std::collections::HashMap;
 
 use crate::instance::{
-    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Request, ToolCall,
-    Transport,
+    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Request,
+    ToolCall, Transport,
 };
 
 /// How long a new connection may take to say hello.
@@ -109,7 +109,7 @@ async fn write_loop(
 ) {
     while let Some(line) = lines.recv().await {
         match tokio::time::timeout(timeout, wr.write_all(line.as_bytes())).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => crate::latency::probe("l_written"),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "socket write failed");
                 return;
@@ -297,6 +297,10 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
     let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
     let attach = Attach {
         transport: Transport::Shim,
+        reach: match peer {
+            Peer::Local => Reach::ThisMachine,
+            Peer::Remote(_) => Reach::OtherMachine,
+        },
         pid: hello.state.pid,
         cwd,
         session_id: hello.state.session_id.clone(),
@@ -427,6 +431,7 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
                     }
                 }
                 Some(cmd) => {
+                    crate::latency::probe("l_cmd");
                     if !conn.send(&hub_msg(cmd)) {
                         break GoneReason::Closed("pi is not reading its connection".into());
                     }
