@@ -1,6 +1,7 @@
 //! `pi-telegram`: the composition root. It parses the command line, sets up logging, and hands
 //! each subcommand to the `hub` crate; errors become a message and an exit code.
 
+mod arenas;
 mod cli;
 mod demo;
 mod install;
@@ -15,6 +16,9 @@ use hub::{HubError, doctor, lock, logging, serve, setup, status};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if matches!(cli.command, cli::Command::Serve) {
+        arenas::reexec_with_few_arenas();
+    }
     let (agent_dir, profile) = match where_from(&cli) {
         Ok(found) => found,
         Err(e) => {
