@@ -461,6 +461,17 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
             path.display()
         )));
     }
+    // The query planner's stability guarantee: a statement's plan never depends on the values
+    // bound to it. Without it, SQLite re-prepares (parses and plans again) a cached statement
+    // whenever a value it looked at while planning changes: comparing `col = ?1` with a partial
+    // index's condition is enough, and the hub's commonest statements (the next queued turn of
+    // an identity, a turn's group) were planned again on most calls. The hub's queries are
+    // index lookups whose best plan does not depend on the values.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(StoreError::sqlite(ctx()))?;
     // NORMAL: a commit is in the OS's cache when it returns; `Store::sync` puts it on disk
     // without holding the connection. A page cache of 1 MiB (SQLite's default is 2): the hub's
     // hot rows are a few hundred pages, the OS caches the rest, and the hub stays small next
