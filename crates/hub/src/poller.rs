@@ -1,21 +1,25 @@
-//! Inbound: `getUpdates` -> one commit of the batch with its new offset -> the worker is woken
-//! -> the commit is synced to disk -> the next poll. The offset Telegram sees only ever
-//! confirms updates already on disk; the worker does not wait for the disk (its own effects
-//! reach another machine only after a later sync).
+//! Inbound: `getUpdates` -> one commit of the batch with its new offset, and with its handling
+//! when nothing older waits ([`worker::journal_batch`]; otherwise the worker is woken) -> the
+//! commit is synced to disk -> the next poll. The offset Telegram sees only ever confirms
+//! updates already on disk; handling does not wait for the disk (its effects reach another
+//! machine only after a later sync).
 
 use std::time::Duration;
 
 use store::{incidents, journal};
+
 use telegram::view::{UpdateKind, UpdateView};
 use telegram::{ApiErrorKind, CallError};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::bot_api::Api;
 use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
+use crate::wakes::Wakes;
 use crate::webhook;
+use crate::worker::{self, WorkerSettings};
 
 /// Update kinds the hub asks for (topic service messages arrive as `message`).
 pub const ALLOWED_UPDATES: [&str; 5] = [
@@ -55,7 +59,8 @@ pub async fn run(
     db: Db,
     client: Api,
     settings: PollSettings,
-    worker: &Notify,
+    handling: &WorkerSettings,
+    wakes: &Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     let mut offset = db.read(journal::offset).await?;
@@ -82,27 +87,10 @@ pub async fn run(
                     .map(|u| (u.update_id, kind_name(&u.json), u.json))
                     .collect();
                 let count = rows.len();
-                let now = db.now_ms();
-                db.write_lazy_sync(move |tx| {
-                    let incoming: Vec<journal::Incoming<'_>> = rows
-                        .iter()
-                        .map(|(id, kind, raw)| journal::Incoming {
-                            update_id: *id,
-                            kind,
-                            raw,
-                        })
-                        .collect();
-                    journal::append_batch(tx, &incoming, next, now)?;
-                    crashpoint::hit("journal.before_commit");
-                    Ok(())
-                })
-                .await?;
-                crashpoint::hit("journal.after_commit");
-                crate::latency::mark(crate::latency::Step::Journaled, last);
+                worker::journal_batch(&db, handling, wakes, rows, next).await?;
                 tracing::debug!(count, offset = next, "journaled updates");
-                worker.notify_one();
                 // The next poll confirms these updates to Telegram: they must survive a crash
-                // of this machine first. The sync runs while the worker handles them.
+                // of this machine first. The sync runs while the tasks woken above go on.
                 db.sync().await?;
                 crashpoint::hit("journal.after_sync");
                 offset = Some(next);

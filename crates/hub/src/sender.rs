@@ -37,21 +37,18 @@ pub async fn run(
         }
         crate::latency::probe("s_look");
         let now = db.now_ms();
-        let heads = db.read(move |c| outbox::heads(c, now)).await?;
-        let mut wait: Option<Duration> = None;
-        let mut chosen = None;
-        {
-            let mut p = pacer.lock().await;
-            for row in heads {
-                let w = p.ready_in(pace_key(&row), now as u64);
-                if w.is_zero() {
-                    chosen = Some(row);
-                    break;
-                }
-                wait = Some(wait.map_or(w, |x| x.min(w)));
-            }
-        }
+        // The row is picked and marked `sending` in one transaction (one store call less on
+        // an answer's way out), judged by a copy of the pacer: the real one counts the send
+        // when its call leaves, as before.
+        let pace = pacer.lock().await.clone();
+        let (chosen, mut wait) = db
+            .write_lazy_sync(move |tx| pick_and_mark(tx, pace, now))
+            .await?;
         if let Some(row) = chosen {
+            crate::latency::mark(crate::latency::Step::Picked, row.id);
+            // `sending` must survive a crash of the machine before Telegram may see the call:
+            // after one, the row is ambiguous rather than sent again unmarked.
+            db.sync().await?;
             send_one(&db, &*client, &pacer, &wakes, row).await?;
             continue;
         }
@@ -107,6 +104,26 @@ fn pace_key(row: &OutboxRow) -> Option<i64> {
     telegram::paced_per_chat(&row.method).then_some(row.chat_id)
 }
 
+/// The first head of a chat whose pace allows a send now, marked `sending`; otherwise how long
+/// until one may go (`None`: no head waits on pacing).
+fn pick_and_mark(
+    tx: &store::Connection,
+    mut pace: Pacer,
+    now: i64,
+) -> Result<(Option<OutboxRow>, Option<Duration>), store::StoreError> {
+    let mut wait: Option<Duration> = None;
+    for row in outbox::heads(tx, now)? {
+        let w = pace.ready_in(pace_key(&row), now as u64);
+        if w.is_zero() {
+            outbox::mark_sending(tx, row.id, now)?;
+            return Ok((Some(row), None));
+        }
+        wait = Some(wait.map_or(w, |x| x.min(w)));
+    }
+    Ok((None, wait))
+}
+
+/// Sends a row already marked `sending` (and synced) and records the outcome.
 async fn send_one(
     db: &Db,
     client: &dyn BotApi,
@@ -115,10 +132,6 @@ async fn send_one(
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
-    crate::latency::mark(crate::latency::Step::Picked, id);
-    let now = db.now_ms();
-    db.write(move |tx| outbox::mark_sending(tx, id, now))
-        .await?;
     crashpoint::hit("send.after_mark_sending");
     crate::latency::mark(crate::latency::Step::Calling, id);
     // Counted when the call leaves, not when the row was picked: the durable mark above can

@@ -423,35 +423,36 @@ pub async fn serve(
             }
         }
     }
+    let handling = WorkerSettings {
+        bot_username: username.clone(),
+        pairing: settings.pairing,
+        config_path: config_path.clone(),
+        profile: opts.profile.clone(),
+        epoch,
+        title_template: settings.thread_title.clone(),
+    };
     let poll = {
-        let (db, client, wake, stop) = (
+        let (db, client, handling, wakes, stop) = (
             db.clone(),
             api.clone(),
-            wakes.worker.clone(),
+            handling.clone(),
+            wakes.clone(),
             stop_rx.clone(),
         );
         let settings = PollSettings {
             timeout: opts.tuning.poll_timeout,
             conflict_grace: opts.tuning.conflict_grace,
         };
-        tokio::spawn(async move { poller::run(db, client, settings, &wake, stop).await })
+        tokio::spawn(
+            async move { poller::run(db, client, settings, &handling, &wakes, stop).await },
+        )
     };
-    let work = {
-        let settings = WorkerSettings {
-            bot_username: username.clone(),
-            pairing: settings.pairing,
-            config_path: config_path.clone(),
-            profile: opts.profile.clone(),
-            epoch,
-            title_template: settings.thread_title.clone(),
-        };
-        tokio::spawn(worker::run(
-            db.clone(),
-            settings,
-            wakes.clone(),
-            stop_rx.clone(),
-        ))
-    };
+    let work = tokio::spawn(worker::run(
+        db.clone(),
+        handling,
+        wakes.clone(),
+        stop_rx.clone(),
+    ));
     let send = tokio::spawn(sender::run(
         db.clone(),
         api.clone(),

@@ -1,8 +1,13 @@
 //! Journal -> handlers, in update order. A batch of updates is handled in one transaction
 //! (each update's effects with its "handled" mark); if the batch fails, updates are handled one
 //! by one so a single bad update cannot block the others.
+//!
+//! A freshly polled batch that nothing older waits before is handled by the poller, in the
+//! transaction that journals it ([`journal_batch`]): one commit and one task hand-over less
+//! between a message and pi. The worker takes what that leaves: updates journaled before a
+//! restart, and batches whose handling failed.
 
-use store::{StoreError, incidents, journal};
+use store::{Cached, StoreError, incidents, journal};
 use tokio::sync::watch;
 
 use crate::config::{ConfigFile, PairingMode};
@@ -71,6 +76,22 @@ pub async fn run(
         };
         crashpoint::hit("handle.after_commit");
         crate::latency::mark(crate::latency::Step::Handled, last);
+        after_commit(&db, &settings, &wakes, after).await?;
+        if *stop.borrow() {
+            return Ok(());
+        }
+    }
+}
+
+/// What follows a committed handling: the tasks with new work are woken, a new owner is
+/// written to the config file.
+async fn after_commit(
+    db: &Db,
+    settings: &WorkerSettings,
+    wakes: &Wakes,
+    after: AfterCommit,
+) -> Result<(), HubError> {
+    {
         if after.outbox {
             wakes.sender.notify_one();
         }
@@ -89,11 +110,90 @@ pub async fn run(
             wakes.inbound.notify_one();
         }
         if let Some(owner) = after.new_owner {
-            mirror_owner(&db, &settings, owner).await?;
+            mirror_owner(db, settings, owner).await?;
         }
-        if *stop.borrow() {
-            return Ok(());
-        }
+    }
+    Ok(())
+}
+
+/// Journals a polled batch with the offset after it (`next`) in one transaction, and handles
+/// it in the same transaction when no older update is still unhandled (so the order of
+/// handling stays the journal's). `true` when it was handled; otherwise the worker is woken
+/// for it. A handler's error leaves the batch journaled and unhandled: the worker then
+/// handles it update by update, isolating the bad one.
+pub async fn journal_batch(
+    db: &Db,
+    settings: &WorkerSettings,
+    wakes: &Wakes,
+    rows: Vec<(i64, String, String)>,
+    next: i64,
+) -> Result<bool, HubError> {
+    let last = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    let ctx = handler_ctx(db, settings);
+    let now = ctx.now_ms;
+    let handled = db
+        .write_lazy_sync(move |tx| {
+            let incoming: Vec<journal::Incoming<'_>> = rows
+                .iter()
+                .map(|(id, kind, raw)| journal::Incoming {
+                    update_id: *id,
+                    kind,
+                    raw,
+                })
+                .collect();
+            journal::append_batch(tx, &incoming, next, now)?;
+            crashpoint::hit("journal.before_commit");
+            let pending = journal::pending(tx, BATCH)?;
+            let fresh = pending.len() == rows.len()
+                && pending.iter().zip(&rows).all(|(e, r)| e.update_id == r.0);
+            if !fresh {
+                return Ok(None);
+            }
+            tx.exec("SAVEPOINT handling", [])
+                .map_err(StoreError::sqlite("handling a batch"))?;
+            let mut after = AfterCommit::default();
+            let outcome = pending
+                .iter()
+                .try_for_each(|entry| handlers::handle(tx, &ctx, entry, &mut after).map(drop));
+            match outcome {
+                Ok(()) => {
+                    crashpoint::hit("handle.before_commit");
+                    tx.exec("RELEASE handling", [])
+                        .map_err(StoreError::sqlite("handling a batch"))?;
+                    Ok(Some(after))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a fresh batch failed; the worker handles it update by update");
+                    tx.exec("ROLLBACK TO handling", [])
+                        .and_then(|_| tx.exec("RELEASE handling", []))
+                        .map_err(StoreError::sqlite("handling a batch"))?;
+                    Ok(None)
+                }
+            }
+        })
+        .await?;
+    crashpoint::hit("journal.after_commit");
+    crate::latency::mark(crate::latency::Step::Journaled, last);
+    let Some(after) = handled else {
+        wakes.worker.notify_one();
+        return Ok(false);
+    };
+    crashpoint::hit("handle.after_commit");
+    crate::latency::mark(crate::latency::Step::Handled, last);
+    after_commit(db, settings, wakes, after).await?;
+    Ok(true)
+}
+
+fn handler_ctx(db: &Db, settings: &WorkerSettings) -> HandlerCtx {
+    HandlerCtx {
+        bot_username: settings.bot_username.clone(),
+        pairing: settings.pairing,
+        now_ms: db.now_ms(),
+        clock: db.clock().clone(),
+        epoch: settings.epoch,
+        title_template: settings.title_template.clone(),
+        config_path: settings.config_path.clone(),
+        profile: settings.profile.clone(),
     }
 }
 
@@ -113,16 +213,7 @@ async fn handle_batch(
     settings: &WorkerSettings,
     pending: Pending,
 ) -> Result<Option<(i64, usize, AfterCommit)>, StoreError> {
-    let ctx = HandlerCtx {
-        bot_username: settings.bot_username.clone(),
-        pairing: settings.pairing,
-        now_ms: db.now_ms(),
-        clock: db.clock().clone(),
-        epoch: settings.epoch,
-        title_template: settings.title_template.clone(),
-        config_path: settings.config_path.clone(),
-        profile: settings.profile.clone(),
-    };
+    let ctx = handler_ctx(db, settings);
     // Not synced to disk before it returns: what a handler does reaches the outside through a
     // later durable commit (the sender marks a row before calling Telegram, the conductor a
     // turn before pi gets it, topics an intent before creating one, a compaction is marked

@@ -432,16 +432,17 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
     );
     let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
     let mut tasks = vec![tokio::spawn(conductor.run(stop.clone()))];
+    let handling = WorkerSettings {
+        bot_username: "bot".into(),
+        pairing: PairingMode::Code,
+        config_path: std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
+        profile: hub::paths::ProfileName::default_profile(),
+        epoch,
+        title_template: threads::DEFAULT_TITLE.into(),
+    };
     tasks.push(tokio::spawn(hub::worker::run(
         db.clone(),
-        WorkerSettings {
-            bot_username: "bot".into(),
-            pairing: PairingMode::Code,
-            config_path: std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
-            profile: hub::paths::ProfileName::default_profile(),
-            epoch,
-            title_template: threads::DEFAULT_TITLE.into(),
-        },
+        handling.clone(),
         wakes.clone(),
         stop.clone(),
     )));
@@ -466,13 +467,13 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
         stop.clone(),
     )));
     {
-        let (db, api, wake, stop) = (db.clone(), api.clone(), wakes.worker.clone(), stop.clone());
+        let (db, api, wakes, stop) = (db.clone(), api.clone(), wakes.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             let settings = PollSettings {
                 timeout: Duration::from_secs(25),
                 conflict_grace: Duration::from_secs(60),
             };
-            hub::poller::run(db, api, settings, &wake, stop).await
+            hub::poller::run(db, api, settings, &handling, &wakes, stop).await
         }));
     }
     wakes.worker.notify_one();

@@ -11,7 +11,11 @@
 //!
 //! Targets: hub time per direction <= 1 ms p50; round trip <= 15 ms p50. `ROUNDTRIP_TURNS`
 //! (default 60) sets the number of turns measured; `ROUNDTRIP_STATE_ON=/dev/shm` puts the
-//! hub's state on tmpfs (the same run without the disk's flushes).
+//! hub's state on tmpfs (the same run without the disk's flushes). `ROUNDTRIP_GAP_MS` (default
+//! 100) is the pause between turns: a person's messages meet an idle hub, and on a virtual
+//! machine the first steps after a pause run several times slower than back to back.
+//! `ROUNDTRIP_KEEP_LOG=<file>` keeps the hub's marks (and `<file>.windows`, each turn's start
+//! and end) for a closer look, `hub::latency::probe`s included.
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -160,6 +164,12 @@ fn main() {
     }
     std::thread::sleep(Duration::from_millis(300));
 
+    let gap = Duration::from_millis(
+        std::env::var("ROUNDTRIP_GAP_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100),
+    );
     let mut windows = Vec::new();
     for i in 0..turns {
         let text = format!("ping {i}");
@@ -167,12 +177,12 @@ fn main() {
         say(&text);
         let t1 = answered(&format!("echo: {text}"));
         windows.push((t0, t1));
-        // Previews and typing of this turn settle before the next one starts.
-        std::thread::sleep(Duration::from_millis(100));
+        // Previews and typing of this turn settle before the next one starts; a person's next
+        // message comes later still, so each turn meets a hub that was idle.
+        std::thread::sleep(gap);
     }
     drop(hub);
     let log = std::fs::read_to_string(profile.join("logs/hub.jsonl")).unwrap_or_default();
-    // For a closer look at the marks (`hub::latency::probe`s included).
     if let Ok(keep) = std::env::var("ROUNDTRIP_KEEP_LOG") {
         let _ = std::fs::write(&keep, &log);
         let lines: Vec<String> = windows.iter().map(|(a, b)| format!("{a} {b}")).collect();

@@ -264,14 +264,20 @@ impl Store {
         E: From<StoreError>,
     {
         let conn = self.lock();
+        let before = conn.total_changes();
         let tx = Tx::begin(&conn, "BEGIN IMMEDIATE")
             .map_err(|e| E::from(StoreError::sqlite("starting a transaction")(e)))?;
         let value = f(&conn)?;
         tx.end("COMMIT")
             .map_err(|e| E::from(StoreError::sqlite("committing")(e)))?;
         // Counted under the connection's lock, after SQLite wrote the commit's log frames: a
-        // sync that reads the count afterwards covers it.
-        let commit = self.durability.committed.fetch_add(1, Ordering::AcqRel) + 1;
+        // sync that reads the count afterwards covers it. A transaction that changed nothing
+        // wrote nothing to sync.
+        let commit = if conn.total_changes() == before {
+            self.durability.committed.load(Ordering::Acquire)
+        } else {
+            self.durability.committed.fetch_add(1, Ordering::AcqRel) + 1
+        };
         Ok((value, commit))
     }
 
@@ -497,7 +503,9 @@ mod tests {
             s.write_lazy_sync(|tx| kv::set(tx, "lazy", &round.to_string()))?;
             assert_eq!(s.unsynced_commits(), round, "lazy commit {round}");
         }
-        // A failed transaction commits nothing, so it adds nothing to sync.
+        // A transaction that changes nothing, or fails, adds nothing to sync.
+        s.write_lazy_sync(|tx| kv::get(tx, "lazy"))?;
+        assert_eq!(s.unsynced_commits(), 3);
         let failed: Result<()> = s.write_lazy_sync(|tx| {
             kv::set(tx, "lazy", "never")?;
             Err(StoreError::Corrupt("on purpose".into()))
