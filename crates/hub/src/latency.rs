@@ -52,11 +52,6 @@ pub fn mark(step: Step, key: impl std::fmt::Display) {
     tracing::debug!(target: "hub::latency", step = step.name(), key = %key, us = wall_us());
 }
 
-/// A mark with a free name, for finding where time goes (not in the bench's table).
-pub fn probe(name: &'static str) {
-    tracing::debug!(target: "hub::latency", step = name, key = 0, us = wall_us());
-}
-
 fn wall_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -35,7 +35,6 @@ pub async fn run(
         if *stop.borrow() {
             return Ok(());
         }
-        crate::latency::probe("s_look");
         let now = db.now_ms();
         // The row is picked and marked `sending` in one transaction (one store call less on
         // an answer's way out), judged by a copy of the pacer: the real one counts the send

@@ -55,7 +55,6 @@ pub async fn run(
                 () = wakes.worker.notified() => {}
             }
         }
-        crate::latency::probe("w_woke");
         let (last, after) = match handle_batch(&db, &settings, Pending::Read).await {
             Ok(Some((last, count, after))) => {
                 drained = count < BATCH;
@@ -221,7 +220,6 @@ async fn handle_batch(
     // model switch). Lost with the machine before that, it is redone from the journal, which
     // is durable before the offset moves. Saves one disk flush per message on the way to pi.
     db.write_lazy_sync(move |tx| {
-        crate::latency::probe("w_in");
         let batch = match pending {
             Pending::Read => journal::pending(tx, BATCH)?,
             Pending::One(entry) => vec![entry],
@@ -234,7 +232,6 @@ async fn handle_batch(
             handlers::handle(tx, &ctx, entry, &mut after)?;
         }
         crashpoint::hit("handle.before_commit");
-        crate::latency::probe("w_in_end");
         Ok(Some((last, batch.len(), after)))
     })
     .await

@@ -15,7 +15,7 @@
 //! 100) is the pause between turns: a person's messages meet an idle hub, and on a virtual
 //! machine the first steps after a pause run several times slower than back to back.
 //! `ROUNDTRIP_KEEP_LOG=<file>` keeps the hub's marks (and `<file>.windows`, each turn's start
-//! and end) for a closer look, `hub::latency::probe`s included.
+//! and end) for a closer look (marks added for the purpose, with any step name, show there).
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Child, Command, Stdio};

@@ -200,10 +200,7 @@ impl Conductor {
                     }
                     None => return Ok(()),
                 },
-                () = self.wakes.conductor.notified() => {
-                    crate::latency::probe("c_woke");
-                    queue_changed = true;
-                }
+                () = self.wakes.conductor.notified() => queue_changed = true,
                 () = crate::wakes::sleep_for(self.controls_deadline.map(|d| {
                     std::time::Duration::from_millis(u64::try_from(d - now).unwrap_or(0))
                 })) => {}
@@ -614,10 +611,8 @@ impl Conductor {
             None => return Ok(()),
         };
         let several = self.live.len() > 1;
-        crate::latency::probe("c_td");
         // Nothing preview-like for this turn once its answer is queued.
         self.fence(n).await;
-        crate::latency::probe("c_fenced");
         let tools = self
             .live
             .get_mut(id)
@@ -1014,11 +1009,9 @@ impl Conductor {
             let (identity, pid, transport) = (l.identity.clone(), l.pid, l.transport);
             let key = id.0.clone();
             let now = self.db.now_ms();
-            crate::latency::probe("c_disp");
             let (turn, skipped) = self
                 .db
                 .write_before_telling(l.reach, move |tx| {
-                    crate::latency::probe("c_in");
                     let mut skipped = 0;
                     let t = loop {
                         let Some(t) = turns::next_queued(tx, &identity)? else {
@@ -1051,7 +1044,6 @@ impl Conductor {
                     // between the person's message and pi.
                     let files = store::files::of_turn(tx, t.id)?;
                     crashpoint::hit("dispatch.before_commit");
-                    crate::latency::probe("c_in_end");
                     Ok((Some((t, place, files)), skipped))
                 })
                 .await?;
@@ -1063,7 +1055,6 @@ impl Conductor {
                 continue;
             };
             changed = true;
-            crate::latency::probe("c_disp_commit");
             crashpoint::hit("dispatch.after_commit");
             let Some(l) = self.live.get_mut(&id) else {
                 continue;

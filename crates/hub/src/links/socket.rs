@@ -109,7 +109,7 @@ async fn write_loop(
 ) {
     while let Some(line) = lines.recv().await {
         match tokio::time::timeout(timeout, wr.write_all(line.as_bytes())).await {
-            Ok(Ok(())) => crate::latency::probe("l_written"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "socket write failed");
                 return;
@@ -431,7 +431,6 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
                     }
                 }
                 Some(cmd) => {
-                    crate::latency::probe("l_cmd");
                     if !conn.send(&hub_msg(cmd)) {
                         break GoneReason::Closed("pi is not reading its connection".into());
                     }
