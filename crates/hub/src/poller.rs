@@ -30,6 +30,9 @@ pub const ALLOWED_UPDATES: [&str; 5] = [
     "my_chat_member",
 ];
 
+/// Updates asked for per poll (Telegram's maximum).
+const POLL_LIMIT: u32 = 100;
+
 /// Poller settings.
 #[derive(Debug, Clone)]
 pub struct PollSettings {
@@ -71,7 +74,7 @@ pub async fn run(
         let polled = tokio::select! {
             // Dropping an in-flight poll is safe: nothing it returned was confirmed.
             _ = stop.changed() => return Ok(()),
-            r = client.get_updates(offset, 100, settings.timeout, &ALLOWED_UPDATES) => r,
+            r = client.get_updates(offset, POLL_LIMIT, settings.timeout, &ALLOWED_UPDATES) => r,
         };
         let error = match polled {
             Ok(batch) => {
@@ -87,7 +90,11 @@ pub async fn run(
                     .map(|u| (u.update_id, kind_name(&u.json), u.json))
                     .collect();
                 let count = rows.len();
-                worker::journal_batch(&db, handling, wakes, rows, next).await?;
+                // A full batch says more are waiting: it is only journaled, and the worker
+                // handles it while the next batch comes (a backlog's pace); a smaller one is
+                // what a person just sent, handled at once (its latency).
+                let handle = count < POLL_LIMIT as usize;
+                worker::journal_batch(&db, handling, wakes, rows, next, handle).await?;
                 tracing::debug!(count, offset = next, "journaled updates");
                 // The next poll confirms these updates to Telegram: they must survive a crash
                 // of this machine first. The sync runs while the tasks woken above go on.

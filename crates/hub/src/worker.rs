@@ -115,9 +115,9 @@ async fn after_commit(
     Ok(())
 }
 
-/// Journals a polled batch with the offset after it (`next`) in one transaction, and handles
-/// it in the same transaction when no older update is still unhandled (so the order of
-/// handling stays the journal's). `true` when it was handled; otherwise the worker is woken
+/// Journals a polled batch with the offset after it (`next`) in one transaction, and, if
+/// `handle`, handles it in the same transaction when no older update is still unhandled (so
+/// the order of handling stays the journal's). `true` when it was handled; otherwise the worker is woken
 /// for it. A handler's error leaves the batch journaled and unhandled: the worker then
 /// handles it update by update, isolating the bad one.
 pub async fn journal_batch(
@@ -126,6 +126,7 @@ pub async fn journal_batch(
     wakes: &Wakes,
     rows: Vec<(i64, String, String)>,
     next: i64,
+    handle: bool,
 ) -> Result<bool, HubError> {
     let last = rows.iter().map(|r| r.0).max().unwrap_or(0);
     let ctx = handler_ctx(db, settings);
@@ -142,6 +143,9 @@ pub async fn journal_batch(
                 .collect();
             journal::append_batch(tx, &incoming, next, now)?;
             crashpoint::hit("journal.before_commit");
+            if !handle {
+                return Ok(None);
+            }
             let pending = journal::pending(tx, BATCH)?;
             let fresh = pending.len() == rows.len()
                 && pending.iter().zip(&rows).all(|(e, r)| e.update_id == r.0);

@@ -204,8 +204,16 @@ fn main() {
     };
     let rows: [(&str, &str, &str); 11] = [
         ("message at Telegram -> getUpdates returned", "t0", "polled"),
-        ("journal commit (update + offset)", "polled", "journaled"),
-        ("worker: handling committed", "journaled", "handled"),
+        (
+            "journal commit (update + offset + its handling)",
+            "polled",
+            "journaled",
+        ),
+        (
+            "handling marked (the worker's commit when the poller leaves it one)",
+            "journaled",
+            "handled",
+        ),
         ("conductor: prompt to the link", "handled", "dispatched"),
         (
             "socket, extension, pi -> model request",
