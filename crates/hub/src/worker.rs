@@ -90,36 +90,34 @@ async fn after_commit(
     wakes: &Wakes,
     after: AfterCommit,
 ) -> Result<(), HubError> {
-    {
-        if after.outbox {
-            wakes.sender.notify_one();
-        }
-        if after.controls {
-            wakes
-                .controls
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        if after.turns {
-            wakes.conductor.notify_one();
-        }
-        if after.topics {
-            wakes.topics.notify_one();
-        }
-        if after.inbound {
-            wakes.inbound.notify_one();
-        }
-        if let Some(owner) = after.new_owner {
-            mirror_owner(db, settings, owner).await?;
-        }
+    if after.outbox {
+        wakes.sender.notify_one();
+    }
+    if after.controls {
+        wakes
+            .controls
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    if after.turns {
+        wakes.conductor.notify_one();
+    }
+    if after.topics {
+        wakes.topics.notify_one();
+    }
+    if after.inbound {
+        wakes.inbound.notify_one();
+    }
+    if let Some(owner) = after.new_owner {
+        mirror_owner(db, settings, owner).await?;
     }
     Ok(())
 }
 
 /// Journals a polled batch with the offset after it (`next`) in one transaction, and, if
 /// `handle`, handles it in the same transaction when no older update is still unhandled (so
-/// the order of handling stays the journal's). `true` when it was handled; otherwise the worker is woken
-/// for it. A handler's error leaves the batch journaled and unhandled: the worker then
-/// handles it update by update, isolating the bad one.
+/// the order of handling stays the journal's). `true` when it was handled; otherwise the
+/// worker is woken for it. A handler's error leaves the batch journaled and unhandled: the
+/// worker then handles it update by update, isolating the bad one.
 pub async fn journal_batch(
     db: &Db,
     settings: &WorkerSettings,
