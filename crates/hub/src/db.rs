@@ -158,3 +158,39 @@ impl threads::Storage for Db {
         Box::pin(async move { db.read(f).await })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let store = Store::open(&dir.path().join("state.db"))
+            .unwrap_or_else(|e| panic!("opening the store: {e}"));
+        (dir, Db::new(Arc::new(store)))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_pi_on_another_machine_hears_of_is_on_disk_first() -> Result<(), StoreError> {
+        let (_dir, db) = db();
+        db.write_before_telling(Reach::ThisMachine, |tx| store::kv::set(tx, "k", "1"))
+            .await?;
+        assert_eq!(
+            db.store().unsynced_commits(),
+            1,
+            "pi of this machine dies with it: no flush before it hears"
+        );
+        db.write_before_telling(Reach::OtherMachine, |tx| store::kv::set(tx, "k", "2"))
+            .await?;
+        assert_eq!(
+            db.store().unsynced_commits(),
+            0,
+            "pi on another machine outlives a crash of ours: on disk first"
+        );
+        db.write_lazy_sync(|tx| store::kv::set(tx, "k", "3"))
+            .await?;
+        db.sync().await?;
+        assert_eq!(db.store().unsynced_commits(), 0);
+        Ok(())
+    }
+}
