@@ -883,13 +883,31 @@ impl Conductor {
             .unwrap_or_else(|| self.db.now_ms());
         let settings = self.assistant.current();
         let tools = std::mem::take(&mut l.tools);
+        // Most message ends leave nothing to write (a final answer comes with the turn's
+        // result): no store call for them, right before the answer.
+        let shown = match turn {
+            Some(_) => {
+                (settings.activity.tools() && !tools.is_empty())
+                    || (settings.activity.thinking() && !thinking.trim().is_empty())
+                    || (stop.as_deref() == Some("toolUse") && !text.trim().is_empty())
+            }
+            None => {
+                settings.proactive_push
+                    && matches!(stop.as_deref(), Some("stop" | "toolUse"))
+                    && !text.trim().is_empty()
+            }
+        };
+        if !shown {
+            return Ok(());
+        }
         let identity = l.identity.clone();
         let label = l.label.clone();
         let several = self.live.len() > 1;
         let now = self.db.now_ms();
+        // Outbox rows only: they reach Telegram after the sender's synced mark.
         let written = self
             .db
-            .write(move |tx| {
+            .write_lazy_sync(move |tx| {
                 let mut written = 0;
                 match turn {
                     Some(n) => {
