@@ -215,12 +215,12 @@ async fn handle_batch(
     pending: Pending,
 ) -> Result<Option<(i64, usize, AfterCommit)>, StoreError> {
     let ctx = handler_ctx(db, settings);
-    // Not synced to disk before it returns: what a handler does reaches the outside through a
-    // later durable commit (the sender marks a row before calling Telegram, the conductor a
-    // turn before pi gets it, topics an intent before creating one, a compaction is marked
-    // sent), which syncs this one too, or is harmless to repeat (an abort bound to its turn, a
-    // model switch). Lost with the machine before that, it is redone from the journal, which
-    // is durable before the offset moves. Saves one disk flush per message on the way to pi.
+    // Not synced to disk before it returns: what a handler does reaches another machine only
+    // through a later durable commit (the sender marks a row before calling Telegram, topics an
+    // intent before creating one, a compaction is marked sent, the conductor a turn before pi
+    // on another machine gets it), which syncs this one too; pi on this machine dies with it;
+    // the rest is harmless to repeat (an abort bound to its turn, a model switch). Lost with
+    // the machine, it is redone from the journal, which is on disk before the offset moves.
     db.write_lazy_sync(move |tx| {
         let batch = match pending {
             Pending::Read => journal::pending(tx, BATCH)?,
