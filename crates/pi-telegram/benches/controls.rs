@@ -8,11 +8,14 @@
 //! - a menu button to its edit: from the tap to tg-fake receiving the edited menu (p50, p90).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{pct, start_hub};
 use serde_json::{Value, json};
 use tg_fake::control::{Press, SendText};
 use tg_fake::{FakeConfig, FakeServer, FloodConfig};
@@ -55,13 +58,6 @@ impl Shim {
     }
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -78,24 +74,11 @@ fn main() {
         }))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
-        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url() } } });
-    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
-    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
-        .arg("serve")
-        .env("PI_CODING_AGENT_DIR", dir.path())
-        .env("PI_TELEGRAM_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let profile = dir.path().join("telegram/default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !profile.join("hub.sock").exists() {
-        assert!(Instant::now() < deadline, "the hub did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut hub, profile) = start_hub(
+        dir.path(),
+        json!({ "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+            "apiBase": fake.base_url() }),
+    );
     let secret = std::fs::read_to_string(profile.join("hub.secret")).unwrap();
     let stream = UnixStream::connect(profile.join("hub.sock")).unwrap();
     let mut pi = Shim {
@@ -259,17 +242,17 @@ fn main() {
     println!("|---|---|---|---|");
     println!(
         "| `/abort` taken by Telegram -> pi reads `abort` (20) | {} ms | {} ms | p90 <= 1000 ms |",
-        percentile(&aborts, 0.5),
-        percentile(&aborts, 0.9)
+        pct(&aborts, 0.5),
+        pct(&aborts, 0.9)
     );
     println!(
         "| `/status` -> the menu with pi's stats sent (20) | {} ms | {} ms | - |",
-        percentile(&status, 0.5),
-        percentile(&status, 0.9)
+        pct(&status, 0.5),
+        pct(&status, 0.9)
     );
     println!(
         "| menu button -> the edited menu sent (20) | {} ms | {} ms | - |",
-        percentile(&taps, 0.5),
-        percentile(&taps, 0.9)
+        pct(&taps, 0.5),
+        pct(&taps, 0.9)
     );
 }

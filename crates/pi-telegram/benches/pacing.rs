@@ -13,21 +13,15 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::collections::{BTreeMap, VecDeque};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Shim;
+use common::{Shim, env_or, start_hub};
 use serde_json::json;
 use tg_fake::{FakeConfig, FakeServer, FloodConfig};
 
 const TOKEN: &str = "1000:fake-token";
-
-fn env_f64(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The most items of `sorted` (microseconds) inside any window of `width` microseconds.
 fn densest(sorted: &[u64], width: u64) -> usize {
@@ -42,20 +36,51 @@ fn densest(sorted: &[u64], width: u64) -> usize {
     best
 }
 
-/// The calls tg-fake's flood model counts against a chat: messages, edits, copies, forwards
-/// and topic creations; not chat actions and not drafts (they have a budget of their own).
-fn is_message(method: &str) -> bool {
-    let draft = method == "sendMessageDraft" || method == "sendRichMessageDraft";
-    (method.starts_with("send") && method != "sendChatAction" && !draft)
-        || method.starts_with("edit")
-        || method.starts_with("copy")
-        || method.starts_with("forward")
-        || method == "createForumTopic"
+/// What the bench counts of tg-fake's request log.
+#[derive(Default)]
+struct Tally {
+    /// Every call.
+    calls: usize,
+    /// `429` answers.
+    refused: usize,
+    /// When each message that reached the chat was taken (tg-fake's microseconds).
+    sends_us: Vec<u64>,
+    /// Calls by method and HTTP status.
+    by_method: BTreeMap<(String, Option<u16>), usize>,
+    /// The last few counted calls, printed when one is refused.
+    recent: VecDeque<(u64, String, Option<u16>)>,
+}
+
+impl Tally {
+    fn add(&mut self, r: &tg_fake::log::RequestEntry) {
+        self.calls += 1;
+        *self
+            .by_method
+            .entry((r.method.clone(), r.status))
+            .or_default() += 1;
+        if tg_fake::counts_for_flood(&r.method) || tg_fake::is_draft(&r.method) {
+            self.recent.push_back((r.at_us, r.method.clone(), r.status));
+            if self.recent.len() > 8 {
+                self.recent.pop_front();
+            }
+        }
+        if r.status == Some(429) {
+            self.refused += 1;
+            let base = self.recent.front().map_or(0, |x| x.0);
+            eprintln!("429 on {} ({:?}); the calls before it:", r.method, r.error);
+            for (us, m, st) in &self.recent {
+                eprintln!("  +{:.2} ms {m} {st:?}", (us - base) as f64 / 1000.0);
+            }
+        }
+        if tg_fake::counts_for_flood(&r.method) && r.status == Some(200) {
+            self.sends_us.push(r.at_us);
+        }
+    }
 }
 
 fn main() {
-    let scale = env_f64("PACING_SCALE", 50.0);
-    let updates = env_f64("PACING_UPDATES", 10_000.0) as i64;
+    let scale: f64 = env_or("PACING_SCALE", 50.0);
+    let updates: i64 = env_or("PACING_UPDATES", 10_000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -75,27 +100,14 @@ fn main() {
         }))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
-        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url(),
-        "pacing": { "perChatPerSec": scale, "perChatBurst": 3,
-                    "globalPerSec": 25.0 * scale, "globalBurst": 25 } } } });
-    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
-    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
-        .arg("serve")
-        .env("PI_CODING_AGENT_DIR", dir.path())
-        .env("PI_TELEGRAM_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut hub, profile) = start_hub(
+        dir.path(),
+        json!({ "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+            "apiBase": fake.base_url(),
+            "pacing": { "perChatPerSec": scale, "perChatBurst": 3,
+                        "globalPerSec": 25.0 * scale, "globalBurst": 25 } }),
+    );
     let pid = hub.id();
-    let profile = dir.path().join("telegram/default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !profile.join("hub.sock").exists() {
-        assert!(Instant::now() < deadline, "the hub did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let shim = Shim::connect(&profile, 700_001, "/bench/p0");
     let pi = std::thread::spawn(move || shim.serve());
 
@@ -113,37 +125,13 @@ fn main() {
     // The request log is bounded: read it as it grows.
     let db = profile.join("state.db");
     let mut since = 0;
-    let mut sends_us: Vec<u64> = Vec::new();
-    let mut refused = 0usize;
-    let mut by_method: std::collections::BTreeMap<(String, Option<u16>), usize> =
-        std::collections::BTreeMap::new();
-    let mut recent: std::collections::VecDeque<(u64, String, Option<u16>)> =
-        std::collections::VecDeque::new();
-    let mut calls = 0usize;
+    let mut tally = Tally::default();
     let mut handled_at = None;
     let timeout = Duration::from_secs_f64(updates as f64 / scale * 2.0 + 120.0);
     loop {
         for r in fake.control().requests(since, None) {
             since = r.seq;
-            calls += 1;
-            *by_method.entry((r.method.clone(), r.status)).or_default() += 1;
-            if is_message(&r.method) || r.method.contains("Draft") {
-                recent.push_back((r.at_us, r.method.clone(), r.status));
-                if recent.len() > 8 {
-                    recent.pop_front();
-                }
-            }
-            if r.status == Some(429) {
-                refused += 1;
-                let base = recent.front().map_or(0, |x| x.0);
-                eprintln!("429 on {} ({:?}); the calls before it:", r.method, r.error);
-                for (us, m, st) in &recent {
-                    eprintln!("  +{:.2} ms {m} {st:?}", (us - base) as f64 / 1000.0);
-                }
-            }
-            if is_message(&r.method) && r.status == Some(200) {
-                sends_us.push(r.at_us);
-            }
+            tally.add(&r);
         }
         let store = store::Store::open_for_reading(&db).ok().flatten();
         let (handled, answered) = store
@@ -174,14 +162,7 @@ fn main() {
     }
     let sending_took = started.elapsed();
     for r in fake.control().requests(since, None) {
-        calls += 1;
-        *by_method.entry((r.method.clone(), r.status)).or_default() += 1;
-        if r.status == Some(429) {
-            refused += 1;
-        }
-        if is_message(&r.method) && r.status == Some(200) {
-            sends_us.push(r.at_us);
-        }
+        tally.add(&r);
     }
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -189,6 +170,13 @@ fn main() {
     let exit = hub.wait().unwrap();
     let answered_by_pi = pi.join().unwrap_or(0);
 
+    let Tally {
+        calls,
+        refused,
+        mut sends_us,
+        by_method,
+        ..
+    } = tally;
     sends_us.sort_unstable();
     let span_s = match (sends_us.first(), sends_us.last()) {
         (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e6,
@@ -198,11 +186,9 @@ fn main() {
     // Telegram counts a burst and then a rate: in any one second at most burst + rate.
     let allowed_per_sec = 3 + scale as usize;
     let densest_sec = densest(&sends_us, 1_000_000);
-    // And between two sends at most the burst, over any stretch: n sends need (n - burst)/rate.
-    let gaps: Vec<u64> = sends_us.windows(2).map(|w| w[1] - w[0]).collect();
-    let mut sorted_gaps = gaps.clone();
-    sorted_gaps.sort_unstable();
-    let gap_p50 = sorted_gaps.get(sorted_gaps.len() / 2).copied().unwrap_or(0);
+    let mut gaps: Vec<u64> = sends_us.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    let gap_p50 = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
 
     println!(
         "pacing: {updates} messages at once, a scripted pi answering each at once; limits scaled by {scale}"
@@ -227,7 +213,7 @@ fn main() {
     println!(
         "| pace of the answers | {rate:.1}/s (gap p50 {:.2} ms) | ≤ {scale}/s, the configured {:.1}/s |",
         gap_p50 as f64 / 1000.0,
-        scale * 0.98
+        scale * (1.0 - telegram::RATE_SLACK)
     );
     println!("| most answers in any one second | {densest_sec} | ≤ {allowed_per_sec} |");
     println!("| 429 answers from tg-fake | {refused} | 0 |");

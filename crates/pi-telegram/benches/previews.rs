@@ -10,11 +10,14 @@
 //! `PREVIEW_BENCH_QUICK=1` shortens the stream to 5 s.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::start_hub;
 use serde_json::{Value, json};
 use tg_fake::{FakeConfig, FakeServer, FloodConfig};
 use tg_format::markdown::{self, RichBudget};
@@ -91,24 +94,11 @@ fn main() {
         }))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
-        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url() } } });
-    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
-    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
-        .arg("serve")
-        .env("PI_CODING_AGENT_DIR", dir.path())
-        .env("PI_TELEGRAM_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let profile = dir.path().join("telegram/default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !profile.join("hub.sock").exists() {
-        assert!(Instant::now() < deadline, "the hub did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut hub, profile) = start_hub(
+        dir.path(),
+        json!({ "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+            "apiBase": fake.base_url() }),
+    );
     let secret = std::fs::read_to_string(profile.join("hub.secret")).unwrap();
     let stream = UnixStream::connect(profile.join("hub.sock")).unwrap();
     let mut pi = Shim {

@@ -13,29 +13,22 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Shim, clk_tck, cpu_ticks, proc_field, rss_by_mapping};
+use common::{Shim, clk_tck, cpu_ticks, env_or, proc_field, rss_by_mapping, start_hub};
 use serde_json::json;
 use tg_fake::{FakeConfig, FakeServer};
 
 const TOKEN: &str = "1000:fake-token";
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn mb(kb: u64) -> String {
     format!("{:.1} MB", kb as f64 / 1024.0)
 }
 
 fn main() {
-    let turns = env_u64("RESOURCES_TURNS", 10_000) as i64;
-    let idle = Duration::from_secs(env_u64("RESOURCES_IDLE_SECS", 60));
+    let turns = env_or("RESOURCES_TURNS", 10_000i64);
+    let idle = Duration::from_secs(env_or("RESOURCES_IDLE_SECS", 60u64));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -45,27 +38,14 @@ fn main() {
         .block_on(FakeServer::start(FakeConfig::default()))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN,
-        "allowedUserId": tg_fake::DEFAULT_USER_ID, "apiBase": fake.base_url(),
-        "pacing": { "perChatPerSec": 100000.0, "perChatBurst": 100000,
-                    "globalPerSec": 100000.0, "globalBurst": 100000 } } } });
-    std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
-    let mut hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
-        .arg("serve")
-        .env("PI_CODING_AGENT_DIR", dir.path())
-        .env("PI_TELEGRAM_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut hub, profile) = start_hub(
+        dir.path(),
+        json!({ "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+            "apiBase": fake.base_url(),
+            "pacing": { "perChatPerSec": 100000.0, "perChatBurst": 100000,
+                        "globalPerSec": 100000.0, "globalBurst": 100000 } }),
+    );
     let pid = hub.id();
-    let profile = dir.path().join("telegram/default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !profile.join("hub.sock").exists() {
-        assert!(Instant::now() < deadline, "the hub did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let first = Shim::connect(&profile, 700_001, "/bench/p0");
     let first = std::thread::spawn(move || first.serve());
 

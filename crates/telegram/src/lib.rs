@@ -23,6 +23,6 @@ pub mod view;
 pub use client::{Client, ClientOptions, DEFAULT_API_BASE, Upload};
 pub use error::{ApiError, ApiErrorKind, CallError};
 pub use method::{Safety, paced_per_chat, safety};
-pub use pacing::{FloodScope, Pacer, PacingConfig};
+pub use pacing::{FloodScope, Pacer, PacingConfig, RATE_SLACK};
 pub use token::{Token, TokenError};
 pub use update::{RawUpdate, parse_updates};

@@ -92,7 +92,7 @@ impl Bucket {
 /// The share of each configured rate the pacer keeps unused: two sends counted a second apart
 /// can reach Telegram a few milliseconds closer together (the first one slowed on its way),
 /// and a server that counts exactly refuses the second. 2 % is 20 ms a second.
-const RATE_SLACK: f64 = 0.02;
+pub const RATE_SLACK: f64 = 0.02;
 
 /// Budgets and flood waits for one bot.
 #[derive(Debug, Clone)]

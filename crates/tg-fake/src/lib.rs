@@ -35,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use api::{counts_for_flood, is_draft};
 pub use api_table::BOT_API_VERSION;
 pub use config::{DEFAULT_TOKEN, DEFAULT_USER_ID, FakeConfig};
 pub use control::Control;

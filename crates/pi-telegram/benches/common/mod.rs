@@ -4,10 +4,43 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+/// `name` from the environment, or `default` when unset or unreadable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Writes `telegram.json` with `profile` as the `default` profile into `agent_dir`, starts the
+/// hub binary's `serve` there (warnings only, no output) and waits until its socket is there.
+/// Returns the process and the profile's directory.
+pub fn start_hub(agent_dir: &Path, profile: Value) -> (Child, PathBuf) {
+    let cfg = json!({ "profiles": { "default": profile } });
+    std::fs::write(agent_dir.join("telegram.json"), cfg.to_string()).unwrap();
+    let hub = Command::new(env!("CARGO_BIN_EXE_pi-telegram"))
+        .arg("serve")
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        .env("PI_TELEGRAM_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = agent_dir.join("telegram/default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dir.join("hub.sock").exists() {
+        assert!(Instant::now() < deadline, "the hub did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (hub, dir)
+}
 
 /// A `/proc/<pid>/status` field in kB (`VmRSS:`, `VmHWM:`).
 pub fn proc_field(pid: u32, field: &str) -> Option<u64> {
