@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use store::{incidents, journal};
-
 use telegram::view::{UpdateKind, UpdateView};
 use telegram::{ApiErrorKind, CallError};
 use tokio::sync::watch;

@@ -2,10 +2,11 @@
 //! (each update's effects with its "handled" mark); if the batch fails, updates are handled one
 //! by one so a single bad update cannot block the others.
 //!
-//! A freshly polled batch that nothing older waits before is handled by the poller, in the
-//! transaction that journals it ([`journal_batch`]): one commit and one task hand-over less
-//! between a message and pi. The worker takes what that leaves: updates journaled before a
-//! restart, and batches whose handling failed.
+//! A freshly polled batch smaller than a full poll, with nothing older unhandled, is handled by
+//! the poller in the transaction that journals it ([`journal_batch`]): one commit and one task
+//! hand-over less between a message and pi. The worker takes what that leaves: full batches (a
+//! backlog), updates journaled before a restart or behind older ones, and batches whose
+//! handling failed.
 
 use store::{Cached, StoreError, incidents, journal};
 use tokio::sync::watch;
@@ -152,13 +153,8 @@ pub async fn journal_batch(
             }
             tx.exec("SAVEPOINT handling", [])
                 .map_err(StoreError::sqlite("handling a batch"))?;
-            let mut after = AfterCommit::default();
-            let outcome = pending
-                .iter()
-                .try_for_each(|entry| handlers::handle(tx, &ctx, entry, &mut after).map(drop));
-            match outcome {
-                Ok(()) => {
-                    crashpoint::hit("handle.before_commit");
+            match handle_entries(tx, &ctx, &pending) {
+                Ok(after) => {
                     tx.exec("RELEASE handling", [])
                         .map_err(StoreError::sqlite("handling a batch"))?;
                     Ok(Some(after))
@@ -183,6 +179,20 @@ pub async fn journal_batch(
     crate::latency::mark(crate::latency::Step::Handled, last);
     after_commit(db, settings, wakes, after).await?;
     Ok(true)
+}
+
+/// Each entry's handling, in order, in the caller's transaction.
+fn handle_entries(
+    tx: &store::Connection,
+    ctx: &HandlerCtx,
+    entries: &[journal::Entry],
+) -> Result<AfterCommit, StoreError> {
+    let mut after = AfterCommit::default();
+    for entry in entries {
+        handlers::handle(tx, ctx, entry, &mut after)?;
+    }
+    crashpoint::hit("handle.before_commit");
+    Ok(after)
 }
 
 fn handler_ctx(db: &Db, settings: &WorkerSettings) -> HandlerCtx {
@@ -229,11 +239,7 @@ async fn handle_batch(
         let Some(last) = batch.last().map(|e| e.update_id) else {
             return Ok(None);
         };
-        let mut after = AfterCommit::default();
-        for entry in &batch {
-            handlers::handle(tx, &ctx, entry, &mut after)?;
-        }
-        crashpoint::hit("handle.before_commit");
+        let after = handle_entries(tx, &ctx, &batch)?;
         Ok(Some((last, batch.len(), after)))
     })
     .await

@@ -606,8 +606,8 @@ impl Conductor {
             }
             return Ok(());
         };
-        let (identity, label) = match self.live.get(id) {
-            Some(l) => (l.identity.clone(), l.label.clone()),
+        let (identity, label, reach) = match self.live.get(id) {
+            Some(l) => (l.identity.clone(), l.label.clone(), l.reach),
             None => return Ok(()),
         };
         let several = self.live.len() > 1;
@@ -626,7 +626,6 @@ impl Conductor {
         let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
         let instance = id.clone();
-        let reach = self.live.get(id).map_or(Reach::OtherMachine, |l| l.reach);
         self.db
             .write_before_telling(reach, move |tx| {
                 if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
@@ -883,19 +882,19 @@ impl Conductor {
             .unwrap_or_else(|| self.db.now_ms());
         let settings = self.assistant.current();
         let tools = std::mem::take(&mut l.tools);
-        // Most message ends leave nothing to write (a final answer comes with the turn's
-        // result): no store call for them, right before the answer.
+        // What this message end shows: for a Telegram turn its tools, its thinking and the
+        // text before a tool call; for work from elsewhere the text, pushed. Most show nothing
+        // (a final answer comes with the turn's result): no store call for them, right before
+        // the answer.
+        let said = !text.trim().is_empty();
+        let show_tools = settings.activity.tools() && !tools.is_empty();
+        let show_thinking = settings.activity.thinking() && !thinking.trim().is_empty();
+        let commentary = stop.as_deref() == Some("toolUse") && said;
+        let push =
+            settings.proactive_push && matches!(stop.as_deref(), Some("stop" | "toolUse")) && said;
         let shown = match turn {
-            Some(_) => {
-                (settings.activity.tools() && !tools.is_empty())
-                    || (settings.activity.thinking() && !thinking.trim().is_empty())
-                    || (stop.as_deref() == Some("toolUse") && !text.trim().is_empty())
-            }
-            None => {
-                settings.proactive_push
-                    && matches!(stop.as_deref(), Some("stop" | "toolUse"))
-                    && !text.trim().is_empty()
-            }
+            Some(_) => show_tools || show_thinking || commentary,
+            None => push,
         };
         if !shown {
             return Ok(());
@@ -925,7 +924,7 @@ impl Conductor {
                             turn_id: Some(n),
                             resend: false,
                         };
-                        if settings.activity.tools() && !tools.is_empty() {
+                        if show_tools {
                             let (h, p) = activity::tools_message(&tools);
                             let purpose = format!("tools:{n}:{at}");
                             outbound::enqueue_html(
@@ -940,7 +939,7 @@ impl Conductor {
                             )?;
                             written += 1;
                         }
-                        if settings.activity.thinking() && !thinking.trim().is_empty() {
+                        if show_thinking {
                             let (h, p) = activity::thinking_message(&thinking);
                             let purpose = format!("thinking:{n}:{at}");
                             outbound::enqueue_html(
@@ -957,7 +956,7 @@ impl Conductor {
                         }
                         // Text pi wrote before calling tools: delivered once, before the
                         // final answer (which comes with the turn's result).
-                        if stop.as_deref() == Some("toolUse") && !text.trim().is_empty() {
+                        if commentary {
                             let purpose = format!("commentary:{n}:{at}");
                             written += outbound::enqueue_markdown(
                                 tx,
@@ -975,13 +974,9 @@ impl Conductor {
                     }
                     // Work that did not come from Telegram: pushed where this pi lives.
                     None => {
-                        let pushed = matches!(stop.as_deref(), Some("stop" | "toolUse"));
                         let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
                             return Ok(0);
                         };
-                        if !settings.proactive_push || !pushed || text.trim().is_empty() {
-                            return Ok(0);
-                        }
                         let place = outbound::place_of_instance(tx, &identity, owner)?;
                         let label = (several && !place.own_topic).then_some(label.as_str());
                         let markdown = texts::local_work_markdown(label, text.trim());
