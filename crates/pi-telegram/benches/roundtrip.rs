@@ -18,9 +18,12 @@
 //! and end) for a closer look (marks added for the purpose, with any step name, show there).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::{env_or, pct};
 use fake_llm::{FakeLlm, FakeLlmConfig};
 use pi_testkit::{PiEnv, PiRpc};
 use serde_json::{Value, json};
@@ -33,13 +36,6 @@ fn wall_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
-}
-
-fn pct(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// One `hub::latency` mark from the hub's JSON log.
@@ -75,10 +71,7 @@ fn main() {
         println!("roundtrip: skipped, no pi (run scripts/install-test-deps.sh)");
         return;
     };
-    let turns: usize = std::env::var("ROUNDTRIP_TURNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+    let turns: usize = env_or("ROUNDTRIP_TURNS", 60);
     let llm = FakeLlm::start_background(FakeLlmConfig::default()).unwrap();
     let pi = PiEnv::with_pi(pi_bin.clone(), llm.base_url()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -164,12 +157,7 @@ fn main() {
     }
     std::thread::sleep(Duration::from_millis(300));
 
-    let gap = Duration::from_millis(
-        std::env::var("ROUNDTRIP_GAP_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(100),
-    );
+    let gap = Duration::from_millis(env_or("ROUNDTRIP_GAP_MS", 100));
     let mut windows = Vec::new();
     for i in 0..turns {
         let text = format!("ping {i}");
