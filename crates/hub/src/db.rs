@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use store::{Connection, Store, StoreError};
+use store::{CommitNo, Connection, Store, StoreError};
 
 use crate::clock::Clock;
 use crate::instance::Reach;
@@ -88,10 +88,34 @@ impl Db {
         }
     }
 
+    /// [`Db::write_before_telling`], also returning the commit's number, for a
+    /// [`Db::sync_through`] by whoever acts on the commit next.
+    pub async fn write_before_telling_numbered<T, F>(
+        &self,
+        reach: Reach,
+        f: F,
+    ) -> Result<(T, CommitNo), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (value, commit) = self.run(move |s| s.write_lazy_sync_numbered(f)).await?;
+        if reach == Reach::OtherMachine {
+            self.sync_through(commit).await?;
+        }
+        Ok((value, commit))
+    }
+
     /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when
     /// an earlier sync covered them.
     pub async fn sync(&self) -> Result<(), StoreError> {
         self.run(|s| s.sync()).await
+    }
+
+    /// Makes commit `commit` and those before it survive a crash of the machine
+    /// ([`Store::sync_through`]); waits for a sync under way that covers it.
+    pub async fn sync_through(&self, commit: CommitNo) -> Result<(), StoreError> {
+        self.run(move |s| s.sync_through(commit)).await
     }
 
     /// One consistent read.

@@ -2,12 +2,13 @@
 //! is safe to repeat, and records what it did about sends whose outcome is unknown.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use store::outbox::{self, OutboxRow};
-use store::{flood, incidents};
+use store::{CommitNo, flood, incidents};
 use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::bot_api::{Api, BotApi};
 use crate::crashpoint;
@@ -23,17 +24,101 @@ fn backoff_ms(attempts: i64) -> i64 {
     1000 * (1i64 << attempts.clamp(1, 7).saturating_sub(1)).min(60)
 }
 
+/// The producer's side of a hand-over: a turn's first message marked `sending` in the very
+/// commit that queues it, and given to the sender with that commit's number. The sender then
+/// needs no transaction of its own before the call, and the disk flush the call must wait for
+/// is the producer's, started while the sender wakes: one store call and one thread wake-up
+/// less between pi's answer and Telegram.
+///
+/// A claim is only made while the sender waits with nothing to do and the pacer lets the row
+/// go now, so a claimed row goes out at once; from the commit to the call it is a send under
+/// way like any other (a crash there leaves it `sending`: sent again marked, or ambiguous).
+#[derive(Debug, Clone)]
+pub struct Handoff {
+    pacer: Arc<Mutex<Pacer>>,
+    rows: mpsc::UnboundedSender<Claimed>,
+    idle: Arc<AtomicBool>,
+}
+
+/// The sender's side of [`Handoff`].
+#[derive(Debug)]
+pub struct Claims {
+    rows: mpsc::UnboundedReceiver<Claimed>,
+    idle: Arc<AtomicBool>,
+}
+
+/// A row claimed in the commit numbered `commit`.
+#[derive(Debug)]
+pub struct Claimed {
+    row: OutboxRow,
+    commit: CommitNo,
+}
+
+/// A hand-over between producers of answers and the sender, which shares `pacer`.
+pub fn handoff(pacer: Arc<Mutex<Pacer>>) -> (Handoff, Claims) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let idle = Arc::new(AtomicBool::new(false));
+    (
+        Handoff {
+            pacer,
+            rows: tx,
+            idle: idle.clone(),
+        },
+        Claims { rows: rx, idle },
+    )
+}
+
+impl Handoff {
+    /// Whether a claim may be made now: a copy of the pacer to judge it by when the sender
+    /// waits idle and nobody holds the pacer.
+    pub fn open(&self) -> Option<Pacer> {
+        if !self.idle.load(Ordering::Acquire) {
+            return None;
+        }
+        self.pacer.try_lock().ok().map(|p| p.clone())
+    }
+
+    /// In the producer's transaction, after it queued turn `turn`'s messages: the first of them
+    /// that heads its chat and that `pace` lets go now, marked `sending`.
+    pub fn claim(
+        tx: &store::Connection,
+        mut pace: Pacer,
+        turn: i64,
+        now: i64,
+    ) -> Result<Option<OutboxRow>, store::StoreError> {
+        for row in outbox::heads(tx, now)? {
+            if row.turn_id == Some(turn) && pace.ready_in(pace_key(&row), now as u64).is_zero() {
+                outbox::mark_sending(tx, row.id, now)?;
+                return Ok(Some(row));
+            }
+        }
+        Ok(None)
+    }
+
+    /// After the claim's commit: the row to the sender. A sender gone (the hub stopping)
+    /// leaves it `sending`, for the next start's recovery of interrupted sends.
+    pub fn give(&self, row: OutboxRow, commit: CommitNo) {
+        let _ = self.rows.send(Claimed { row, commit });
+    }
+}
+
 /// Sends queued messages until `stop`.
 pub async fn run(
     db: Db,
     client: Api,
     pacer: Arc<Mutex<Pacer>>,
     wakes: Wakes,
+    mut claims: Claims,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
+    let mut producers = true;
     loop {
         if *stop.borrow() {
             return Ok(());
+        }
+        if let Ok(c) = claims.rows.try_recv() {
+            send_claimed(&db, &*client, &pacer, &wakes, c).await?;
+            continue;
         }
         let now = db.now_ms();
         // The row is picked and marked `sending` in one transaction (one store call less on
@@ -56,12 +141,35 @@ pub async fn run(
             let until_due = Duration::from_millis(due.saturating_sub(db.now_ms()).max(0) as u64);
             wait = Some(wait.map_or(until_due, |w| w.min(until_due)));
         }
-        tokio::select! {
+        claims.idle.store(true, Ordering::Release);
+        let claimed = tokio::select! {
             _ = stop.changed() => return Ok(()),
-            () = wakes.sender.notified() => {}
-            () = crate::wakes::sleep_for(wait) => {}
+            () = wakes.sender.notified() => None,
+            () = crate::wakes::sleep_for(wait) => None,
+            c = claims.rows.recv(), if producers => {
+                producers = c.is_some();
+                c
+            }
+        };
+        claims.idle.store(false, Ordering::Release);
+        if let Some(c) = claimed {
+            send_claimed(&db, &*client, &pacer, &wakes, c).await?;
         }
     }
+}
+
+/// A row a producer claimed: durable with its commit (usually flushed by the producer while
+/// this task woke), then sent.
+async fn send_claimed(
+    db: &Db,
+    client: &dyn BotApi,
+    pacer: &Mutex<Pacer>,
+    wakes: &Wakes,
+    c: Claimed,
+) -> Result<(), HubError> {
+    crate::latency::mark(crate::latency::Step::Picked, c.row.id);
+    db.sync_through(c.commit).await?;
+    send_one(db, client, pacer, wakes, c.row).await
 }
 
 /// A row that uploads files (`__files`: `[{field, path, name, mime}]` in its parameters): the

@@ -293,6 +293,7 @@ pub async fn serve(
     // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
     let (preview_tx, preview_rx) = mpsc::channel(4096);
     let wakes = Wakes::default();
+    let (handoff, claims) = sender::handoff(pacer.clone());
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
     let conduct = {
         let conductor = Conductor::new(
@@ -303,6 +304,7 @@ pub async fn serve(
             epoch,
             assistant.clone(),
             preview_tx,
+            handoff,
         )
         .with_config_path(config_path.clone())
         .with_tools(crate::conductor::ToolSettings {
@@ -458,6 +460,7 @@ pub async fn serve(
         api.clone(),
         pacer,
         wakes.clone(),
+        claims,
         stop_rx.clone(),
     ));
     // Work left from before the restart.

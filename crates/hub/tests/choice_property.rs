@@ -98,6 +98,11 @@ async fn start_conductor(
     ));
     // No preview task: previews are best effort and never block the conductor.
     let (previews, _) = mpsc::channel(1);
+    // No sender either: its side of the hand-over dropped, so nothing is ever claimed for it.
+    let pacer = Arc::new(tokio::sync::Mutex::new(telegram::Pacer::new(
+        telegram::PacingConfig::default(),
+    )));
+    let (handoff, _) = hub::sender::handoff(pacer);
     let c = Conductor::new(
         db.clone(),
         rx,
@@ -106,6 +111,7 @@ async fn start_conductor(
         epoch,
         settings,
         previews,
+        handoff,
     );
     let task = tokio::spawn(c.run(stop_rx));
     (tx, stop_tx, task, epoch)

@@ -421,6 +421,8 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
     ));
     // No preview task: previews are best effort and outside this simulation.
     let (previews, _) = mpsc::channel(1);
+    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
+    let (handoff, claims) = hub::sender::handoff(pacer.clone());
     let conductor = Conductor::new(
         db.clone(),
         conductor_rx,
@@ -429,8 +431,8 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
         epoch,
         settings,
         previews,
+        handoff,
     );
-    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
     let mut tasks = vec![tokio::spawn(conductor.run(stop.clone()))];
     let handling = WorkerSettings {
         bot_username: "bot".into(),
@@ -451,6 +453,7 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
         api.clone(),
         pacer.clone(),
         wakes.clone(),
+        claims,
         stop.clone(),
     )));
     tasks.push(tokio::spawn(hub::topics::run(

@@ -116,6 +116,11 @@ impl Cached for Connection {
     }
 }
 
+/// The number of a commit made through one [`Store`], counted from its opening: a later commit
+/// has a larger number. For [`Store::sync_through`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CommitNo(u64);
+
 /// The state database. Cheap operations; callers on an async runtime run them on a blocking
 /// thread.
 #[derive(Debug)]
@@ -233,7 +238,7 @@ impl Store {
         E: From<StoreError>,
     {
         let (value, commit) = self.commit(f)?;
-        self.sync_through(commit).map_err(E::from)?;
+        self.sync_upto(commit).map_err(E::from)?;
         debug_assert!(self.durability.durable.load(Ordering::Acquire) >= commit);
         Ok(value)
     }
@@ -252,6 +257,19 @@ impl Store {
         E: From<StoreError>,
     {
         self.commit(f).map(|(value, _)| value)
+    }
+
+    /// [`Store::write_lazy_sync`], also returning the commit's number: whoever acts on the
+    /// commit later makes exactly it durable with [`Store::sync_through`], not every commit
+    /// made since.
+    pub fn write_lazy_sync_numbered<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(T, CommitNo), E>
+    where
+        E: From<StoreError>,
+    {
+        self.commit(f).map(|(value, n)| (value, CommitNo(n)))
     }
 
     /// One `IMMEDIATE` transaction committed without waiting for the disk; also returns the
@@ -292,11 +310,18 @@ impl Store {
     /// size) makes the log's part durable. A `FULL` commit does exactly this sync, holding the
     /// connection.
     pub fn sync(&self) -> Result<()> {
-        self.sync_through(self.durability.committed.load(Ordering::Acquire))
+        self.sync_upto(self.durability.committed.load(Ordering::Acquire))
+    }
+
+    /// Makes the commit numbered `commit` and every one before it durable (see
+    /// [`Store::sync`]); returns at once when a sync covered them, and waits for a sync under
+    /// way rather than starting a second one.
+    pub fn sync_through(&self, commit: CommitNo) -> Result<()> {
+        self.sync_upto(commit.0)
     }
 
     /// Makes commits up to number `wanted` durable (see [`Store::sync`]).
-    fn sync_through(&self, wanted: u64) -> Result<()> {
+    fn sync_upto(&self, wanted: u64) -> Result<()> {
         let d = &self.durability;
         if d.durable.load(Ordering::Acquire) >= wanted {
             return Ok(());
@@ -557,6 +582,26 @@ mod tests {
         }
         assert_eq!(s.unsynced_commits(), 0);
         assert_eq!(s.durability.committed.load(Ordering::Acquire), 120);
+        Ok(())
+    }
+
+    #[test]
+    fn sync_through_syncs_only_when_its_commit_is_not_durable_yet() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let s = Store::open(&dir.path().join("state.db"))?;
+        let ((), first) = s.write_lazy_sync_numbered(|tx| kv::set(tx, "a", "1"))?;
+        s.sync_through(first)?;
+        assert_eq!(s.unsynced_commits(), 0);
+        let ((), second) = s.write_lazy_sync_numbered(|tx| kv::set(tx, "b", "1"))?;
+        assert!(second > first);
+        s.sync_through(first)?;
+        assert_eq!(
+            s.unsynced_commits(),
+            1,
+            "covered already: no sync for the later one"
+        );
+        s.sync_through(second)?;
+        assert_eq!(s.unsynced_commits(), 0);
         Ok(())
     }
 

@@ -83,6 +83,8 @@ pub struct Conductor {
     assistant: Arc<assistant::Watched>,
     /// The preview task.
     previews: mpsc::Sender<PreviewMsg>,
+    /// Answers claimed for the sender in the commit that queues them.
+    handoff: crate::sender::Handoff,
     /// Controls carried out by tasks of their own.
     in_hand: controls::InHand,
     /// When the earliest control waiting for its pi gives up (ms).
@@ -109,7 +111,9 @@ struct AnswerCtx<'a> {
 
 impl Conductor {
     /// A conductor reading `rx`; `tx` is handed to links it starts; `wake` is notified by the
-    /// worker when turns or the selection change; `sender` wakes the outbox sender.
+    /// worker when turns or the selection change; `sender` wakes the outbox sender; answers
+    /// go to the sender through `handoff` when it waits idle.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         db: Db,
         rx: mpsc::Receiver<ConductorMsg>,
@@ -118,6 +122,7 @@ impl Conductor {
         epoch: Epoch,
         assistant: Arc<assistant::Watched>,
         previews: mpsc::Sender<PreviewMsg>,
+        handoff: crate::sender::Handoff,
     ) -> Self {
         Self {
             db,
@@ -128,6 +133,7 @@ impl Conductor {
             live: BTreeMap::new(),
             assistant,
             previews,
+            handoff,
             in_hand: controls::InHand::default(),
             controls_deadline: None,
             tools: Arc::new(ToolSettings {
@@ -626,8 +632,11 @@ impl Conductor {
         let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
         let instance = id.clone();
-        self.db
-            .write_before_telling(reach, move |tx| {
+        let pace = self.handoff.open();
+        let (claimed, commit) = self
+            .db
+            .write_before_telling_numbered(reach, move |tx| {
+                let mut claimed = None;
                 if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
                     if show_tools && !tools.is_empty() && t.state != TurnState::Done {
                         let place = outbound::place_of_turn(tx, &t, &identity)?;
@@ -660,9 +669,12 @@ impl Conductor {
                         },
                         now,
                     )?;
+                    if let Some(pace) = pace {
+                        claimed = crate::sender::Handoff::claim(tx, pace, n, now)?;
+                    }
                 }
                 crashpoint::hit("turn_done.before_commit");
-                Ok(())
+                Ok(claimed)
             })
             .await?;
         crashpoint::hit("turn_done.after_commit");
@@ -674,10 +686,21 @@ impl Conductor {
             }
             let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
         }
-        self.wakes.sender.notify_one();
-        // The sender, just woken on this thread, starts on the answer before the conductor's
-        // next store call (pi's "idle" comes right behind its answer) holds the thread.
-        tokio::task::yield_now().await;
+        match claimed {
+            Some(row) => {
+                // The call waits for this commit on disk: the flush starts here, while the
+                // sender wakes, and the sender waits for it rather than starting its own.
+                self.handoff.give(row, commit);
+                self.db.sync_through(commit).await?;
+            }
+            None => {
+                self.wakes.sender.notify_one();
+                // The sender, just woken on this thread, starts on the answer before the
+                // conductor's next store call (pi's "idle" comes right behind its answer)
+                // holds the thread.
+                tokio::task::yield_now().await;
+            }
+        }
         Ok(())
     }
 
