@@ -114,7 +114,7 @@ pub async fn run(
     let mut producers = true;
     loop {
         if *stop.borrow() {
-            return Ok(());
+            break;
         }
         if let Ok(c) = claims.rows.try_recv() {
             send_claimed(&db, &*client, &pacer, &wakes, c).await?;
@@ -143,7 +143,7 @@ pub async fn run(
         }
         claims.idle.store(true, Ordering::Release);
         let claimed = tokio::select! {
-            _ = stop.changed() => return Ok(()),
+            _ = stop.changed() => break,
             () = wakes.sender.notified() => None,
             () = crate::wakes::sleep_for(wait) => None,
             c = claims.rows.recv(), if producers => {
@@ -156,6 +156,31 @@ pub async fn run(
             send_claimed(&db, &*client, &pacer, &wakes, c).await?;
         }
     }
+    release(&db, claims).await
+}
+
+/// At a stop: no more claims, and rows claimed but never called go back to `pending` (left
+/// `sending`, the next start would send them again marked as possible repeats). A claim given
+/// after this still stays `sending`: the window is the conductor's last commit.
+async fn release(db: &Db, mut claims: Claims) -> Result<(), HubError> {
+    claims.idle.store(false, Ordering::Release);
+    claims.rows.close();
+    let mut ids = Vec::new();
+    while let Ok(c) = claims.rows.try_recv() {
+        ids.push(c.row.id);
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let now = db.now_ms();
+    db.write_lazy_sync(move |tx| {
+        for id in ids {
+            outbox::mark_retry(tx, id, now, "claimed, not sent before the hub stopped", now)?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
 }
 
 /// A row a producer claimed: durable with its commit (usually flushed by the producer while

@@ -1,0 +1,232 @@
+//! The hand-over of an answer from the conductor to the sender (`sender::Handoff`) over a real
+//! SQLite file and the real sender task: a claim takes only the head of its chat, a claimed row
+//! is sent without a pick of the sender's own, and a stop puts claimed rows that were never
+//! called back to `pending`.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hub::bot_api::{BotApi, Call};
+use hub::db::Db;
+use hub::sender::{self, Handoff};
+use hub::wakes::Wakes;
+use serde_json::{Value, json};
+use store::outbox::{self, NewRow, State};
+use store::{Store, StoreError};
+use telegram::{Pacer, PacingConfig, RawUpdate, Upload};
+use tokio::sync::watch;
+
+const CHAT: i64 = 4242;
+
+/// A Telegram that answers every call with a message id and remembers the calls' texts.
+#[derive(Default)]
+struct Recorder {
+    texts: Mutex<Vec<String>>,
+}
+
+impl BotApi for Recorder {
+    fn call<'a>(&'a self, _method: &'a str, params: &'a Value) -> Call<'a, Value> {
+        let text = params["text"].as_str().unwrap_or_default().to_owned();
+        Box::pin(async move {
+            self.texts.lock().unwrap().push(text);
+            Ok(json!({ "message_id": 1 }))
+        })
+    }
+
+    fn call_multipart<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a Value,
+        _files: Vec<Upload>,
+    ) -> Call<'a, Value> {
+        self.call(method, params)
+    }
+
+    fn get_updates<'a>(
+        &'a self,
+        _offset: Option<i64>,
+        _limit: u32,
+        _timeout: Duration,
+        _allowed_updates: &'a [&'a str],
+    ) -> Call<'a, Vec<RawUpdate>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+fn enqueue(tx: &store::Connection, turn: i64, text: &str) -> Result<i64, StoreError> {
+    let params = json!({ "chat_id": CHAT, "text": text });
+    let id = outbox::enqueue(
+        tx,
+        &NewRow {
+            chat_id: CHAT,
+            thread_id: None,
+            method: "sendMessage",
+            params: &params,
+            purpose: &format!("answer:{turn}:0"),
+            source_update_id: None,
+            resend_if_unknown: true,
+            identity: None,
+            turn_id: Some(turn),
+            plan: None,
+        },
+        1_000,
+    )?;
+    Ok(id.unwrap())
+}
+
+fn state(db: &Db, id: i64) -> State {
+    db.store()
+        .read(|c| outbox::get(c, id))
+        .unwrap()
+        .unwrap()
+        .state
+}
+
+struct Scene {
+    _dir: tempfile::TempDir,
+    db: Db,
+    api: Arc<Recorder>,
+    handoff: Handoff,
+    claims: Option<sender::Claims>,
+    pacer: Arc<tokio::sync::Mutex<Pacer>>,
+}
+
+fn scene() -> Scene {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    let db = Db::new(Arc::new(store));
+    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
+    let (handoff, claims) = sender::handoff(pacer.clone());
+    Scene {
+        _dir: dir,
+        db,
+        api: Arc::default(),
+        handoff,
+        claims: Some(claims),
+        pacer,
+    }
+}
+
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..2_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
+    let mut s = scene();
+    let (stop_tx, stop) = watch::channel(false);
+    let task = tokio::spawn(sender::run(
+        s.db.clone(),
+        s.api.clone(),
+        s.pacer.clone(),
+        Wakes::default(),
+        s.claims.take().unwrap(),
+        stop,
+    ));
+    // The sender has nothing to do: it waits, and a claim may be made.
+    let handoff = s.handoff.clone();
+    eventually("the sender to wait idle", || handoff.open().is_some()).await;
+    let pace = s.handoff.open().unwrap();
+    let (claimed, commit) =
+        s.db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
+            enqueue(tx, 7, "the answer")?;
+            Handoff::claim(tx, pace, 7, 1_000)
+        })
+        .await
+        .unwrap();
+    let row = claimed.expect("the head of its chat, with pacing free, is claimed");
+    assert_eq!(
+        state(&s.db, row.id),
+        State::Sending,
+        "claimed in that commit"
+    );
+    let id = row.id;
+    // Nobody wakes the sender but the hand-over itself.
+    s.handoff.give(row, commit);
+    let api = s.api.clone();
+    eventually("the claimed answer at Telegram", || {
+        api.texts.lock().unwrap().as_slice() == ["the answer"]
+    })
+    .await;
+    let db = s.db.clone();
+    eventually("the send recorded", || state(&db, id) == State::Sent).await;
+    assert_eq!(
+        s.db.store().unsynced_commits(),
+        0,
+        "the recorded send is durable"
+    );
+    eventually("the sender to wait idle again", || {
+        s.handoff.open().is_some()
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    assert!(
+        s.handoff.open().is_none(),
+        "a sender stopped while it waited takes no more claims"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_only_the_head_of_its_chat() {
+    let s = scene();
+    let pace = Pacer::new(PacingConfig::default());
+    let (claimed, older) =
+        s.db.write(move |tx| {
+            let older = enqueue(tx, 6, "an older message of the chat")?;
+            enqueue(tx, 7, "the answer")?;
+            Ok((Handoff::claim(tx, pace, 7, 1_000)?, older))
+        })
+        .await
+        .unwrap();
+    assert!(
+        claimed.is_none(),
+        "an older row of the chat goes first: nothing claimed past it"
+    );
+    assert_eq!(state(&s.db, older), State::Pending);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_puts_claims_never_called_back_to_pending() {
+    let mut s = scene();
+    let pace = Pacer::new(PacingConfig::default());
+    let (claimed, commit) =
+        s.db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
+            enqueue(tx, 7, "the answer")?;
+            Handoff::claim(tx, pace, 7, 1_000)
+        })
+        .await
+        .unwrap();
+    let row = claimed.unwrap();
+    let id = row.id;
+    s.handoff.give(row, commit);
+    // The hub stops before the sender looks at its claims.
+    let (_stop_tx, stop) = watch::channel(true);
+    sender::run(
+        s.db.clone(),
+        s.api.clone(),
+        s.pacer.clone(),
+        Wakes::default(),
+        s.claims.take().unwrap(),
+        stop,
+    )
+    .await
+    .unwrap();
+    assert!(s.api.texts.lock().unwrap().is_empty(), "nothing was called");
+    assert_eq!(
+        state(&s.db, id),
+        State::Pending,
+        "sent normally at the next start, not again with a repeat mark"
+    );
+    assert!(
+        s.handoff.open().is_none(),
+        "a stopped sender takes no more claims"
+    );
+}
