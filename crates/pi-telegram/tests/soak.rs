@@ -201,6 +201,18 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             topic_of[i] != 0
         });
     }
+    // A topic is a pi's once the hub has bound it, a moment after Telegram created it: a
+    // message written into it before that is, rightly, the person's to route (a chooser the
+    // scripted person never answers).
+    wait_for("every topic bound", 60, || {
+        let st = env.status();
+        topic_of.iter().all(|t| {
+            st["threads"].as_array().is_some_and(|bs| {
+                bs.iter()
+                    .any(|b| b["thread_id"] == json!(t) && b["state"] == json!("active"))
+            })
+        })
+    });
 
     // The chaos: SIGKILL the hub every few seconds and start one again (the extension may
     // start one first; the profile lock lets only one serve); now and then a pi too.
