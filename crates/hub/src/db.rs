@@ -73,6 +73,16 @@ impl Db {
         self.run(move |s| s.write_lazy_sync(f)).await
     }
 
+    /// [`Db::write_lazy_sync`], also returning the commit's number, for a [`Db::sync_through`]
+    /// by whoever acts on the commit next.
+    pub async fn write_lazy_sync_numbered<T, F>(&self, f: F) -> Result<(T, CommitNo), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.run(move |s| s.write_lazy_sync_numbered(f)).await
+    }
+
     /// The commit before the hub tells an instance something that follows from it (a prompt,
     /// "your result is stored"): durable when the instance is on another machine, which would
     /// remember it across a crash of this one; otherwise synced lazily, since such a process
@@ -82,10 +92,9 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        match reach {
-            Reach::ThisMachine => self.write_lazy_sync(f).await,
-            Reach::OtherMachine => self.write(f).await,
-        }
+        self.write_before_telling_numbered(reach, f)
+            .await
+            .map(|(value, _)| value)
     }
 
     /// [`Db::write_before_telling`], also returning the commit's number, for a
@@ -99,11 +108,14 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (value, commit) = self.run(move |s| s.write_lazy_sync_numbered(f)).await?;
-        if reach == Reach::OtherMachine {
-            self.sync_through(commit).await?;
-        }
-        Ok((value, commit))
+        self.run(move |s| {
+            let (value, commit) = s.write_lazy_sync_numbered(f)?;
+            if reach == Reach::OtherMachine {
+                s.sync_through(commit)?;
+            }
+            Ok((value, commit))
+        })
+        .await
     }
 
     /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when

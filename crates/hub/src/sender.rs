@@ -47,7 +47,7 @@ pub struct Claims {
     idle: Arc<AtomicBool>,
 }
 
-/// A row claimed in the commit numbered `commit`.
+/// A row marked `sending` in the commit numbered `commit`.
 #[derive(Debug)]
 pub struct Claimed {
     row: OutboxRow,
@@ -82,17 +82,11 @@ impl Handoff {
     /// that heads its chat and that `pace` lets go now, marked `sending`.
     pub fn claim(
         tx: &store::Connection,
-        mut pace: Pacer,
+        pace: Pacer,
         turn: i64,
         now: i64,
     ) -> Result<Option<OutboxRow>, store::StoreError> {
-        for row in outbox::heads(tx, now)? {
-            if row.turn_id == Some(turn) && pace.ready_in(pace_key(&row), now as u64).is_zero() {
-                outbox::mark_sending(tx, row.id, now)?;
-                return Ok(Some(row));
-            }
-        }
-        Ok(None)
+        pick_and_mark(tx, pace, now, |row| row.turn_id == Some(turn)).map(|(row, _)| row)
     }
 
     /// After the claim's commit: the row to the sender. A sender gone (the hub stopping)
@@ -117,7 +111,7 @@ pub async fn run(
             break;
         }
         if let Ok(c) = claims.rows.try_recv() {
-            send_claimed(&db, &*client, &pacer, &wakes, c).await?;
+            send_marked(&db, &*client, &pacer, &wakes, c).await?;
             continue;
         }
         let now = db.now_ms();
@@ -125,15 +119,11 @@ pub async fn run(
         // an answer's way out), judged by a copy of the pacer: the real one counts the send
         // when its call leaves, as before.
         let pace = pacer.lock().await.clone();
-        let (chosen, mut wait) = db
-            .write_lazy_sync(move |tx| pick_and_mark(tx, pace, now))
+        let ((chosen, mut wait), commit) = db
+            .write_lazy_sync_numbered(move |tx| pick_and_mark(tx, pace, now, |_| true))
             .await?;
         if let Some(row) = chosen {
-            crate::latency::mark(crate::latency::Step::Picked, row.id);
-            // `sending` must survive a crash of the machine before Telegram may see the call:
-            // after one, the row is ambiguous rather than sent again unmarked.
-            db.sync().await?;
-            send_one(&db, &*client, &pacer, &wakes, row).await?;
+            send_marked(&db, &*client, &pacer, &wakes, Claimed { row, commit }).await?;
             continue;
         }
         // Heads due now were seen above (sent, or their pacing wait is in `wait`).
@@ -153,7 +143,7 @@ pub async fn run(
         };
         claims.idle.store(false, Ordering::Release);
         if let Some(c) = claimed {
-            send_claimed(&db, &*client, &pacer, &wakes, c).await?;
+            send_marked(&db, &*client, &pacer, &wakes, c).await?;
         }
     }
     release(&db, claims).await
@@ -183,9 +173,10 @@ async fn release(db: &Db, mut claims: Claims) -> Result<(), HubError> {
     Ok(())
 }
 
-/// A row a producer claimed: durable with its commit (usually flushed by the producer while
-/// this task woke), then sent.
-async fn send_claimed(
+/// A row marked `sending` (picked here, or claimed by a producer, which usually flushed its
+/// commit while this task woke): its mark on disk first, since after a crash of the machine
+/// the row must be ambiguous rather than sent again unmarked; then sent.
+async fn send_marked(
     db: &Db,
     client: &dyn BotApi,
     pacer: &Mutex<Pacer>,
@@ -236,15 +227,16 @@ fn pace_key(row: &OutboxRow) -> Option<i64> {
     telegram::paced_per_chat(&row.method).then_some(row.chat_id)
 }
 
-/// The first head of a chat whose pace allows a send now, marked `sending`; otherwise how long
-/// until one may go (`None`: no head waits on pacing).
+/// The first `wanted` head of a chat whose pace allows a send now, marked `sending`; otherwise
+/// how long until one may go (`None`: no wanted head waits on pacing).
 fn pick_and_mark(
     tx: &store::Connection,
     mut pace: Pacer,
     now: i64,
+    wanted: impl Fn(&OutboxRow) -> bool,
 ) -> Result<(Option<OutboxRow>, Option<Duration>), store::StoreError> {
     let mut wait: Option<Duration> = None;
-    for row in outbox::heads(tx, now)? {
+    for row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
         let w = pace.ready_in(pace_key(&row), now as u64);
         if w.is_zero() {
             outbox::mark_sending(tx, row.id, now)?;

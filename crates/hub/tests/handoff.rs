@@ -75,6 +75,19 @@ fn enqueue(tx: &store::Connection, turn: i64, text: &str) -> Result<i64, StoreEr
     Ok(id.unwrap())
 }
 
+/// Turn 7's answer queued and claimed in one commit, as the conductor does.
+async fn queue_and_claim(
+    db: &Db,
+    pace: Pacer,
+) -> (Option<store::outbox::OutboxRow>, store::CommitNo) {
+    db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
+        enqueue(tx, 7, "the answer")?;
+        Handoff::claim(tx, pace, 7, 1_000)
+    })
+    .await
+    .unwrap()
+}
+
 fn state(db: &Db, id: i64) -> State {
     db.store()
         .read(|c| outbox::get(c, id))
@@ -134,13 +147,7 @@ async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
     let handoff = s.handoff.clone();
     eventually("the sender to wait idle", || handoff.open().is_some()).await;
     let pace = s.handoff.open().unwrap();
-    let (claimed, commit) =
-        s.db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
-            enqueue(tx, 7, "the answer")?;
-            Handoff::claim(tx, pace, 7, 1_000)
-        })
-        .await
-        .unwrap();
+    let (claimed, commit) = queue_and_claim(&s.db, pace).await;
     let row = claimed.expect("the head of its chat, with pacing free, is claimed");
     assert_eq!(
         state(&s.db, row.id),
@@ -197,13 +204,7 @@ async fn a_claim_takes_only_the_head_of_its_chat() {
 async fn a_stop_puts_claims_never_called_back_to_pending() {
     let mut s = scene();
     let pace = Pacer::new(PacingConfig::default());
-    let (claimed, commit) =
-        s.db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
-            enqueue(tx, 7, "the answer")?;
-            Handoff::claim(tx, pace, 7, 1_000)
-        })
-        .await
-        .unwrap();
+    let (claimed, commit) = queue_and_claim(&s.db, pace).await;
     let row = claimed.unwrap();
     let id = row.id;
     s.handoff.give(row, commit);
