@@ -118,6 +118,30 @@ impl Db {
         .await
     }
 
+    /// [`Db::write_before_telling_numbered`] whose commit is also made durable in the same
+    /// store call when `leaves(&value)` says its effect leaves the machine next: one call off
+    /// the runtime rather than two, and whoever acts on it next finds it on disk already.
+    pub async fn write_before_telling_synced_if<T, F, P>(
+        &self,
+        reach: Reach,
+        f: F,
+        leaves: P,
+    ) -> Result<(T, CommitNo), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        P: FnOnce(&T) -> bool + Send + 'static,
+    {
+        self.run(move |s| {
+            let (value, commit) = s.write_lazy_sync_numbered(f)?;
+            if reach == Reach::OtherMachine || leaves(&value) {
+                s.sync_through(commit)?;
+            }
+            Ok((value, commit))
+        })
+        .await
+    }
+
     /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when
     /// an earlier sync covered them.
     pub async fn sync(&self) -> Result<(), StoreError> {
@@ -127,6 +151,10 @@ impl Db {
     /// Makes commit `commit` and those before it survive a crash of the machine
     /// ([`Store::sync_through`]); waits for a sync under way that covers it.
     pub async fn sync_through(&self, commit: CommitNo) -> Result<(), StoreError> {
+        // Usually the producer synced it before handing the work on: no store call then.
+        if self.store.is_durable(commit) {
+            return Ok(());
+        }
         self.run(move |s| s.sync_through(commit)).await
     }
 

@@ -299,3 +299,60 @@ async fn an_instance_that_exits_is_noticed_and_the_owner_is_told() {
     assert_eq!(st.turns["interrupted"], 1);
     assert!(st.instances.iter().all(|i| i.state == "gone"));
 }
+
+/// pi's busy and idle reach `status` without a store call of their own in front of the
+/// answer: idle right before an answer goes into the answer's commit, a change with nothing
+/// behind it is written once the conductor has nothing else to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_and_idle_reach_status_with_or_without_an_answer_behind_them() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    let state = |hub: &TestHub| {
+        hub::status::status(
+            &hub::paths::AgentDir::at(hub.dir.path()),
+            &hub::paths::ProfileName::default_profile(),
+        )
+        .ok()
+        .and_then(|st| st.instances.first().map(|i| i.state.clone()))
+    };
+    async fn until(hub: &TestHub, state: impl Fn(&TestHub) -> Option<String>, want: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let now = state(hub);
+            if now.as_deref() == Some(want) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "status still shows {now:?}, not {want}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    hub.say("first");
+    let p = pi.recv_type("prompt").await;
+    pi.send(&json!({ "type": "ack", "turn_id": p["turn_id"], "disposition": "started" }))
+        .await;
+    pi.send(
+        &json!({ "type": "event", "turn_id": p["turn_id"], "event": { "type": "agent_start" } }),
+    )
+    .await;
+    // Busy with nothing behind it.
+    until(&hub, state, "busy").await;
+    // Idle right before the answer.
+    pi.send(&json!({ "type": "event", "turn_id": p["turn_id"], "event": { "type": "agent_settled", "aborted": false } }))
+        .await;
+    pi.send(&json!({ "type": "turn_done", "turn_id": p["turn_id"], "text": "one", "aborted": false, "error": null }))
+        .await;
+    hub.wait_for_bot("the answer", |m| m.iter().any(|(_, t, _)| t == "one"))
+        .await;
+    until(&hub, state, "idle").await;
+    // Busy and idle again without a Telegram turn (work pi did on its own).
+    pi.send(&json!({ "type": "event", "event": { "type": "agent_start" } }))
+        .await;
+    until(&hub, state, "busy").await;
+    pi.send(&json!({ "type": "event", "event": { "type": "agent_settled", "aborted": false } }))
+        .await;
+    until(&hub, state, "idle").await;
+    hub.stop().await;
+}

@@ -179,6 +179,7 @@ impl Store {
             path: path.to_owned(),
             durability: Durability::new(path),
         };
+        preallocate_log(&store.durability.wal)?;
         // The migration committed like every commit, without waiting for the disk; the log's
         // directory entry was perhaps just made.
         sync_log(&store.durability.wal)?;
@@ -337,6 +338,11 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the commit numbered `commit` survives a crash of the machine already.
+    pub fn is_durable(&self, commit: CommitNo) -> bool {
+        self.durability.durable.load(Ordering::Acquire) >= commit.0
+    }
+
     /// Commits made through this handle that a crash of the machine could still lose.
     pub fn unsynced_commits(&self) -> u64 {
         let d = &self.durability;
@@ -467,6 +473,46 @@ fn sync_log(wal: &Path) -> Result<()> {
     }
 }
 
+/// The write-ahead log's size once SQLite checkpoints it (1,000 pages of 4 KiB, each frame
+/// with its 24-byte header, and the log's 32-byte header), rounded up to whole blocks.
+const LOG_SIZE: u64 = (1000_u64 * (4096 + 24) + 32).div_ceil(4096) * 4096;
+
+/// Gives the write-ahead log its full size in written blocks, so that a commit's sync writes
+/// data only. A sync of a file that grew also writes the file's size and block map: on this
+/// project's virtual disk a flush after an append took 0.33–0.40 ms at p50 against 0.26–0.29
+/// ms for the same write over blocks already written, and a hub's log grows for its first
+/// ~1,000 pages after every start (SQLite deletes it at a clean close), which a person's
+/// messages meet.
+///
+/// Safe for SQLite: it reads frames up to the end it recorded, and after a crash recovers
+/// frames from the start of the log until the first one whose salt and checksum do not match,
+/// which zeros never do. Only zeros past the end are written, before this handle's first
+/// transaction. A missing log (nothing opened it yet) is left to SQLite.
+fn preallocate_log(wal: &Path) -> Result<()> {
+    use std::io::Write;
+    let io =
+        |e: std::io::Error| StoreError::Corrupt(format!("preallocating {}: {e}", wal.display()));
+    let mut log = match std::fs::OpenOptions::new().append(true).open(wal) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    let len = log.metadata().map_err(io)?.len();
+    if len >= LOG_SIZE {
+        return Ok(());
+    }
+    // Written, not `fallocate`d: an allocated but unwritten block is marked so on ext4 and
+    // XFS, and its first write changes the block map again.
+    let zeros = vec![0u8; 256 * 1024];
+    let mut left = LOG_SIZE - len;
+    while left > 0 {
+        let n = usize::try_from(left.min(zeros.len() as u64)).unwrap_or(zeros.len());
+        log.write_all(&zeros[..n]).map_err(io)?;
+        left -= n as u64;
+    }
+    log.sync_all().map_err(io)
+}
+
 /// Syncs the directory holding the database, so files SQLite created there (the log) are
 /// found after a crash of the machine. Best effort, as SQLite's own directory syncs: some file
 /// systems cannot sync a directory, and the hub must still start there.
@@ -553,6 +599,38 @@ mod tests {
         drop(s);
         let s = Store::open(&path)?;
         assert_eq!(s.read(|c| kv::get(c, "lazy"))?.as_deref(), Some("4"));
+        Ok(())
+    }
+
+    #[test]
+    fn the_log_has_its_full_size_and_commits_before_its_zeros_survive_a_crash() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let path = dir.path().join("state.db");
+        let wal = files_of(&path)[1].clone();
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let s = Store::open(&path)?;
+        assert!(size(&wal) >= LOG_SIZE, "log of {} bytes", size(&wal));
+        for i in 0..300 {
+            s.write_lazy_sync(|tx| kv::set(tx, &format!("k{i}"), &"x".repeat(600)))?;
+        }
+        s.write(|tx| kv::set(tx, "last", "1"))?;
+        // A crash: the connection is never closed, so SQLite neither checkpoints nor
+        // removes the log; the next open recovers the commits from the frames before the
+        // zeros.
+        std::mem::forget(s);
+        let again = Store::open(&path)?;
+        assert_eq!(again.read(|c| kv::get(c, "last"))?.as_deref(), Some("1"));
+        assert_eq!(
+            again.read(|c| kv::get(c, "k299"))?.map(|v| v.len()),
+            Some(600)
+        );
+        // The frames written over the zeros: the log did not grow past its size.
+        assert!(
+            size(&wal) <= LOG_SIZE + 8 * 4096,
+            "log of {} bytes",
+            size(&wal)
+        );
+        drop(again);
         Ok(())
     }
 

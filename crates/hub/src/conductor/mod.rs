@@ -96,6 +96,18 @@ pub struct Conductor {
     /// Tokens of children being started, with the tools hellos that came before their pi
     /// attached (a child's extension may connect before pi answers the hub's first question).
     tools_waiting: std::collections::HashMap<String, Vec<oneshot::Sender<Option<InstanceId>>>>,
+    /// Busy/idle changes not in the store yet (for `status` only). pi says "idle" right
+    /// before its answer: the change goes into the answer's commit, or is written once nothing
+    /// else waits, never as a store call of its own in front of the answer.
+    unsaved_states: BTreeMap<String, &'static str>,
+}
+
+/// Busy/idle of instances, for `status`.
+fn save_states(tx: &Connection, states: &BTreeMap<String, &'static str>) -> Result<(), StoreError> {
+    for (id, state) in states {
+        instances::set_state(tx, id, state)?;
+    }
+    Ok(())
 }
 
 /// What an answer row needs.
@@ -142,6 +154,7 @@ impl Conductor {
             }),
             config_path: std::path::PathBuf::from("telegram.json"),
             tools_waiting: std::collections::HashMap::new(),
+            unsaved_states: BTreeMap::new(),
         }
     }
 
@@ -174,6 +187,10 @@ impl Conductor {
         let mut look_at_controls = true;
         let mut queue_changed = true;
         loop {
+            // Before waiting (pi's streamed events come back here without the rest of a pass).
+            if !self.unsaved_states.is_empty() && self.rx.is_empty() {
+                self.save_states().await?;
+            }
             let now = self.db.now_ms();
             tokio::select! {
                 _ = stop.changed() => {
@@ -225,6 +242,17 @@ impl Conductor {
                 self.update_statuses().await?;
             }
         }
+    }
+
+    /// Busy/idle changes into the store, once nothing else waits for the conductor. For
+    /// `status` only (a restarted hub hears busy/idle from pi again): synced lazily. An
+    /// instance gone meanwhile keeps `gone` (`instances::set_state` leaves it).
+    async fn save_states(&mut self) -> Result<(), HubError> {
+        let states = std::mem::take(&mut self.unsaved_states);
+        self.db
+            .write_lazy_sync(move |tx| save_states(tx, &states))
+            .await?;
+        Ok(())
     }
 
     /// After a hub restart: the previous hub's links are gone. Headless children died with it,
@@ -582,12 +610,7 @@ impl Conductor {
                 }
                 if was != l.idle {
                     let state = if l.idle { "idle" } else { "busy" };
-                    let key = id.0.clone();
-                    // For `status` only (a restarted hub hears busy/idle from pi again): not
-                    // worth a wait for the disk, which would hold up the sender's.
-                    self.db
-                        .write_lazy_sync(move |tx| instances::set_state(tx, &key, state))
-                        .await?;
+                    self.unsaved_states.insert(id.0.clone(), state);
                 }
             }
             LinkEvent::Pi { .. } => {}
@@ -632,50 +655,59 @@ impl Conductor {
         let voice = (settings.voice_reply, settings.voice_transcript);
         let show_tools = settings.activity.tools();
         let instance = id.clone();
+        let states = std::mem::take(&mut self.unsaved_states);
         let pace = self.handoff.open();
         let (claimed, commit) = self
             .db
-            .write_before_telling_numbered(reach, move |tx| {
-                let mut claimed = None;
-                if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
-                    if show_tools && !tools.is_empty() && t.state != TurnState::Done {
-                        let place = outbound::place_of_turn(tx, &t, &identity)?;
-                        let (h, p) = activity::tools_message(&tools);
-                        outbound::enqueue_html(
+            .write_before_telling_synced_if(
+                reach,
+                move |tx| {
+                    save_states(tx, &states)?;
+                    let mut claimed = None;
+                    if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
+                        if show_tools && !tools.is_empty() && t.state != TurnState::Done {
+                            let place = outbound::place_of_turn(tx, &t, &identity)?;
+                            let (h, p) = activity::tools_message(&tools);
+                            outbound::enqueue_html(
+                                tx,
+                                place,
+                                (&h, &p),
+                                outbound::Meta {
+                                    purpose: &format!("tools:{n}:last"),
+                                    source_update_id: t.source_update_id,
+                                    identity: &identity,
+                                    turn_id: Some(n),
+                                    resend: false,
+                                },
+                                now,
+                            )?;
+                        }
+                        let label = several.then_some(label.as_str());
+                        finish(
                             tx,
-                            place,
-                            (&h, &p),
-                            outbound::Meta {
-                                purpose: &format!("tools:{n}:last"),
-                                source_update_id: t.source_update_id,
+                            &t,
+                            &r,
+                            &AnswerCtx {
+                                label,
                                 identity: &identity,
-                                turn_id: Some(n),
-                                resend: false,
+                                rendering,
+                                voice,
+                                clock: &clock,
                             },
                             now,
                         )?;
+                        if let Some(pace) = pace {
+                            claimed = crate::sender::Handoff::claim(tx, pace, n, now)?;
+                        }
                     }
-                    let label = several.then_some(label.as_str());
-                    finish(
-                        tx,
-                        &t,
-                        &r,
-                        &AnswerCtx {
-                            label,
-                            identity: &identity,
-                            rendering,
-                            voice,
-                            clock: &clock,
-                        },
-                        now,
-                    )?;
-                    if let Some(pace) = pace {
-                        claimed = crate::sender::Handoff::claim(tx, pace, n, now)?;
-                    }
-                }
-                crashpoint::hit("turn_done.before_commit");
-                Ok(claimed)
-            })
+                    crashpoint::hit("turn_done.before_commit");
+                    Ok(claimed)
+                },
+                // A claimed row is called next: its commit goes to disk in this store call,
+                // before the sender wakes, so no second call off the runtime and no wake-up
+                // of the sender by the flush's end stand between the commit and the call.
+                Option::is_some,
+            )
             .await?;
         crashpoint::hit("turn_done.after_commit");
         crate::latency::mark(crate::latency::Step::Queued, n);
@@ -686,21 +718,14 @@ impl Conductor {
             }
             let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
         }
+        // Woken last, the sender is the task this thread runs next.
         match claimed {
-            Some(row) => {
-                // The call waits for this commit on disk: the flush starts here, while the
-                // sender wakes, and the sender waits for it rather than starting its own.
-                self.handoff.give(row, commit);
-                self.db.sync_through(commit).await?;
-            }
-            None => {
-                self.wakes.sender.notify_one();
-                // The sender, just woken on this thread, starts on the answer before the
-                // conductor's next store call (pi's "idle" comes right behind its answer)
-                // holds the thread.
-                tokio::task::yield_now().await;
-            }
+            Some(row) => self.handoff.give(row, commit),
+            None => self.wakes.sender.notify_one(),
         }
+        // The sender starts on the answer before the conductor's next store call (pi's "idle"
+        // comes right behind its answer) holds the thread.
+        tokio::task::yield_now().await;
         Ok(())
     }
 
