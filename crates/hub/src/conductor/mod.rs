@@ -539,6 +539,8 @@ impl Conductor {
             }
         }
         self.wakes.sender.notify_one();
+        // Results the instance reported on attaching may have queued spoken answers.
+        self.wakes.voice.notify_one();
         Ok(())
     }
 
@@ -657,13 +659,13 @@ impl Conductor {
         let instance = id.clone();
         let states = std::mem::take(&mut self.unsaved_states);
         let pace = self.handoff.open();
-        let (claimed, commit) = self
+        let ((claimed, spoken), commit) = self
             .db
             .write_before_telling_synced_if(
                 reach,
                 move |tx| {
                     save_states(tx, &states)?;
-                    let mut claimed = None;
+                    let (mut claimed, mut spoken) = (None, false);
                     if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
                         if show_tools && !tools.is_empty() && t.state != TurnState::Done {
                             let place = outbound::place_of_turn(tx, &t, &identity)?;
@@ -683,7 +685,7 @@ impl Conductor {
                             )?;
                         }
                         let label = several.then_some(label.as_str());
-                        finish(
+                        spoken = finish(
                             tx,
                             &t,
                             &r,
@@ -701,27 +703,31 @@ impl Conductor {
                         }
                     }
                     crashpoint::hit("turn_done.before_commit");
-                    Ok(claimed)
+                    Ok((claimed, spoken))
                 },
                 // A claimed row is called next: its commit goes to disk in this store call,
                 // before the sender wakes, so no second call off the runtime and no wake-up
                 // of the sender by the flush's end stand between the commit and the call.
-                Option::is_some,
+                |(claimed, _)| claimed.is_some(),
             )
             .await?;
         crashpoint::hit("turn_done.after_commit");
         crate::latency::mark(crate::latency::Step::Queued, n);
-        self.wakes.voice.notify_one();
+        // The sender first: after a store call this thread has usually handed its scheduler
+        // to another thread, so every wake-up below is a system call and another thread's
+        // wake-up, and the answer's should start first.
+        match claimed {
+            Some(row) => self.handoff.give(row, commit),
+            None => self.wakes.sender.notify_one(),
+        }
+        if spoken {
+            self.wakes.voice.notify_one();
+        }
         if let Some(l) = self.live.get_mut(id) {
             if l.outstanding == Some(n) {
                 l.outstanding = None;
             }
             let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
-        }
-        // Woken last, the sender is the task this thread runs next.
-        match claimed {
-            Some(row) => self.handoff.give(row, commit),
-            None => self.wakes.sender.notify_one(),
         }
         // The sender starts on the answer before the conductor's next store call (pi's "idle"
         // comes right behind its answer) holds the thread.
@@ -1376,9 +1382,9 @@ fn finish(
     r: &TurnResult,
     ctx: &AnswerCtx<'_>,
     now: i64,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
-        return Ok(());
+        return Ok(false);
     }
     let place = outbound::place_of_turn(tx, t, ctx.identity)?;
     // In its own topic the instance is known; elsewhere a label says which pi answers when
@@ -1487,7 +1493,7 @@ fn finish(
             now,
         )?;
     }
-    Ok(())
+    Ok(spoken.is_some() || !extracted.voices.is_empty())
 }
 
 /// Whether `t` was dispatched to instance `id` and is still open.
