@@ -85,13 +85,18 @@ export class Forwarder {
 			return;
 		}
 		const reduced = reduceEvent(event);
+		if (event.type === "agent_settled") {
+			// The turn's result before pi's idle: the hub sends the answer on turn_done, and
+			// going through the idle first cost the answer the hub's handling of both. The next
+			// queued turn starts on a timer, after this event is out.
+			this.turns.settled(Boolean(event.aborted));
+			if (reduced) this.forward(reduced, turnId);
+			return;
+		}
 		if (reduced) this.forward(reduced, turnId);
 		switch (event.type) {
 			case "agent_start":
 				this.out.sendState({ idle: false });
-				return;
-			case "agent_settled":
-				this.turns.settled(Boolean(event.aborted));
 				return;
 			case "model_select":
 				this.out.sendState({ model: modelRef(event.model) });

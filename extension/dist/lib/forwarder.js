@@ -71,14 +71,17 @@ export class Forwarder {
             return;
         }
         const reduced = reduceEvent(event);
+        if (event.type === "agent_settled") {
+            this.turns.settled(Boolean(event.aborted));
+            if (reduced)
+                this.forward(reduced, turnId);
+            return;
+        }
         if (reduced)
             this.forward(reduced, turnId);
         switch (event.type) {
             case "agent_start":
                 this.out.sendState({ idle: false });
-                return;
-            case "agent_settled":
-                this.turns.settled(Boolean(event.aborted));
                 return;
             case "model_select":
                 this.out.sendState({ model: modelRef(event.model) });
