@@ -455,6 +455,12 @@ def s_handshake_and_turn(env):
     done = wait_for(lambda: hub.ins("turn_done"), what="turn_done")[0]
     assert done == {"type": "turn_done", "turn_id": "t1", "text": "echo: hi from telegram", "aborted": False, "error": None}, done
     assert hub.ins("ack") == [{"type": "ack", "turn_id": "t1", "disposition": "started"}]
+    wait_for(lambda: ("agent_settled", "t1") in hub.events(), what="agent_settled")
+    # The result before pi's idle: the hub sends the answer on turn_done without first handling
+    # the settled event.
+    order = [e["msg"]["type"] if e["msg"]["type"] != "event" else e["msg"]["event"]["type"]
+             for e in hub.entries(lambda e: e["dir"] == "in" and e["msg"].get("turn_id") == "t1")]
+    assert order.index("turn_done") < order.index("agent_settled"), order
     evs = hub.events()
     assert ("agent_start", "t1") in evs and ("agent_settled", "t1") in evs and ("message_update", "t1") in evs, evs
     assert all("partial" not in m["event"].get("assistantMessageEvent", {}) for m in hub.ins("event"))

@@ -257,4 +257,51 @@ mod tests {
         assert_eq!(db.store().unsynced_commits(), 0);
         Ok(())
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_whose_effect_leaves_next_is_on_disk_when_the_call_returns()
+    -> Result<(), StoreError> {
+        let (_dir, db) = db();
+        let leaves = |v: &bool| *v;
+        let (_, kept) = db
+            .write_before_telling_synced_if(
+                Reach::ThisMachine,
+                |tx| store::kv::set(tx, "k", "1").map(|()| false),
+                leaves,
+            )
+            .await?;
+        assert!(
+            !db.store().is_durable(kept),
+            "nothing leaves: synced lazily"
+        );
+        let (_, claimed) = db
+            .write_before_telling_synced_if(
+                Reach::ThisMachine,
+                |tx| store::kv::set(tx, "k", "2").map(|()| true),
+                leaves,
+            )
+            .await?;
+        assert!(
+            db.store().is_durable(claimed),
+            "a claimed row is called next"
+        );
+        assert!(
+            db.store().is_durable(kept),
+            "one sync covers the commits before it"
+        );
+        // The sender's wait is then no store call at all.
+        db.sync_through(claimed).await?;
+        let (_, remote) = db
+            .write_before_telling_synced_if(
+                Reach::OtherMachine,
+                |tx| store::kv::set(tx, "k", "3").map(|()| false),
+                leaves,
+            )
+            .await?;
+        assert!(
+            db.store().is_durable(remote),
+            "pi on another machine: on disk first"
+        );
+        Ok(())
+    }
 }
