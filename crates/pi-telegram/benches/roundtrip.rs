@@ -277,6 +277,39 @@ fn main() {
         println!("| {name} | {} | {} |", ms(pct(s, 0.5)), ms(pct(s, 0.9)));
     }
     let _ = pi_proc.close(Duration::from_secs(5));
+    // The disk's own share, measured now: this virtual disk's flush latency drifts by half
+    // over hours, and every answer's way out contains one flush.
+    let flush = bare_flush_us(&agent.join("telegram"), gap.min(Duration::from_millis(20)));
+    println!(
+        "| for comparison: a bare flush on the same file system just after (16 KiB over written blocks, fdatasync) | {} | {} |",
+        ms(pct(&flush, 0.5)),
+        ms(pct(&flush, 0.9))
+    );
+}
+
+/// `fdatasync` of 16 KiB written over blocks already written (as the hub's preallocated log),
+/// 60 times with `gap` between them, in microseconds, sorted.
+fn bare_flush_us(dir: &std::path::Path, gap: Duration) -> Vec<u64> {
+    use std::io::{Seek, SeekFrom, Write};
+    const CHUNK: usize = 16 * 1024;
+    const ROUNDS: usize = 60;
+    let path = dir.join("bench-flush.tmp");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&vec![0u8; CHUNK * ROUNDS]).unwrap();
+    f.sync_all().unwrap();
+    let data = vec![7u8; CHUNK];
+    let mut out = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS {
+        f.seek(SeekFrom::Start((i * CHUNK) as u64)).unwrap();
+        f.write_all(&data).unwrap();
+        let t = Instant::now();
+        f.sync_data().unwrap();
+        out.push(t.elapsed().as_micros() as u64);
+        std::thread::sleep(gap);
+    }
+    let _ = std::fs::remove_file(&path);
+    out.sort_unstable();
+    out
 }
 
 fn pi_version(pi: &std::path::Path) -> String {
