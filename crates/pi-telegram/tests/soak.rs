@@ -498,7 +498,11 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             let _ = std::fs::copy(entry.path(), keep.join(entry.file_name()));
         }
         let _ = std::fs::copy(env.profile_dir().join("hub.log"), keep.join("hub.log"));
+        // With its write-ahead log: the hub still runs, and the last commits are only there.
         let _ = std::fs::copy(env.state_db(), keep.join("state.db"));
+        let mut wal = env.state_db().into_os_string();
+        wal.push("-wal");
+        let _ = std::fs::copy(&wal, keep.join("state.db-wal"));
         for (i, hub) in cast.lock().unwrap().hubs.iter().enumerate() {
             let _ = std::fs::copy(&hub.log, keep.join(format!("serve-{i}.log")));
         }
