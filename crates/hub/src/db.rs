@@ -108,14 +108,8 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.run(move |s| {
-            let (value, commit) = s.write_lazy_sync_numbered(f)?;
-            if reach == Reach::OtherMachine {
-                s.sync_through(commit)?;
-            }
-            Ok((value, commit))
-        })
-        .await
+        self.write_before_telling_synced_if(reach, f, |_| false)
+            .await
     }
 
     /// [`Db::write_before_telling_numbered`] whose commit is also made durable in the same

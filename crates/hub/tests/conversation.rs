@@ -47,12 +47,7 @@ async fn a_second_message_waits_while_pi_is_busy_and_long_answers_are_split() {
     let mut pi = hub.shim("/work/web", 4242).await;
     hub.say("first");
     let p1 = pi.recv_type("prompt").await;
-    pi.send(&json!({ "type": "ack", "turn_id": p1["turn_id"], "disposition": "started" }))
-        .await;
-    pi.send(
-        &json!({ "type": "event", "turn_id": p1["turn_id"], "event": { "type": "agent_start" } }),
-    )
-    .await;
+    pi.start(&p1).await;
     hub.say("second");
     // Nothing for the busy instance until the first turn is done.
     let early = tokio::time::timeout(
@@ -331,12 +326,7 @@ async fn busy_and_idle_reach_status_with_or_without_an_answer_behind_them() {
     }
     hub.say("first");
     let p = pi.recv_type("prompt").await;
-    pi.send(&json!({ "type": "ack", "turn_id": p["turn_id"], "disposition": "started" }))
-        .await;
-    pi.send(
-        &json!({ "type": "event", "turn_id": p["turn_id"], "event": { "type": "agent_start" } }),
-    )
-    .await;
+    pi.start(&p).await;
     // Busy with nothing behind it.
     until(&hub, state, "busy").await;
     // Idle right before the answer.

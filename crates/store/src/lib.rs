@@ -324,7 +324,7 @@ impl Store {
     /// Makes commits up to number `wanted` durable (see [`Store::sync`]).
     fn sync_upto(&self, wanted: u64) -> Result<()> {
         let d = &self.durability;
-        if d.durable.load(Ordering::Acquire) >= wanted {
+        if self.is_durable(CommitNo(wanted)) {
             return Ok(());
         }
         let _one = d.syncing.lock().unwrap_or_else(|p| p.into_inner());

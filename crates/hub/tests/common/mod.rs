@@ -292,13 +292,19 @@ impl Shim {
         }
     }
 
-    /// Answers a prompt: ack, a couple of events, then turn_done with `answer`.
-    pub async fn answer(&mut self, prompt: &Value, answer: &str) {
+    /// Starts work on a prompt: ack, then pi's `agent_start` (busy).
+    pub async fn start(&mut self, prompt: &Value) {
         let turn = prompt["turn_id"].clone();
         self.send(&json!({ "type": "ack", "turn_id": turn, "disposition": "started" }))
             .await;
         self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_start" } }))
             .await;
+    }
+
+    /// Answers a prompt: ack, a couple of events, then turn_done with `answer`.
+    pub async fn answer(&mut self, prompt: &Value, answer: &str) {
+        self.start(prompt).await;
+        let turn = prompt["turn_id"].clone();
         self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
             "message": { "role": "assistant", "content": [{ "type": "text", "text": answer }], "stopReason": "stop" } } })).await;
         self.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_settled", "aborted": false } })).await;
