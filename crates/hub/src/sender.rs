@@ -26,18 +26,32 @@ fn backoff_ms(attempts: i64) -> i64 {
 
 /// The producer's side of a hand-over: a turn's first message marked `sending` in the very
 /// commit that queues it, and given to the sender with that commit's number. The sender then
-/// needs no transaction of its own before the call, and the disk flush the call must wait for
-/// is the producer's, started while the sender wakes: one store call and one thread wake-up
-/// less between pi's answer and Telegram.
+/// needs no transaction of its own before the call, and finds the commit on disk already (the
+/// producer flushes it in the same store call): one store call and one thread wake-up less
+/// between pi's answer and Telegram.
 ///
-/// A claim is only made while the sender waits with nothing to do and the pacer lets the row
-/// go now, so a claimed row goes out at once; from the commit to the call it is a send under
-/// way like any other (a crash there leaves it `sending`: sent again marked, or ambiguous).
+/// A claim is only made while the sender waits with nothing to do, and only when the pacer, as
+/// it stands inside the claiming transaction, lets the row go now; so a claimed row goes out at
+/// once, and from the commit to the call it is a send under way like any other (a crash there
+/// leaves it `sending`: sent again marked, or ambiguous).
 #[derive(Debug, Clone)]
 pub struct Handoff {
     pacer: Arc<Mutex<Pacer>>,
     rows: mpsc::UnboundedSender<Claimed>,
     idle: Arc<AtomicBool>,
+}
+
+/// Leave to claim a row in a producer's transaction ([`Handoff::open`]).
+#[derive(Debug)]
+pub struct Opening {
+    pacer: Arc<Mutex<Pacer>>,
+}
+
+impl Opening {
+    /// Leave judged by `pacer` alone, for a caller that knows no sender is sending (tests).
+    pub fn with_pacer(pacer: Arc<Mutex<Pacer>>) -> Self {
+        Self { pacer }
+    }
 }
 
 /// The sender's side of [`Handoff`].
@@ -69,24 +83,34 @@ pub fn handoff(pacer: Arc<Mutex<Pacer>>) -> (Handoff, Claims) {
 }
 
 impl Handoff {
-    /// Whether a claim may be made now: a copy of the pacer to judge it by when the sender
-    /// waits idle and nobody holds the pacer.
-    pub fn open(&self) -> Option<Pacer> {
-        if !self.idle.load(Ordering::Acquire) {
-            return None;
-        }
-        self.pacer.try_lock().ok().map(|p| p.clone())
+    /// Leave to claim, when the sender waits idle. The pace is judged later, in the claim's
+    /// transaction: a copy taken here went stale when the sender, woken meanwhile, sent and
+    /// counted a message before that transaction began, and the claimed row then reached
+    /// Telegram early (a `429` in the pacing bench's first 50 ms, five runs in eight).
+    pub fn open(&self) -> Option<Opening> {
+        self.idle.load(Ordering::Acquire).then(|| Opening {
+            pacer: self.pacer.clone(),
+        })
     }
 
     /// In the producer's transaction, after it queued turn `turn`'s messages: the first of them
-    /// that heads its chat and that `pace` lets go now, marked `sending`.
+    /// that heads its chat and that the pacer lets go now, marked `sending`. Nothing is claimed
+    /// while someone else holds the pacer (the sender counting a send): the sender then picks
+    /// the row itself.
+    ///
+    /// Every send counted after this judgement is of a row still open in the store when it was
+    /// made (the sender counts a send when its call is over, and marks it sent after that), so
+    /// nothing of the row's chat was claimable behind it.
     pub fn claim(
         tx: &store::Connection,
-        pace: Pacer,
+        opening: Opening,
         turn: i64,
         now: i64,
     ) -> Result<Option<OutboxRow>, store::StoreError> {
-        pick_and_mark(tx, pace, now, |row| row.turn_id == Some(turn)).map(|(row, _)| row)
+        let Ok(mut pace) = opening.pacer.try_lock() else {
+            return Ok(None);
+        };
+        pick_and_mark(tx, &mut pace, now, |row| row.turn_id == Some(turn)).map(|(row, _)| row)
     }
 
     /// After the claim's commit: the row to the sender. A sender gone (the hub stopping)
@@ -118,9 +142,9 @@ pub async fn run(
         // The row is picked and marked `sending` in one transaction (one store call less on
         // an answer's way out), judged by a copy of the pacer: the real one counts the send
         // when its call leaves, as before.
-        let pace = pacer.lock().await.clone();
+        let mut pace = pacer.lock().await.clone();
         let ((chosen, mut wait), commit) = db
-            .write_lazy_sync_numbered(move |tx| pick_and_mark(tx, pace, now, |_| true))
+            .write_lazy_sync_numbered(move |tx| pick_and_mark(tx, &mut pace, now, |_| true))
             .await?;
         if let Some(row) = chosen {
             send_marked(&db, &*client, &pacer, &wakes, Claimed { row, commit }).await?;
@@ -231,7 +255,7 @@ fn pace_key(row: &OutboxRow) -> Option<i64> {
 /// how long until one may go (`None`: no wanted head waits on pacing).
 fn pick_and_mark(
     tx: &store::Connection,
-    mut pace: Pacer,
+    pace: &mut Pacer,
     now: i64,
     wanted: impl Fn(&OutboxRow) -> bool,
 ) -> Result<(Option<OutboxRow>, Option<Duration>), store::StoreError> {
@@ -258,13 +282,6 @@ async fn send_one(
     let id = row.id;
     crashpoint::hit("send.after_mark_sending");
     crate::latency::mark(crate::latency::Step::Calling, id);
-    // Counted when the call leaves, not when the row was picked: the durable mark above can
-    // take a while on a busy disk, and a send counted early let the next one reach Telegram
-    // sooner than its budget allows (a 429 under load).
-    pacer
-        .lock()
-        .await
-        .consume(pace_key(&row), db.now_ms() as u64);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
     let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
@@ -300,6 +317,12 @@ async fn send_one(
     crashpoint::hit("send.after_call");
     crate::latency::mark(crate::latency::Step::Called, id);
     let now = db.now_ms();
+    // Counted when the call is over: Telegram counts a message when it arrives, which is
+    // before its answer, and this sender makes one call at a time, so the next message arrives
+    // at least a paced interval after this one. Counted when the call left, a request held up
+    // on its way (a busy machine at start-up) arrived closer to the next one than the pace
+    // allows (a `429` in the pacing bench); counted at the pick, a slow durable mark did so.
+    pacer.lock().await.consume(pace_key(&row), now as u64);
     match result {
         Ok(v) => {
             let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hub::bot_api::{BotApi, Call};
 use hub::db::Db;
-use hub::sender::{self, Handoff};
+use hub::sender::{self, Handoff, Opening};
 use hub::wakes::Wakes;
 use serde_json::{Value, json};
 use store::outbox::{self, NewRow, State};
@@ -78,11 +78,11 @@ fn enqueue(tx: &store::Connection, turn: i64, text: &str) -> Result<i64, StoreEr
 /// Turn 7's answer queued and claimed in one commit, as the conductor does.
 async fn queue_and_claim(
     db: &Db,
-    pace: Pacer,
+    opening: Opening,
 ) -> (Option<store::outbox::OutboxRow>, store::CommitNo) {
     db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
         enqueue(tx, 7, "the answer")?;
-        Handoff::claim(tx, pace, 7, 1_000)
+        Handoff::claim(tx, opening, 7, 1_000)
     })
     .await
     .unwrap()
@@ -146,8 +146,8 @@ async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
     // The sender has nothing to do: it waits, and a claim may be made.
     let handoff = s.handoff.clone();
     eventually("the sender to wait idle", || handoff.open().is_some()).await;
-    let pace = s.handoff.open().unwrap();
-    let (claimed, commit) = queue_and_claim(&s.db, pace).await;
+    let opening = s.handoff.open().unwrap();
+    let (claimed, commit) = queue_and_claim(&s.db, opening).await;
     let row = claimed.expect("the head of its chat, with pacing free, is claimed");
     assert_eq!(
         state(&s.db, row.id),
@@ -184,12 +184,12 @@ async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_takes_only_the_head_of_its_chat() {
     let s = scene();
-    let pace = Pacer::new(PacingConfig::default());
+    let opening = Opening::with_pacer(s.pacer.clone());
     let (claimed, older) =
         s.db.write(move |tx| {
             let older = enqueue(tx, 6, "an older message of the chat")?;
             enqueue(tx, 7, "the answer")?;
-            Ok((Handoff::claim(tx, pace, 7, 1_000)?, older))
+            Ok((Handoff::claim(tx, opening, 7, 1_000)?, older))
         })
         .await
         .unwrap();
@@ -203,8 +203,8 @@ async fn a_claim_takes_only_the_head_of_its_chat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_puts_claims_never_called_back_to_pending() {
     let mut s = scene();
-    let pace = Pacer::new(PacingConfig::default());
-    let (claimed, commit) = queue_and_claim(&s.db, pace).await;
+    let opening = Opening::with_pacer(s.pacer.clone());
+    let (claimed, commit) = queue_and_claim(&s.db, opening).await;
     let row = claimed.unwrap();
     let id = row.id;
     s.handoff.give(row, commit);
@@ -230,4 +230,126 @@ async fn a_stop_puts_claims_never_called_back_to_pending() {
         s.handoff.open().is_none(),
         "a stopped sender takes no more claims"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_judged_by_the_pace_inside_its_transaction_not_at_its_opening() {
+    let mut s = scene();
+    let (stop_tx, stop) = watch::channel(false);
+    let task = tokio::spawn(sender::run(
+        s.db.clone(),
+        s.api.clone(),
+        s.pacer.clone(),
+        Wakes::default(),
+        s.claims.take().unwrap(),
+        stop,
+    ));
+    let handoff = s.handoff.clone();
+    eventually("the sender to wait idle", || handoff.open().is_some()).await;
+    let opening = s.handoff.open().unwrap();
+    // Between the opening and the claim's transaction the chat's whole burst is spent (the
+    // sender, woken meanwhile, sent three messages): the answer must wait its turn.
+    {
+        let mut p = s.pacer.lock().await;
+        for _ in 0..PacingConfig::default().per_chat_burst {
+            p.consume(Some(CHAT), 1_000);
+        }
+    }
+    let (claimed, _) = queue_and_claim(&s.db, opening).await;
+    assert!(
+        claimed.is_none(),
+        "claimed by a pace from before the sends: it would reach Telegram early"
+    );
+    stop_tx.send(true).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+/// A Telegram whose first request arrives late (held up on its way), recording when each
+/// request arrives.
+struct LateFirst {
+    hold: Duration,
+    arrivals: Mutex<Vec<std::time::Instant>>,
+}
+
+impl BotApi for LateFirst {
+    fn call<'a>(&'a self, _method: &'a str, _params: &'a Value) -> Call<'a, Value> {
+        Box::pin(async move {
+            if self.arrivals.lock().unwrap().is_empty() {
+                tokio::time::sleep(self.hold).await;
+            }
+            self.arrivals
+                .lock()
+                .unwrap()
+                .push(std::time::Instant::now());
+            Ok(json!({ "message_id": 1 }))
+        })
+    }
+
+    fn call_multipart<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a Value,
+        _files: Vec<Upload>,
+    ) -> Call<'a, Value> {
+        self.call(method, params)
+    }
+
+    fn get_updates<'a>(
+        &'a self,
+        _offset: Option<i64>,
+        _limit: u32,
+        _timeout: Duration,
+        _allowed_updates: &'a [&'a str],
+    ) -> Call<'a, Vec<RawUpdate>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_held_up_on_its_way_still_arrives_a_paced_interval_before_the_next() {
+    // One message per 100 ms in the chat, no burst; the first request takes 150 ms to arrive.
+    let interval = Duration::from_millis(100);
+    let cfg = PacingConfig {
+        per_chat_per_sec: 10.0,
+        per_chat_burst: 1,
+        ..PacingConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::new(Arc::new(Store::open(&dir.path().join("state.db")).unwrap()));
+    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(cfg)));
+    let (_handoff, claims) = sender::handoff(pacer.clone());
+    let api = Arc::new(LateFirst {
+        hold: Duration::from_millis(150),
+        arrivals: Mutex::new(Vec::new()),
+    });
+    db.write(|tx| {
+        enqueue(tx, 1, "first")?;
+        enqueue(tx, 2, "second")
+    })
+    .await
+    .unwrap();
+    let (stop_tx, stop) = watch::channel(false);
+    let task = tokio::spawn(sender::run(
+        db.clone(),
+        api.clone(),
+        pacer,
+        Wakes::default(),
+        claims,
+        stop,
+    ));
+    let seen = api.clone();
+    eventually("both messages at Telegram", || {
+        seen.arrivals.lock().unwrap().len() == 2
+    })
+    .await;
+    let arrivals = api.arrivals.lock().unwrap().clone();
+    let gap = arrivals[1] - arrivals[0];
+    // The pacer's own slack (2 %) and whole milliseconds aside: at least the interval. A send
+    // counted when its request left let the second arrive right behind the first.
+    assert!(
+        gap >= interval.mul_f64(0.95),
+        "the second message arrived {gap:?} after the first; the chat allows one per {interval:?}"
+    );
+    stop_tx.send(true).unwrap();
+    task.await.unwrap().unwrap();
 }

@@ -658,7 +658,7 @@ impl Conductor {
         let show_tools = settings.activity.tools();
         let instance = id.clone();
         let states = std::mem::take(&mut self.unsaved_states);
-        let pace = self.handoff.open();
+        let opening = self.handoff.open();
         let ((claimed, spoken), commit) = self
             .db
             .write_before_telling_synced_if(
@@ -698,8 +698,8 @@ impl Conductor {
                             },
                             now,
                         )?;
-                        if let Some(pace) = pace {
-                            claimed = crate::sender::Handoff::claim(tx, pace, n, now)?;
+                        if let Some(opening) = opening {
+                            claimed = crate::sender::Handoff::claim(tx, opening, n, now)?;
                         }
                     }
                     crashpoint::hit("turn_done.before_commit");
