@@ -12,6 +12,12 @@
 //!   (a send whose outcome was unknown), counted;
 //! - `threads::invariants` clean.
 //!
+//! Beside the kills, tg-fake fails a share of the calls on the conversation's way
+//! (`SOAK_FAULTS`, percent of calls, default 4): a `500`, a connection dropped before the
+//! request is handled, one dropped after it is (the effect happened, the hub cannot know), a
+//! delay. Not on topic calls, which the person would be asked about (the fault matrix covers
+//! them), nor "thread not found", which would be a lie about a topic that is there.
+//!
 //! The CI run is short (`SOAK_TURNS`, default 40); `scripts/soak.sh` runs the long one and
 //! prints the table. `SOAK_SEED` repeats a run's choices (the timing of the kills still varies).
 #![allow(clippy::unwrap_used)]
@@ -29,6 +35,7 @@ use common::{Env, Hub, OWNER, wait_for};
 use pi_testkit::PiRpc;
 use serde_json::{Value, json};
 use tg_fake::control::{EditText, MediaItem, React, SendMedia, SendText, ThreadFilter};
+use tg_fake::faults::{DOWNLOAD, FaultKind, FaultSpec};
 use tg_fake::world::{MediaKind, TopicState};
 
 /// xorshift64*: the run's choices from one seed.
@@ -145,6 +152,57 @@ fn last_user(request: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The calls a person's messages and pi's answers take (topic calls are left alone).
+const FAULTED: [&str; 14] = [
+    "getUpdates",
+    "getFile",
+    DOWNLOAD,
+    "sendMessage",
+    "sendRichMessage",
+    "sendDocument",
+    "editMessageText",
+    "editMessageReplyMarkup",
+    "sendMessageDraft",
+    "sendRichMessageDraft",
+    "sendChatAction",
+    "deleteMessage",
+    "setMessageReaction",
+    "answerCallbackQuery",
+];
+
+/// Arms tg-fake to fail `percent` % of the calls in [`FAULTED`], spread over four kinds.
+/// Returns the number of rules.
+fn arm_faults(env: &Env, percent: u64) -> usize {
+    if percent == 0 {
+        return 0;
+    }
+    let kinds = [
+        FaultKind::Http500,
+        FaultKind::DropBefore,
+        FaultKind::CommitThenDrop,
+        FaultKind::Delay,
+    ];
+    let each = percent as f64 / 100.0 / kinds.len() as f64;
+    let mut n = 0;
+    for method in FAULTED {
+        for kind in kinds {
+            env.fake
+                .control()
+                .add_fault(FaultSpec {
+                    method: method.into(),
+                    kind,
+                    count: None,
+                    probability: Some(each),
+                    retry_after: None,
+                    delay_ms: Some(300),
+                })
+                .unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
 /// `tag` followed by a space or the end: `S12` must not match `S120`.
 fn has_tag(text: &str, tag: &str) -> bool {
     text.match_indices(tag).any(|(i, _)| {
@@ -213,6 +271,9 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             })
         })
     });
+
+    let fault_percent = env_u64("SOAK_FAULTS", 4);
+    arm_faults(env, fault_percent);
 
     // The chaos: SIGKILL the hub every few seconds and start one again (the extension may
     // start one first; the profile lock lets only one serve); now and then a pi too.
@@ -452,6 +513,18 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
         chaos.join().unwrap();
         (prompts, updates, script_done)
     });
+    // What the faults did, and then none: whatever they left must come right by itself.
+    let faults_fired: BTreeMap<String, usize> = env
+        .fake
+        .control()
+        .requests(0, None)
+        .into_iter()
+        .filter_map(|r| r.fault)
+        .fold(BTreeMap::new(), |mut m, f| {
+            *m.entry(f).or_default() += 1;
+            m
+        });
+    env.fake.control().clear_faults();
     // A hub runs at the end, and everything settles: nothing queued, nothing in flight, the
     // outbox empty.
     if hub_pid(env).is_none() {
@@ -655,6 +728,18 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
     );
     println!("| updates issued by tg-fake | {} |", updates.len());
     println!("| hub SIGKILLs | {kills} |");
+    let fired: Vec<String> = faults_fired
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    println!(
+        "| tg-fake faults ({fault_percent} % of the conversation's calls) | {} |",
+        if fired.is_empty() {
+            "none".to_owned()
+        } else {
+            fired.join(", ")
+        }
+    );
     println!(
         "| pi (extension) SIGKILLs | {} |",
         pi_kills.load(Ordering::SeqCst)
