@@ -141,7 +141,7 @@ pub async fn run(
         let now = db.now_ms();
         // The row is picked and marked `sending` in one transaction (one store call less on
         // an answer's way out), judged by a copy of the pacer: the real one counts the send
-        // when its call leaves, as before.
+        // when its call is over (`send_one`).
         let mut pace = pacer.lock().await.clone();
         let ((chosen, mut wait), commit) = db
             .write_lazy_sync_numbered(move |tx| pick_and_mark(tx, &mut pace, now, |_| true))
