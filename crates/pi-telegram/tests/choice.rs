@@ -15,7 +15,6 @@ use pi_testkit::PiRpc;
 use serde_json::{Value, json};
 use tg_fake::FakeConfig;
 use tg_fake::control::{Press, SendText, ThreadFilter};
-use tg_fake::world::TopicState;
 
 fn wait_socket(env: &Env) {
     wait_for("the hub socket", 20, || {
@@ -57,19 +56,7 @@ fn texts_in(env: &Env, thread: Option<i64>) -> Vec<String> {
 }
 
 fn topic_of(env: &Env, project: &str) -> i64 {
-    let mut found = None;
-    wait_for(&format!("the {project} topic"), 60, || {
-        found = env
-            .fake
-            .control()
-            .topics(Some(OWNER), None)
-            .unwrap()
-            .into_iter()
-            .find(|t| t.state != TopicState::Deleted && t.name.ends_with(&format!("· {project}")))
-            .map(|t| t.thread_id);
-        found.is_some()
-    });
-    found.unwrap()
+    env.bound_topic(project, 60)
 }
 
 /// The newest bot message with a button labelled `label`: (message id, callback data).

@@ -414,19 +414,7 @@ fn in_threaded_mode_a_photo_goes_to_the_topics_pi() {
     let Some(s) = setup_threaded() else { return };
     let mut hub = start(&s);
     s.env.spawn_pi(&project(&s.pi, "web"));
-    let mut thread = None;
-    wait_for("web's topic", 30, || {
-        thread = s
-            .env
-            .fake
-            .control()
-            .topics(Some(OWNER), None)
-            .unwrap()
-            .into_iter()
-            .find(|t| t.name.contains("web"))
-            .map(|t| t.thread_id);
-        thread.is_some()
-    });
+    let thread = Some(s.env.bound_topic("web", 30));
     let png = base64::engine::general_purpose::STANDARD
         .decode(PNG)
         .unwrap();

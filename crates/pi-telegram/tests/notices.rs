@@ -13,7 +13,7 @@ use common::shim::Shim;
 use common::{Env, OWNER, wait_for};
 use serde_json::json;
 use tg_fake::control::{MediaItem, Press, SendMedia, SendText, ThreadFilter, TranscriptEntry};
-use tg_fake::world::{MediaKind, TopicState};
+use tg_fake::world::MediaKind;
 use tg_fake::{FakeConfig, FaultKind, FaultSpec};
 
 fn threaded_env() -> Env {
@@ -54,19 +54,7 @@ fn texts_in(env: &Env, thread: Option<i64>) -> Vec<String> {
 }
 
 fn topic_of(env: &Env, project: &str) -> i64 {
-    let mut found = None;
-    wait_for(&format!("the {project} topic"), 20, || {
-        found = env
-            .fake
-            .control()
-            .topics(Some(OWNER), None)
-            .unwrap()
-            .into_iter()
-            .find(|t| t.state != TopicState::Deleted && t.name.ends_with(&format!("· {project}")))
-            .map(|t| t.thread_id);
-        found.is_some()
-    });
-    found.unwrap()
+    env.bound_topic(project, 20)
 }
 
 fn say_in(env: &Env, thread: Option<i64>, text: &str) -> tg_fake::control::Sent {

@@ -549,21 +549,7 @@ fn in_threaded_mode_abort_in_one_topic_stops_only_that_pi() {
     let mut hub = start(&s);
     env.spawn_pi(&project(&s.pi, "web"));
     env.spawn_pi(&project(&s.pi, "api"));
-    let topic = |name: &str| {
-        let mut found = None;
-        wait_for(&format!("{name}'s topic"), 30, || {
-            found = env
-                .fake
-                .control()
-                .topics(Some(OWNER), None)
-                .unwrap()
-                .into_iter()
-                .find(|t| t.name.contains(name))
-                .map(|t| t.thread_id);
-            found.is_some()
-        });
-        found.unwrap()
-    };
+    let topic = |name: &str| env.bound_topic(name, 30);
     let (web, api) = (topic("web"), topic("api"));
     say_in(env, Some(web), &slow("webslow"));
     say_in(env, Some(api), "[[slow]] api keeps going to the end");
@@ -797,21 +783,7 @@ fn in_threaded_mode_reactions_and_menus_act_on_the_topics_pi() {
     let mut hub = start(&s);
     env.spawn_pi(&project(&s.pi, "web"));
     env.spawn_pi(&project(&s.pi, "api"));
-    let topic = |name: &str| {
-        let mut found = None;
-        wait_for(&format!("{name}'s topic"), 30, || {
-            found = env
-                .fake
-                .control()
-                .topics(Some(OWNER), None)
-                .unwrap()
-                .into_iter()
-                .find(|t| t.name.contains(name))
-                .map(|t| t.thread_id);
-            found.is_some()
-        });
-        found.unwrap()
-    };
+    let topic = |name: &str| env.bound_topic(name, 30);
     let (web, api) = (topic("web"), topic("api"));
     say_in(env, Some(api), &slow("apislow"));
     wait_for("api's slow turn", 30, || {

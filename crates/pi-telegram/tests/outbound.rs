@@ -304,21 +304,7 @@ fn in_threaded_mode_files_and_messages_go_to_the_instances_topic_or_another_by_n
     let web = with_project(&s, "web");
     env.spawn_pi(&web.display().to_string());
     env.spawn_pi(&project(&s.pi, "api"));
-    let topic = |name: &str| {
-        let mut found = None;
-        wait_for(&format!("{name}'s topic"), 30, || {
-            found = env
-                .fake
-                .control()
-                .topics(Some(OWNER), None)
-                .unwrap()
-                .into_iter()
-                .find(|t| t.name.contains(name))
-                .map(|t| t.thread_id);
-            found.is_some()
-        });
-        found.unwrap()
-    };
+    let topic = |name: &str| env.bound_topic(name, 30);
     let (web_topic, api_topic) = (topic("web"), topic("api"));
     env.fake
         .control()

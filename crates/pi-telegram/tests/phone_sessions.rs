@@ -12,7 +12,6 @@ use common::pi::setup_threaded;
 use common::{Env, OWNER, wait_for};
 use serde_json::{Value, json};
 use tg_fake::control::{Press, SendText, ThreadFilter, TranscriptEntry};
-use tg_fake::world::TopicState;
 
 fn bot_messages(env: &Env) -> Vec<TranscriptEntry> {
     env.fake
@@ -80,16 +79,6 @@ fn say(env: &Env, thread: Option<i64>, text: &str) {
         .unwrap();
 }
 
-fn topic_of(env: &Env, project: &str) -> Option<i64> {
-    env.fake
-        .control()
-        .topics(Some(OWNER), None)
-        .unwrap()
-        .into_iter()
-        .find(|t| t.state != TopicState::Deleted && t.name.ends_with(&format!("· {project}")))
-        .map(|t| t.thread_id)
-}
-
 /// The last model request whose messages mention `needle`.
 fn request_with(s: &common::pi::PiSetup, needle: &str) -> Value {
     s.llm
@@ -152,12 +141,7 @@ fn new_sessions_resume_and_close_from_the_phone() {
     wait_message(env, "pi started", |t| {
         t == format!("Started pi in {web}. Write to it here (or in its topic in Threaded Mode).")
     });
-    let mut topic = None;
-    wait_for("the web topic", 60, || {
-        topic = topic_of(env, "web");
-        topic.is_some()
-    });
-    let topic = topic.unwrap();
+    let topic = env.bound_topic("web", 60);
     say(env, Some(topic), "remember the word kiwi");
     wait_message(env, "the first answer", |t| {
         t == "echo: remember the word kiwi"

@@ -13,7 +13,6 @@ use common::{Env, OWNER, TOKEN, wait_for};
 use pi_testkit::PiRpc;
 use serde_json::{Value, json};
 use tg_fake::control::{SendText, ThreadFilter, TranscriptEntry};
-use tg_fake::world::TopicState;
 use tg_fake::{FakeConfig, FaultKind, FaultSpec, FloodConfig};
 
 /// tg-fake with Telegram-like rate limits, and the hub with its real pacing (the test helpers
@@ -350,19 +349,7 @@ fn in_threaded_mode_previews_and_answers_are_in_the_instances_topic() {
     let env = &s.env;
     let mut hub = start(&s);
     env.spawn_pi(&project(&s.pi, "web"));
-    let mut topic = None;
-    wait_for("web's topic", 60, || {
-        topic = env
-            .fake
-            .control()
-            .topics(Some(OWNER), None)
-            .unwrap()
-            .into_iter()
-            .find(|t| t.state != TopicState::Deleted && t.name.ends_with("· web"))
-            .map(|t| t.thread_id);
-        topic.is_some()
-    });
-    let topic = topic.unwrap();
+    let topic = env.bound_topic("web", 60);
     env.fake
         .control()
         .send_text(SendText {

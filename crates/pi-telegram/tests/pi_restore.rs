@@ -75,12 +75,7 @@ fn a_killed_hub_brings_its_headless_pi_back_on_their_sessions() {
     }
     let mut topics = Vec::new();
     for n in names {
-        let mut t = None;
-        wait_for(&format!("the {n} topic"), 60, || {
-            t = topic_of(env, n);
-            t.is_some()
-        });
-        topics.push(t.unwrap());
+        topics.push(env.bound_topic(n, 60));
     }
     for (n, t) in names.iter().zip(&topics).take(2) {
         ask(env, *t, &format!("remember the word {n}"));

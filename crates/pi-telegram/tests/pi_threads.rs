@@ -67,12 +67,7 @@ fn three_pi_instances_each_answer_in_their_own_topic_and_a_restart_keeps_it() {
     }
     let mut topics = Vec::new();
     for n in names {
-        let mut t = None;
-        wait_for(&format!("the {n} topic"), 60, || {
-            t = topic_of(env, n);
-            t.is_some()
-        });
-        topics.push(t.unwrap());
+        topics.push(env.bound_topic(n, 60));
     }
     let mut distinct = topics.clone();
     distinct.sort_unstable();

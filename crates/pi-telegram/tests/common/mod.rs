@@ -192,6 +192,36 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// The live topic named for `project` (`… · project`), once the hub has bound it to its
+    /// pi. Found at Telegram only, a message written into it at once could reach the hub in
+    /// the instant between the creation and the binding's commit, when the topic is nobody's
+    /// yet (the hub then offers to move a pi there): a person never writes that fast, a test
+    /// does (`operator` failed so in CI once).
+    pub fn bound_topic(&self, project: &str, secs: u64) -> i64 {
+        let suffix = format!("· {project}");
+        let mut found = None;
+        wait_for(&format!("the {project} topic, bound"), secs, || {
+            found = self
+                .fake
+                .control()
+                .topics(Some(OWNER), None)
+                .unwrap()
+                .into_iter()
+                .find(|t| {
+                    t.state != tg_fake::world::TopicState::Deleted && t.name.ends_with(&suffix)
+                })
+                .map(|t| t.thread_id);
+            let Some(thread) = found else {
+                return false;
+            };
+            self.status()["threads"].as_array().is_some_and(|bs| {
+                bs.iter()
+                    .any(|b| b["thread_id"] == json!(thread) && b["state"] == json!("active"))
+            })
+        });
+        found.unwrap()
+    }
+
     pub fn say(&self, text: &str) -> tg_fake::control::Sent {
         self.say_as(OWNER, text)
     }
