@@ -370,6 +370,26 @@ fn control_characters_leave_link_addresses() {
     );
 }
 
+/// Found by fuzzing (fuzz/corpus/markdown/crash-empty-link-text.md, in CI's short run): a link
+/// without text (`[](url)`) showed its address in the rich piece and nothing in the HTML one.
+/// Its address is its text now, in every rendering.
+#[test]
+fn a_link_without_text_shows_its_address() {
+    check(
+        "empty-link-text",
+        "see [](https://example.com/x) here, [ ](https://example.com/y) and []() too\n",
+    );
+    let doc = parse::parse("see [](https://example.com/x) here\n");
+    assert!(
+        layout::layout(&doc).text.contains("https://example.com/x"),
+        "{doc:?}"
+    );
+    check(
+        "crash-empty-link-text",
+        &corpus_input("crash-empty-link-text"),
+    );
+}
+
 /// Found by fuzzing (fuzz/corpus/markdown/crash-nul-in-footnote-label.md): a footnote label
 /// kept its control characters, which Telegram's HTML parser shows as spaces, so the HTML
 /// piece and its plain fallback differed. Labels are cleaned like all other text.

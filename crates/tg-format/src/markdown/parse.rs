@@ -360,7 +360,16 @@ impl Builder {
                 InlineKind::Emph => self.inline(Inline::Emph(content)),
                 InlineKind::Strong => self.inline(Inline::Strong(content)),
                 InlineKind::Strike => self.inline(Inline::Strike(content)),
-                InlineKind::Link(url) => self.inline(Inline::Link { url, content }),
+                InlineKind::Link(url) => {
+                    // A link without text shows nothing in HTML and its address in Telegram's
+                    // rich Markdown: its address is its text, the same in every rendering.
+                    let content = if super::doc::inline_text(&content).trim().is_empty() {
+                        vec![Inline::Text(clean_text(&url, false))]
+                    } else {
+                        content
+                    };
+                    self.inline(Inline::Link { url, content })
+                }
                 InlineKind::Image(url) => {
                     let alt = super::doc::inline_text(&content);
                     self.inline(Inline::Image { url, alt });
