@@ -1169,7 +1169,6 @@ fn assert_fired(calls: &[RequestEntry], kind: FaultKind, what: &str) {
     );
 }
 
-/// The first call after the 429 came no sooner than `retry_after`.
 /// The `retry_after` of a 429 injected on `method`.
 fn flood_s(method: &str) -> u64 {
     if method == "createForumTopic" {
@@ -1179,6 +1178,7 @@ fn flood_s(method: &str) -> u64 {
     }
 }
 
+/// The first call after the 429 came no sooner than `retry_after`.
 fn assert_waited(calls: &[RequestEntry], what: &str) {
     let flooded = calls
         .iter()

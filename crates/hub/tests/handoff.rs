@@ -19,17 +19,27 @@ use tokio::sync::watch;
 
 const CHAT: i64 = 4242;
 
-/// A Telegram that answers every call with a message id and remembers the calls' texts.
+/// A Telegram that answers every call with a message id and remembers the calls' texts and
+/// when each arrived. With `hold_first`, the first request is held up on its way that long.
 #[derive(Default)]
 struct Recorder {
+    hold_first: Duration,
     texts: Mutex<Vec<String>>,
+    arrivals: Mutex<Vec<std::time::Instant>>,
 }
 
 impl BotApi for Recorder {
     fn call<'a>(&'a self, _method: &'a str, params: &'a Value) -> Call<'a, Value> {
         let text = params["text"].as_str().unwrap_or_default().to_owned();
         Box::pin(async move {
+            if self.texts.lock().unwrap().is_empty() && !self.hold_first.is_zero() {
+                tokio::time::sleep(self.hold_first).await;
+            }
             self.texts.lock().unwrap().push(text);
+            self.arrivals
+                .lock()
+                .unwrap()
+                .push(std::time::Instant::now());
             Ok(json!({ "message_id": 1 }))
         })
     }
@@ -106,19 +116,42 @@ struct Scene {
 }
 
 fn scene() -> Scene {
+    scene_with(PacingConfig::default(), Recorder::default())
+}
+
+fn scene_with(pacing: PacingConfig, api: Recorder) -> Scene {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state.db")).unwrap();
     let db = Db::new(Arc::new(store));
-    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
+    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(pacing)));
     let (handoff, claims) = sender::handoff(pacer.clone());
     Scene {
         _dir: dir,
         db,
-        api: Arc::default(),
+        api: Arc::new(api),
         handoff,
         claims: Some(claims),
         pacer,
     }
+}
+
+/// The scene's sender, running until the returned switch is set.
+fn run_sender(
+    s: &mut Scene,
+) -> (
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), hub::HubError>>,
+) {
+    let (stop_tx, stop) = watch::channel(false);
+    let task = tokio::spawn(sender::run(
+        s.db.clone(),
+        s.api.clone(),
+        s.pacer.clone(),
+        Wakes::default(),
+        s.claims.take().unwrap(),
+        stop,
+    ));
+    (stop_tx, task)
 }
 
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
@@ -134,15 +167,7 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
     let mut s = scene();
-    let (stop_tx, stop) = watch::channel(false);
-    let task = tokio::spawn(sender::run(
-        s.db.clone(),
-        s.api.clone(),
-        s.pacer.clone(),
-        Wakes::default(),
-        s.claims.take().unwrap(),
-        stop,
-    ));
+    let (stop_tx, task) = run_sender(&mut s);
     // The sender has nothing to do: it waits, and a claim may be made.
     let handoff = s.handoff.clone();
     eventually("the sender to wait idle", || handoff.open().is_some()).await;
@@ -235,15 +260,7 @@ async fn a_stop_puts_claims_never_called_back_to_pending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_is_judged_by_the_pace_inside_its_transaction_not_at_its_opening() {
     let mut s = scene();
-    let (stop_tx, stop) = watch::channel(false);
-    let task = tokio::spawn(sender::run(
-        s.db.clone(),
-        s.api.clone(),
-        s.pacer.clone(),
-        Wakes::default(),
-        s.claims.take().unwrap(),
-        stop,
-    ));
+    let (stop_tx, task) = run_sender(&mut s);
     let handoff = s.handoff.clone();
     eventually("the sender to wait idle", || handoff.open().is_some()).await;
     let opening = s.handoff.open().unwrap();
@@ -264,47 +281,6 @@ async fn a_claim_is_judged_by_the_pace_inside_its_transaction_not_at_its_opening
     task.await.unwrap().unwrap();
 }
 
-/// A Telegram whose first request arrives late (held up on its way), recording when each
-/// request arrives.
-struct LateFirst {
-    hold: Duration,
-    arrivals: Mutex<Vec<std::time::Instant>>,
-}
-
-impl BotApi for LateFirst {
-    fn call<'a>(&'a self, _method: &'a str, _params: &'a Value) -> Call<'a, Value> {
-        Box::pin(async move {
-            if self.arrivals.lock().unwrap().is_empty() {
-                tokio::time::sleep(self.hold).await;
-            }
-            self.arrivals
-                .lock()
-                .unwrap()
-                .push(std::time::Instant::now());
-            Ok(json!({ "message_id": 1 }))
-        })
-    }
-
-    fn call_multipart<'a>(
-        &'a self,
-        method: &'a str,
-        params: &'a Value,
-        _files: Vec<Upload>,
-    ) -> Call<'a, Value> {
-        self.call(method, params)
-    }
-
-    fn get_updates<'a>(
-        &'a self,
-        _offset: Option<i64>,
-        _limit: u32,
-        _timeout: Duration,
-        _allowed_updates: &'a [&'a str],
-    ) -> Call<'a, Vec<RawUpdate>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_held_up_on_its_way_still_arrives_a_paced_interval_before_the_next() {
     // One message per 100 ms in the chat, no burst; the first request takes 150 ms to arrive.
@@ -314,35 +290,26 @@ async fn a_request_held_up_on_its_way_still_arrives_a_paced_interval_before_the_
         per_chat_burst: 1,
         ..PacingConfig::default()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::new(Arc::new(Store::open(&dir.path().join("state.db")).unwrap()));
-    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(cfg)));
-    let (_handoff, claims) = sender::handoff(pacer.clone());
-    let api = Arc::new(LateFirst {
-        hold: Duration::from_millis(150),
-        arrivals: Mutex::new(Vec::new()),
-    });
-    db.write(|tx| {
+    let mut s = scene_with(
+        cfg,
+        Recorder {
+            hold_first: Duration::from_millis(150),
+            ..Recorder::default()
+        },
+    );
+    s.db.write(|tx| {
         enqueue(tx, 1, "first")?;
         enqueue(tx, 2, "second")
     })
     .await
     .unwrap();
-    let (stop_tx, stop) = watch::channel(false);
-    let task = tokio::spawn(sender::run(
-        db.clone(),
-        api.clone(),
-        pacer,
-        Wakes::default(),
-        claims,
-        stop,
-    ));
-    let seen = api.clone();
+    let (stop_tx, task) = run_sender(&mut s);
+    let api = s.api.clone();
     eventually("both messages at Telegram", || {
-        seen.arrivals.lock().unwrap().len() == 2
+        api.arrivals.lock().unwrap().len() == 2
     })
     .await;
-    let arrivals = api.arrivals.lock().unwrap().clone();
+    let arrivals = s.api.arrivals.lock().unwrap().clone();
     let gap = arrivals[1] - arrivals[0];
     // The pacer's own slack (2 %) and whole milliseconds aside: at least the interval. A send
     // counted when its request left let the second arrive right behind the first.
