@@ -192,19 +192,65 @@ pub fn answer_markdown(
     error: Option<&str>,
 ) -> String {
     use crate::delivery::escape_markdown;
-    let body = match (text.trim().is_empty(), error, aborted) {
+    let text = trim_invisible(text);
+    let body = match (text.is_empty(), error, aborted) {
         (true, Some(e), _) => escape_markdown(&format!("pi reported an error: {e}")),
         (true, None, true) => escape_markdown("⏹ Aborted before answering."),
         (true, None, false) => escape_markdown("(pi finished without a text answer)"),
         // The answer so far, marked.
-        (false, _, true) => format!("{}\n\n{}", text.trim(), escape_markdown("⏹ Aborted.")),
-        _ => text.trim().to_owned(),
+        (false, _, true) => {
+            // Cut short inside a code block: the mark goes after the block, not into it.
+            let closed = match tg_format::markdown::preview::closing_fence(text) {
+                Some(fence) => format!("{text}\n{fence}"),
+                None => text.to_owned(),
+            };
+            format!("{closed}\n\n{}", escape_markdown("⏹ Aborted."))
+        }
+        // Sent as it is, the person would get nothing at all.
+        _ if tg_format::markdown::shows_nothing(text) => {
+            format!(
+                "{}\n\n{}",
+                escape_markdown(NOTHING_VISIBLE),
+                code_block(text)
+            )
+        }
+        _ => text.to_owned(),
     };
     match label {
         // Its own paragraph: a list or code the answer starts with stays what it is.
         Some(l) => format!("{}\n\n{body}", escape_markdown(&format!("[{l}]"))),
         None => body,
     }
+}
+
+/// What the bot says before an answer that shows nothing once formatted (it shows the answer
+/// as pi wrote it).
+pub const NOTHING_VISIBLE: &str = "pi's answer shows nothing once formatted; as pi wrote it:";
+
+/// `text` as a fenced code block, shown exactly as written.
+fn code_block(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}\n{text}\n{fence}")
+}
+
+/// `text` without what no rendering shows: blank lines before the first line with something
+/// on it, and whitespace at the end. The first line's indentation stays: four spaces make a
+/// code block, and a trimmed `    # foo` would become a heading.
+pub fn trim_invisible(text: &str) -> &str {
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        if !line.trim().is_empty() {
+            break;
+        }
+        start += line.len();
+    }
+    text[start..].trim_end()
 }
 
 /// Work pi did that did not come from Telegram (a prompt typed in the terminal, a follow-up
@@ -631,4 +677,43 @@ pub fn new_picker(roots: &str, for_pi: Option<&str>) -> String {
 /// `/new <folder>` refused.
 pub fn folder_refused(why: &str) -> String {
     format!("Not started: {why}.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_no_rendering_shows_is_trimmed() {
+        assert_eq!(
+            trim_invisible("\n  \n    code\n  more  \n\n"),
+            "    code\n  more"
+        );
+        assert_eq!(trim_invisible(" \t\n"), "");
+        assert_eq!(trim_invisible("  # not a heading"), "  # not a heading");
+    }
+
+    #[test]
+    fn an_aborted_answer_cut_inside_code_gets_its_mark_after_the_code() {
+        let md = answer_markdown(None, "Here:\n\n```rust\nfn main() {", true, None);
+        assert!(md.ends_with("fn main() {\n```\n\n⏹ Aborted\\."), "{md}");
+        let blocks = tg_format::markdown::parse::parse(&md);
+        assert!(matches!(
+            blocks.last(),
+            Some(tg_format::markdown::doc::Block::Paragraph(_))
+        ));
+        // An indented fence is closed at its own indentation.
+        let md = answer_markdown(None, "  ~~~~\n  x", true, None);
+        assert!(md.contains("  x\n  ~~~~\n\n"), "{md}");
+    }
+
+    #[test]
+    fn an_answer_that_shows_nothing_is_shown_as_written() {
+        let md = answer_markdown(None, "[foo]: /url \"t\"", false, None);
+        assert!(md.contains("```\n[foo]: /url \"t\"\n```"), "{md}");
+        assert!(!tg_format::markdown::shows_nothing(&md));
+        // Backticks in it need a longer fence.
+        let md = answer_markdown(None, "```\n```", false, None);
+        assert!(md.contains("````\n```\n```\n````"), "{md}");
+    }
 }

@@ -346,3 +346,29 @@ async fn busy_and_idle_reach_status_with_or_without_an_answer_behind_them() {
     until(&hub, state, "idle").await;
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_shows_nothing_once_formatted_still_reaches_the_person() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.wait_for_bot("the connected notice", |m| {
+        m.iter().any(|(_, t, _)| t.contains("pi connected: web"))
+    })
+    .await;
+    let sent = hub.say("define foo");
+    let prompt = pi.recv_type("prompt").await;
+    // CommonMark example 207: a link reference definition alone renders to nothing.
+    pi.answer(&prompt, "[foo]: /url\n").await;
+    let msgs = hub
+        .wait_for_bot("the answer", |m| {
+            m.iter().any(|(_, t, _)| t.contains("shows nothing"))
+        })
+        .await;
+    let answer = msgs
+        .iter()
+        .find(|(_, t, _)| t.contains("shows nothing"))
+        .unwrap();
+    assert!(answer.1.contains("[foo]: /url"), "{answer:?}");
+    assert_eq!(answer.2, Some(sent.message_id));
+    hub.stop().await;
+}

@@ -6,6 +6,7 @@
 
 use proptest::prelude::*;
 use serde_json::json;
+use tg_format::markdown::doc::{Block, Inline};
 use tg_format::markdown::visible::{rich_visible, words};
 use tg_format::markdown::{self, RichBudget, TEXT_LIMIT, layout, parse};
 use tg_format::{html, rich, utf16};
@@ -453,5 +454,35 @@ fn quotes_nested_too_deep_are_flattened() {
     check(
         "crash-quotes-too-deep",
         &corpus_input("crash-quotes-too-deep"),
+    );
+}
+
+#[test]
+fn an_image_in_an_image_gives_its_alternative_text() {
+    // CommonMark example 574.
+    let blocks = parse::parse("![foo ![bar](/url)](/url2)\n");
+    assert_eq!(
+        blocks,
+        vec![Block::Paragraph(vec![Inline::Image {
+            url: "/url2".into(),
+            alt: "foo bar".into()
+        }])]
+    );
+}
+
+#[test]
+fn an_email_link_in_a_text_message_keeps_its_address() {
+    let html = markdown::render_html("[write to me](mailto:a@b.example) or <c@d.example>", 4000);
+    assert_eq!(html[0].plain, "write to me (a@b.example) or c@d.example");
+    assert!(!html[0].html.contains("mailto"), "{}", html[0].html);
+    let rich = markdown::render_rich(
+        "[write to me](mailto:a@b.example)",
+        4000,
+        &Default::default(),
+    );
+    assert!(
+        rich[0].markdown.contains("](<mailto:a@b.example>)"),
+        "{}",
+        rich[0].markdown
     );
 }

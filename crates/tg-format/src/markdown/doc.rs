@@ -151,12 +151,89 @@ fn push_inline_text(inlines: &[Inline], out: &mut String) {
 /// What an image's text starts with, so a person sees that a picture was meant there.
 pub const IMAGE_MARK: &str = "🖼 ";
 
-/// Whether Telegram accepts `url` as a link target. Relative paths, anchors and other schemes
-/// stay text.
-pub fn linkable(url: &str) -> bool {
-    let lower = url.trim().to_ascii_lowercase();
-    ["http://", "https://", "tg://", "mailto:", "tel:"]
-        .iter()
-        .any(|scheme| lower.starts_with(scheme) && lower.len() > scheme.len())
-        && !url.chars().any(char::is_whitespace)
+/// Where a link in a rich message leads (`http`, `https`, `ftp`, `tg`, `mailto`, `tel`), as
+/// written: the scheme in lower case (`MAILTO:` is not a scheme Telegram knows), the characters
+/// no address may hold percent-encoded. `None` for what Telegram cannot open (a relative
+/// path, an anchor, another scheme): such a link is its text.
+pub fn rich_target(url: &str) -> Option<String> {
+    target(
+        url,
+        &["http://", "https://", "ftp://", "tg:", "mailto:", "tel:"],
+    )
+}
+
+/// Where a link in a text message (`parse_mode: HTML`) leads: only `http`, `https` and `tg`,
+/// the links Telegram takes in `<a href>` (an e-mail or `ftp://` address there became an
+/// `http://` link to nowhere). E-mail and `ftp://` addresses in the text are linked by
+/// Telegram itself.
+pub fn text_target(url: &str) -> Option<String> {
+    target(url, &["http://", "https://", "tg:"])
+}
+
+/// For a link [`rich_target`] takes and [`text_target`] does not: the address to show after
+/// its text in a text message (`a@b.c` for `mailto:a@b.c`), so it is not lost.
+pub fn shown_address(url: &str) -> Option<String> {
+    let t = rich_target(url)?;
+    if text_target(url).is_some() {
+        return None;
+    }
+    Some(
+        t.strip_prefix("mailto:")
+            .or_else(|| t.strip_prefix("tel:"))
+            .unwrap_or(&t)
+            .to_owned(),
+    )
+}
+
+fn target(url: &str, schemes: &[&str]) -> Option<String> {
+    let url = url.trim();
+    if url.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let scheme = schemes.iter().find(|s| {
+        url.len() > s.len()
+            && url
+                .get(..s.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(s))
+    })?;
+    let mut out = scheme.to_string();
+    for c in url[scheme.len()..].chars() {
+        match c {
+            c if c.is_ascii_alphanumeric() => out.push(c),
+            '-' | '_' | '.' | '+' | '!' | '*' | '\'' | '(' | ')' | ',' | '%' | '#' | '@' | '?'
+            | '=' | ';' | ':' | '/' | '&' | '$' | '~' | '[' | ']' => out.push(c),
+            c if c.is_ascii() => out.push_str(&format!("%{:02X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rendering_links_what_telegram_opens_there() {
+        assert_eq!(rich_target("MAILTO:a@b.c").as_deref(), Some("mailto:a@b.c"));
+        assert_eq!(rich_target("HTTPS://x.y/a b"), None);
+        assert_eq!(
+            rich_target("https://x.y/`q`\"").as_deref(),
+            Some("https://x.y/%60q%60%22")
+        );
+        assert_eq!(rich_target("ftp://f.g").as_deref(), Some("ftp://f.g"));
+        assert_eq!(rich_target("/relative"), None);
+        assert_eq!(rich_target("#anchor"), None);
+        assert_eq!(rich_target("irc://x.y"), None);
+        assert_eq!(text_target("mailto:a@b.c"), None);
+        assert_eq!(text_target("ftp://f.g"), None);
+        assert_eq!(
+            text_target("tg://user?id=1").as_deref(),
+            Some("tg://user?id=1")
+        );
+        assert_eq!(shown_address("mailto:a@b.c").as_deref(), Some("a@b.c"));
+        assert_eq!(shown_address("tel:+123").as_deref(), Some("+123"));
+        assert_eq!(shown_address("https://x.y"), None);
+        assert_eq!(shown_address("/relative"), None);
+    }
 }

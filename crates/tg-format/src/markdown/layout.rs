@@ -4,7 +4,9 @@
 
 use unicode_width::UnicodeWidthStr;
 
-use super::doc::{Align, Block, IMAGE_MARK, Inline, Item, Table, inline_text, linkable};
+use super::doc::{
+    Align, Block, IMAGE_MARK, Inline, Item, Table, inline_text, shown_address, text_target,
+};
 use super::styled::{Style, Styled};
 
 /// Bullets by list depth.
@@ -137,27 +139,36 @@ fn inline(out: &mut Styled, i: &Inline, in_link: bool) {
         Inline::Emph(c) => styled(out, Style::Italic, c, in_link),
         Inline::Strong(c) => styled(out, Style::Bold, c, in_link),
         Inline::Strike(c) => styled(out, Style::Strike, c, in_link),
-        Inline::Link { url, content } => {
-            if linkable(url) && !in_link {
-                let o = out.open(Style::Link(url.trim().to_owned()));
+        Inline::Link { url, content } => match text_target(url).filter(|_| !in_link) {
+            Some(target) => {
+                let o = out.open(Style::Link(target));
                 for c in content {
                     inline(out, c, true);
                 }
                 out.close(o);
-            } else {
+            }
+            None => {
                 for c in content {
                     inline(out, c, in_link);
                 }
+                // An e-mail address Telegram links by itself once it is in the text.
+                if let Some(address) = shown_address(url) {
+                    let text = inline_text(content).to_lowercase();
+                    if !text.contains(&address.to_lowercase()) {
+                        out.push(&format!(" ({address})"));
+                    }
+                }
             }
-        }
+        },
         Inline::Image { url, alt } => {
             let text = format!("{IMAGE_MARK}{}", if alt.is_empty() { url } else { alt });
-            if linkable(url) && !in_link {
-                let o = out.open(Style::Link(url.trim().to_owned()));
-                out.push(&text);
-                out.close(o);
-            } else {
-                out.push(&text);
+            match text_target(url).filter(|_| !in_link) {
+                Some(target) => {
+                    let o = out.open(Style::Link(target));
+                    out.push(&text);
+                    out.close(o);
+                }
+                None => out.push(&text),
             }
         }
         Inline::Break => out.push("\n"),
@@ -173,11 +184,12 @@ fn styled(out: &mut Styled, style: Style, content: &[Inline], in_link: bool) {
     out.close(o);
 }
 
-/// A code block language Telegram takes (`language-<x>` with a plain name).
+/// A code block's language as Telegram takes it (`language-<x>`): letters, digits and
+/// `+-_#.`, at most 32 characters.
 pub(crate) fn clean_lang(lang: &str) -> Option<String> {
     let clean: String = lang
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '_' | '#' | '.'))
+        .filter(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '_' | '#' | '.'))
         .take(32)
         .collect();
     (!clean.is_empty()).then_some(clean)

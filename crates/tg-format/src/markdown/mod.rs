@@ -11,6 +11,7 @@
 //! Pieces are within Telegram's limits after parsing: [`TEXT_LIMIT`] UTF-16 units of visible
 //! text for HTML and plain text; [`RichBudget`] for rich messages.
 
+pub mod autolink;
 pub mod doc;
 pub mod layout;
 pub mod parse;
@@ -91,6 +92,15 @@ fn html_pieces(blocks: &[Block], limit: usize) -> Vec<TextPiece> {
             plain: s.text,
         })
         .collect()
+}
+
+/// Whether `markdown` shows nothing once rendered (a lone link definition, an empty fence,
+/// `>` or `## ` alone): sent as it is, the person would get no message at all.
+pub fn shows_nothing(markdown: &str) -> bool {
+    layout::layout(&parse::parse(markdown))
+        .text
+        .trim()
+        .is_empty()
 }
 
 /// Characters of text content and blocks a block counts for in a rich message.

@@ -4,11 +4,16 @@
 //! - no math: models write `$5 and $10` far more often than LaTeX, and a `$` shown as written
 //!   is never wrong;
 //! - raw HTML is shown as written: a block as an `html` code block, inline HTML as text;
+//! - GitHub's extended autolinks (bare `www.`, `https://` and e-mail addresses) are links;
+//! - a line break inside a heading is a space (a heading is one line in a chat);
 //! - text is normalized the way Telegram stores it (line ends, tabs, the control characters it
 //!   drops), so what the person sees is exactly the document's text.
 
-use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{
+    Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd, TextMergeStream,
+};
 
+use super::autolink;
 use super::doc::{Align, Block, Inline, Item, Table};
 
 /// Parses Markdown into blocks. Never fails: anything Markdown does not make into structure is
@@ -20,7 +25,8 @@ pub fn parse(markdown: &str) -> Vec<Block> {
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_FOOTNOTES;
     let mut b = Builder::default();
-    for event in Parser::new_ext(&source, options) {
+    // Text in one piece, so that an autolink is found whole.
+    for event in TextMergeStream::new(Parser::new_ext(&source, options)) {
         b.event(event);
     }
     b.finish()
@@ -254,8 +260,16 @@ impl Builder {
                 kind: InlineKind::Strike,
                 content: Vec::new(),
             },
-            Tag::Link { dest_url, .. } => Frame::Inlines {
-                kind: InlineKind::Link(clean_url(&dest_url)),
+            Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            } => Frame::Inlines {
+                // `<foo@bar.example.com>` gives the bare address.
+                kind: InlineKind::Link(match link_type {
+                    LinkType::Email => format!("mailto:{}", clean_url(&dest_url)),
+                    _ => clean_url(&dest_url),
+                }),
                 content: Vec::new(),
             },
             Tag::Image { dest_url, .. } => Frame::Inlines {
@@ -351,7 +365,10 @@ impl Builder {
                         self.block(Block::Paragraph(content));
                     }
                 }
-                InlineKind::Heading(level) => self.block(Block::Heading { level, content }),
+                InlineKind::Heading(level) => self.block(Block::Heading {
+                    level,
+                    content: unbroken(content),
+                }),
                 InlineKind::Cell => {
                     if let Some(Frame::Table { row, .. }) = self.stack.last_mut() {
                         row.push(content);
@@ -371,7 +388,7 @@ impl Builder {
                     self.inline(Inline::Link { url, content })
                 }
                 InlineKind::Image(url) => {
-                    let alt = super::doc::inline_text(&content);
+                    let alt = alt_text(&content);
                     self.inline(Inline::Image { url, alt });
                 }
             },
@@ -383,7 +400,64 @@ impl Builder {
             text.push_str(&clean_text(t, true));
             return;
         }
-        self.inline(Inline::Text(clean_text(t, false)));
+        let text = clean_text(t, false);
+        let in_link = self.stack.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Inlines {
+                    kind: InlineKind::Link(_) | InlineKind::Image(_),
+                    ..
+                }
+            )
+        });
+        if in_link {
+            self.inline(Inline::Text(text));
+            return;
+        }
+        let found = autolink::find(&text, self.char_before());
+        let mut at = 0;
+        for f in found {
+            if f.range.start > at {
+                self.inline(Inline::Text(text[at..f.range.start].to_owned()));
+            }
+            self.inline(Inline::Link {
+                url: f.url,
+                content: vec![Inline::Text(text[f.range.clone()].to_owned())],
+            });
+            at = f.range.end;
+        }
+        if at < text.len() {
+            self.inline(Inline::Text(text[at..].to_owned()));
+        }
+    }
+
+    /// The character before new text in the open inline content, `None` at the start of a line
+    /// (an autolink may start there); anything that is not text counts as a letter.
+    fn char_before(&self) -> Option<char> {
+        for frame in self.stack.iter().rev() {
+            let content = match frame {
+                Frame::Inlines { kind, content } => {
+                    if content.is_empty()
+                        && matches!(
+                            kind,
+                            InlineKind::Emph | InlineKind::Strong | InlineKind::Strike
+                        )
+                    {
+                        // Right after `*`, `_` or `~`: a boundary. Look no further.
+                        return Some('*');
+                    }
+                    content
+                }
+                Frame::Blocks { loose, .. } => loose,
+                _ => return None,
+            };
+            return match content.last() {
+                None | Some(Inline::Break) => None,
+                Some(Inline::Text(t)) => t.chars().next_back(),
+                Some(_) => Some('x'),
+            };
+        }
+        None
     }
 
     fn html_block_text(&mut self, t: &str) {
@@ -439,6 +513,43 @@ impl Builder {
             _ => Vec::new(),
         }
     }
+}
+
+/// Inline content with its line breaks as spaces.
+fn unbroken(content: Vec<Inline>) -> Vec<Inline> {
+    let mut out = Vec::with_capacity(content.len());
+    for i in content {
+        let i = match i {
+            Inline::Break => Inline::Text(" ".into()),
+            Inline::Emph(c) => Inline::Emph(unbroken(c)),
+            Inline::Strong(c) => Inline::Strong(unbroken(c)),
+            Inline::Strike(c) => Inline::Strike(unbroken(c)),
+            Inline::Link { url, content } => Inline::Link {
+                url,
+                content: unbroken(content),
+            },
+            other => other,
+        };
+        push_inline(&mut out, i);
+    }
+    out
+}
+
+/// An image's alternative text: the plain text of its description (an image in it gives its
+/// own alternative text, as in HTML's `alt`).
+fn alt_text(content: &[Inline]) -> String {
+    let mut out = String::new();
+    for i in content {
+        match i {
+            Inline::Text(t) | Inline::Code(t) => out.push_str(t),
+            Inline::Emph(c) | Inline::Strong(c) | Inline::Strike(c) => out.push_str(&alt_text(c)),
+            Inline::Link { content, .. } => out.push_str(&alt_text(content)),
+            Inline::Image { alt, .. } => out.push_str(alt),
+            Inline::Break => out.push(' '),
+            Inline::FootnoteRef(label) => out.push_str(&format!("[^{label}]")),
+        }
+    }
+    out
 }
 
 /// Appends, merging adjacent text.

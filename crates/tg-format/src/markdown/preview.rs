@@ -41,7 +41,14 @@ pub fn closed_prefix(partial: &str) -> &str {
 
 /// Whether `text` ends inside a fenced code block.
 fn in_open_fence(text: &str) -> bool {
-    let mut open: Option<(char, usize)> = None;
+    closing_fence(text).is_some()
+}
+
+/// The line that closes the fenced code block `text` ends in (the opening fence's indentation,
+/// character and length), or `None` when it ends outside one. Text added after an answer cut
+/// short (an aborted turn's mark) must come after this, or it shows as code.
+pub fn closing_fence(text: &str) -> Option<String> {
+    let mut open: Option<(&str, char, usize)> = None;
     for line in text.split('\n') {
         let t = line.trim_start();
         let Some(c) = t.chars().next().filter(|c| *c == '`' || *c == '~') else {
@@ -52,14 +59,14 @@ fn in_open_fence(text: &str) -> bool {
             continue;
         }
         match open {
-            None => open = Some((c, run)),
-            Some((oc, orun)) if oc == c && run >= orun && t[run..].trim().is_empty() => {
+            None => open = Some((&line[..line.len() - t.len()], c, run)),
+            Some((_, oc, orun)) if oc == c && run >= orun && t[run..].trim().is_empty() => {
                 open = None;
             }
             Some(_) => {}
         }
     }
-    open.is_some()
+    open.map(|(indent, c, run)| format!("{indent}{}", c.to_string().repeat(run)))
 }
 
 /// Where the last paragraph starts (after the last blank line).

@@ -6,7 +6,7 @@
 //! HTML tags the dialect accepts (`<b>`, `<i>`, `<s>`), which have no flanking rules to trip
 //! over (`a**"b"**c` is not bold in Markdown, `a<b>"b"</b>c` is).
 
-use super::doc::{Align, Block, IMAGE_MARK, Inline, Item, Table, linkable};
+use super::doc::{Align, Block, IMAGE_MARK, Inline, Item, Table, rich_target};
 use super::layout::{clean_lang, grid};
 
 /// Telegram's table column limit.
@@ -249,8 +249,8 @@ fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
         Inline::Emph(c) => tagged(out, "i", c, ctx),
         Inline::Strong(c) => tagged(out, "b", c, ctx),
         Inline::Strike(c) => tagged(out, "s", c, ctx),
-        Inline::Link { url, content } => {
-            if linkable(url) && !ctx.in_link {
+        Inline::Link { url, content } => match rich_target(url).filter(|_| !ctx.in_link) {
+            Some(target) => {
                 out.push('[');
                 inline_all(
                     out,
@@ -261,22 +261,22 @@ fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
                     },
                 );
                 out.push_str("](<");
-                out.push_str(&link_target(url));
+                out.push_str(&target);
                 out.push_str(">)");
-            } else {
-                inline_all(out, content, ctx);
             }
-        }
+            None => inline_all(out, content, ctx),
+        },
         Inline::Image { url, alt } => {
             let text = format!("{IMAGE_MARK}{}", if alt.is_empty() { url } else { alt });
-            if linkable(url) && !ctx.in_link {
-                out.push('[');
-                escape_into(out, &text, false);
-                out.push_str("](<");
-                out.push_str(&link_target(url));
-                out.push_str(">)");
-            } else {
-                escape_into(out, &text, false);
+            match rich_target(url).filter(|_| !ctx.in_link) {
+                Some(target) => {
+                    out.push('[');
+                    escape_into(out, &text, false);
+                    out.push_str("](<");
+                    out.push_str(&target);
+                    out.push_str(">)");
+                }
+                None => escape_into(out, &text, false),
             }
         }
         Inline::Break if ctx.in_table => out.push(' '),
@@ -332,21 +332,6 @@ fn code_span(out: &mut String, text: &str, in_table: bool) {
         out.push(' ');
     }
     out.push_str(&fence);
-}
-
-/// A link target inside `<...>`: the characters that would end it are percent-encoded.
-fn link_target(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    for c in url.trim().chars() {
-        match c {
-            '<' => out.push_str("%3C"),
-            '>' => out.push_str("%3E"),
-            '\\' => out.push_str("%5C"),
-            c if c.is_whitespace() => out.push_str("%20"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Whether the current output line holds only digits (so a `.` or `)` would make it a list
