@@ -15,6 +15,7 @@
 //! `docs/commonmark-conformance.md` is written from the results: `CONFORMANCE_WRITE=1`
 //! rewrites it; otherwise the test fails when it differs. `CONFORMANCE_SHOW=<n>` prints the
 //! tokens of CommonMark example n (`gfm:<n>` for GFM's) in both modes.
+#![allow(clippy::unwrap_used)]
 
 #[path = "conformance/examples.rs"]
 mod examples;

@@ -1015,7 +1015,7 @@ impl Conductor {
                             written += outbound::enqueue_markdown(
                                 tx,
                                 place,
-                                text.trim(),
+                                texts::trim_invisible(&text),
                                 settings.rendering,
                                 outbound::Meta {
                                     purpose: &purpose,
@@ -1033,7 +1033,8 @@ impl Conductor {
                         };
                         let place = outbound::place_of_instance(tx, &identity, owner)?;
                         let label = (several && !place.own_topic).then_some(label.as_str());
-                        let markdown = texts::local_work_markdown(label, text.trim());
+                        let markdown =
+                            texts::local_work_markdown(label, texts::trim_invisible(&text));
                         let purpose = format!("local:{identity}:{at}");
                         written += outbound::enqueue_markdown(
                             tx,

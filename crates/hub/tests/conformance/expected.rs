@@ -405,11 +405,7 @@ impl Walker {
                 self.in_table = false;
                 self.b.brk();
             }
-            "tr" => {
-                if self.in_table {
-                    self.row += 1;
-                }
-            }
+            "tr" if self.in_table => self.row += 1,
             "th" | "td" => {
                 self.in_cell = false;
                 self.pop_fmt();

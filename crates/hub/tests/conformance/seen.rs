@@ -188,11 +188,11 @@ fn markerize(toks: Vec<Tok>) -> Vec<Tok> {
     let mut out: Vec<Tok> = Vec::with_capacity(toks.len());
     for t in toks {
         let line_start = matches!(out.last(), None | Some(Tok::Break | Tok::Marker(_)));
-        if let (true, Tok::Word(w)) = (line_start, &t) {
-            if let Some(m) = marker_of(w) {
-                out.push(Tok::Marker(m));
-                continue;
-            }
+        if let (true, Tok::Word(w)) = (line_start, &t)
+            && let Some(m) = marker_of(w)
+        {
+            out.push(Tok::Marker(m));
+            continue;
         }
         out.push(t);
     }

@@ -44,18 +44,17 @@ pub fn find(text: &str, before: Option<char>) -> Vec<Found> {
             i += len;
             continue;
         }
-        if rest.starts_with('@') {
-            if let Some((start, end)) = email_around(text, i) {
-                // An address starts where its local part does: drop what was found inside it.
-                if out.last().is_none_or(|f| f.range.end <= start) {
-                    out.push(Found {
-                        range: start..end,
-                        url: format!("mailto:{}", &text[start..end]),
-                    });
-                    i = end;
-                    continue;
-                }
-            }
+        // An address starts where its local part does, never inside a link found already.
+        if rest.starts_with('@')
+            && let Some((start, end)) = email_around(text, i)
+            && out.last().is_none_or(|f| f.range.end <= start)
+        {
+            out.push(Found {
+                range: start..end,
+                url: format!("mailto:{}", &text[start..end]),
+            });
+            i = end;
+            continue;
         }
         i += rest.chars().next().map_or(1, char::len_utf8);
     }
@@ -127,14 +126,15 @@ fn path_len(s: &str) -> usize {
                 continue;
             }
         }
-        if last == ';' {
-            if let Some(amp) = path.rfind('&') {
-                let name = &path[amp + 1..path.len() - 1];
-                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()) {
-                    end = amp;
-                    continue;
-                }
-            }
+        if last == ';'
+            && let Some(amp) = path.rfind('&')
+            && path[amp + 1..path.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric())
+            && amp + 2 < path.len()
+        {
+            end = amp;
+            continue;
         }
         return end;
     }

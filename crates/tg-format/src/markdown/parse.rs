@@ -434,30 +434,21 @@ impl Builder {
     /// The character before new text in the open inline content, `None` at the start of a line
     /// (an autolink may start there); anything that is not text counts as a letter.
     fn char_before(&self) -> Option<char> {
-        for frame in self.stack.iter().rev() {
-            let content = match frame {
-                Frame::Inlines { kind, content } => {
-                    if content.is_empty()
-                        && matches!(
-                            kind,
-                            InlineKind::Emph | InlineKind::Strong | InlineKind::Strike
-                        )
-                    {
-                        // Right after `*`, `_` or `~`: a boundary. Look no further.
-                        return Some('*');
-                    }
-                    content
-                }
-                Frame::Blocks { loose, .. } => loose,
-                _ => return None,
-            };
-            return match content.last() {
-                None | Some(Inline::Break) => None,
-                Some(Inline::Text(t)) => t.chars().next_back(),
-                Some(_) => Some('x'),
-            };
+        let content = match self.stack.last()? {
+            // Right after `*`, `_` or `~`: a boundary.
+            Frame::Inlines {
+                kind: InlineKind::Emph | InlineKind::Strong | InlineKind::Strike,
+                content,
+            } if content.is_empty() => return Some('*'),
+            Frame::Inlines { content, .. } => content,
+            Frame::Blocks { loose, .. } => loose,
+            _ => return None,
+        };
+        match content.last() {
+            None | Some(Inline::Break) => None,
+            Some(Inline::Text(t)) => t.chars().next_back(),
+            Some(_) => Some('x'),
         }
-        None
     }
 
     fn html_block_text(&mut self, t: &str) {
