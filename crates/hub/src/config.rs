@@ -140,9 +140,10 @@ const LEGACY_ROOT_KEYS: [&str; 5] = [
 ];
 
 impl ConfigFile {
-    /// Reads the file; a missing file is an empty config.
+    /// Reads the file; a missing file is an empty config. Anything but a regular file (a FIFO
+    /// would block the read until a writer came) is an error.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::regular::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(source) => {
