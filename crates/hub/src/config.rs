@@ -140,9 +140,10 @@ const LEGACY_ROOT_KEYS: [&str; 5] = [
 ];
 
 impl ConfigFile {
-    /// Reads the file; a missing file is an empty config.
+    /// Reads the file; a missing file is an empty config. Anything but a regular file (a FIFO
+    /// would block the read until a writer came) is an error.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::regular::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(source) => {
@@ -546,18 +547,32 @@ impl ConfigFile {
     }
 
     /// Writes the file atomically (temporary file, fsync, rename, fsync of the folder) with
-    /// mode 0600.
+    /// mode 0600: the one way telegram.json is written (setup, the settings menu, pairing's
+    /// `allowedUserId`, the profile migration, `install-extension`). A `telegram.json` that is
+    /// a link (dotfiles kept in a repository) stays one: the file it leads to is replaced
+    /// ([`write_target`]).
     pub fn save(&self) -> Result<(), ConfigError> {
         use std::os::unix::fs::OpenOptionsExt;
-        let io = |source| ConfigError::Io {
+        let target = write_target(&self.path).map_err(|source| ConfigError::Io {
             path: self.path.clone(),
             source,
+        })?;
+        let io = |source| ConfigError::Io {
+            path: target.clone(),
+            source,
         };
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = self
-            .path
-            .with_extension(format!("json.tmp{}", std::process::id()));
+        let dir = target.parent().unwrap_or(Path::new("."));
+        if target == self.path {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        // Beside the file it replaces: a rename never crosses file systems.
+        let tmp = target.with_file_name(format!(
+            ".{}.tmp{}",
+            target
+                .file_name()
+                .map_or_else(|| "telegram.json".into(), |n| n.to_string_lossy()),
+            std::process::id()
+        ));
         let text = self.to_text().map_err(|e| io(std::io::Error::other(e)))?;
         let result = (|| {
             let mut f = std::fs::OpenOptions::new()
@@ -568,7 +583,7 @@ impl ConfigFile {
             f.write_all(text.as_bytes())?;
             f.write_all(b"\n")?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
+            std::fs::rename(&tmp, &target)?;
             std::fs::File::open(dir)?.sync_all()
         })();
         if result.is_err() {
@@ -576,6 +591,33 @@ impl ConfigFile {
         }
         result.map_err(io)
     }
+}
+
+/// Links followed before a link chain counts as a loop (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// The file a write of `path` must replace: `path` itself, or, when it is a symbolic link,
+/// the file at the end of its links (which need not exist yet). Renaming over the link
+/// itself would replace the link with a regular file and leave its target stale.
+fn write_target(path: &Path) -> std::io::Result<PathBuf> {
+    let mut at = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let link = match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => std::fs::read_link(&at)?,
+            Ok(_) => return Ok(at),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(at),
+            Err(e) => return Err(e),
+        };
+        // A relative link is relative to the folder that holds it.
+        at = match at.parent() {
+            Some(dir) if link.is_relative() => dir.join(link),
+            _ => link,
+        };
+    }
+    Err(std::io::Error::other(format!(
+        "{} leads through more than {MAX_LINKS} links",
+        path.display()
+    )))
 }
 
 /// Warnings about who can read the config file (it holds the bot token): empty when only its
@@ -851,5 +893,98 @@ mod remote_tests {
         std::fs::write(&path, r#"{ "remote": { "listen": 7391 } }"#).unwrap();
         let err = ConfigFile::load(&path).unwrap_err().to_string();
         assert!(err.contains("belongs to one profile"), "{err}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod write_tests {
+    use super::*;
+
+    #[test]
+    fn a_linked_file_stays_a_link_and_its_target_gets_the_change() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles");
+        std::fs::create_dir(&dotfiles).unwrap();
+        let target = dotfiles.join("telegram.json");
+        std::fs::write(
+            &target,
+            r#"{ "profiles": { "default": { "botToken": "1:t" } }, "mine": 1 }"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // A relative link, through a second one: both stay.
+        let agent = dir.path().join("agent");
+        std::fs::create_dir(&agent).unwrap();
+        std::os::unix::fs::symlink("../dotfiles/telegram.json", agent.join("middle.json")).unwrap();
+        let path = agent.join("telegram.json");
+        std::os::unix::fs::symlink("middle.json", &path).unwrap();
+
+        let mut file = ConfigFile::load(&path).unwrap();
+        file.set_allowed_user_id(&ProfileName::default_profile(), 42);
+        file.save().unwrap();
+
+        for link in [&path, &agent.join("middle.json")] {
+            assert!(
+                std::fs::symlink_metadata(link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink(),
+                "{} is still a link",
+                link.display()
+            );
+        }
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+        assert_eq!(saved["profiles"]["default"]["allowedUserId"], 42);
+        assert_eq!(saved["mine"], 1, "other keys kept");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let left: Vec<_> = std::fs::read_dir(&dotfiles)
+            .unwrap()
+            .chain(std::fs::read_dir(&agent).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 3, "no temporary file left: {left:?}");
+
+        // A link to a file not written yet: the file appears where it leads.
+        let fresh = agent.join("fresh.json");
+        std::os::unix::fs::symlink(dotfiles.join("new.json"), &fresh).unwrap();
+        let mut file = ConfigFile::load(&fresh).unwrap();
+        file.set_allowed_user_id(&ProfileName::default_profile(), 7);
+        file.save().unwrap();
+        assert!(
+            std::fs::symlink_metadata(&fresh)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(dotfiles.join("new.json").is_file());
+
+        // A loop is an error, and nothing is written.
+        let a = agent.join("a.json");
+        std::os::unix::fs::symlink("b.json", &a).unwrap();
+        std::os::unix::fs::symlink("a.json", agent.join("b.json")).unwrap();
+        let err = ConfigFile::parse(&a, "{}")
+            .unwrap()
+            .save()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("links"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_in_its_place_is_an_error_not_a_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telegram.json");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let err = ConfigFile::load(&path).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 }

@@ -43,6 +43,7 @@ pub mod pairing;
 pub mod paths;
 pub mod poller;
 pub mod preview;
+pub mod regular;
 pub mod remote;
 pub mod retention;
 pub mod secret;

@@ -309,6 +309,7 @@ async fn send_one(
                 incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
             })
             .await?;
+            release_copies(db, &row.params, None).await;
             return Ok(());
         }
         None if repeat => client.call(&row.method, &marked_repeat(&row.params)).await,
@@ -332,20 +333,26 @@ async fn send_one(
             // More messages in this row's plan: the next one goes at once, in the same place.
             let next = plan.as_ref().and_then(Plan::next_part);
             let here = (row.chat_id, row.thread_id);
-            db.write(move |tx| {
-                match next.as_ref().and_then(|p| p.current().map(|c| (p, c))) {
-                    Some((p, (method, params))) => {
-                        let params = placed(params, here);
-                        outbox::advance(tx, id, method, &params, &p.to_value(), None, now)?;
+            let after = db
+                .write(move |tx| {
+                    let after = match next.as_ref().and_then(|p| p.current().map(|c| (p, c))) {
+                        Some((p, (method, params))) => {
+                            let params = placed(params, here);
+                            outbox::advance(tx, id, method, &params, &p.to_value(), None, now)?;
+                            Some(params)
+                        }
+                        None => {
+                            outbox::mark_sent(tx, id, message_id, now)?;
+                            None
+                        }
+                    };
+                    if let Some((identity, message)) = &route {
+                        store::routes::record(tx, chat, *message, identity, turn, now)?;
                     }
-                    None => outbox::mark_sent(tx, id, message_id, now)?,
-                }
-                if let Some((identity, message)) = &route {
-                    store::routes::record(tx, chat, *message, identity, turn, now)?;
-                }
-                Ok(())
-            })
-            .await?;
+                    Ok(after)
+                })
+                .await?;
+            release_copies(db, &row.params, after.as_ref()).await;
         }
         Err(CallError::Flood {
             retry_after,
@@ -411,6 +418,7 @@ async fn send_one(
             // The edit already shows: that is the outcome we wanted.
             db.write(move |tx| outbox::mark_sent(tx, id, None, now))
                 .await?;
+            release_copies(db, &row.params, None).await;
         }
         Err(CallError::Api(e))
             if e.kind == ApiErrorKind::TopicClosed && row.thread_id.is_some() =>
@@ -484,28 +492,36 @@ async fn send_one(
             let reason = e.description.clone();
             let here = (row.chat_id, row.thread_id);
             tracing::warn!(purpose = %purpose, from = %from, to = %to, reason = %reason, "Telegram refused a message; sending it another way");
-            db.write(move |tx| {
-                if let Some((method, params)) = next.current() {
-                    let handling = format!("sent as {to}: {from} was refused");
-                    let params = placed(params, here);
-                    outbox::advance(
+            let after = db
+                .write(move |tx| {
+                    let mut after = None;
+                    if let Some((method, params)) = next.current() {
+                        let handling = format!("sent as {to}: {from} was refused");
+                        let params = placed(params, here);
+                        outbox::advance(
+                            tx,
+                            id,
+                            method,
+                            &params,
+                            &next.to_value(),
+                            Some(&handling),
+                            now,
+                        )?;
+                        after = Some(params);
+                    }
+                    incidents::record(
                         tx,
-                        id,
-                        method,
-                        &params,
-                        &next.to_value(),
-                        Some(&handling),
                         now,
+                        "send",
+                        &format!("{purpose}: {from} refused ({reason}); sent as {to}"),
                     )?;
-                }
-                incidents::record(
-                    tx,
-                    now,
-                    "send",
-                    &format!("{purpose}: {from} refused ({reason}); sent as {to}"),
-                )
-            })
-            .await?;
+                    Ok(after)
+                })
+                .await?;
+            // Without a next message the row stays as it was (nothing was advanced).
+            if let Some(after) = &after {
+                release_copies(db, &row.params, Some(after)).await;
+            }
         }
         Err(CallError::Api(e)) => {
             let purpose = row.purpose.clone();
@@ -516,10 +532,64 @@ async fn send_one(
                 incidents::record(tx, now, "send", &format!("{purpose}: {text}"))
             })
             .await?;
+            release_copies(db, &row.params, None).await;
         }
     }
     crashpoint::hit("send.after_record");
     Ok(())
+}
+
+/// The paths of the hub's own copies (`copy` entries of `__files`) that `params` uploads.
+fn copies(params: &serde_json::Value) -> Vec<String> {
+    params
+        .get(crate::outbound::FILES_KEY)
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|f| f.get(crate::outbound::COPY) == Some(&serde_json::Value::Bool(true)))
+        .filter_map(|f| f.get("path").and_then(serde_json::Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// After a row's outcome is committed: the hub's copies its message (`before`) uploaded and
+/// its next message (`after`; `None`: the row is settled, sent or failed for good) does not,
+/// removed unless an unsent row still refers to one. Only settled messages let go of their
+/// copies: a row to be sent again (a retry, a resend, a topic that moved) keeps them, and an
+/// `ambiguous` one keeps them for retention. Removed after the commit, never before: a crash
+/// in between leaves a copy no row needs, which retention removes (`hub::retention`); the
+/// other way round, a send recovered as interrupted would find its file gone. Failing here
+/// costs only a file that retention removes later, so it is logged, not returned.
+async fn release_copies(db: &Db, before: &serde_json::Value, after: Option<&serde_json::Value>) {
+    let mut gone = copies(before);
+    if let Some(after) = after {
+        let kept = copies(after);
+        gone.retain(|p| !kept.contains(p));
+    }
+    if gone.is_empty() {
+        return;
+    }
+    let in_use = match db.read(store::retention::files_in_use).await {
+        Ok(set) => set,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not check the copies of a sent file; retention removes them");
+            return;
+        }
+    };
+    gone.retain(|p| !in_use.contains(p));
+    let removed = tokio::task::spawn_blocking(move || {
+        let mut removed = 0;
+        for p in gone {
+            match crate::regular::remove(std::path::Path::new(&p)) {
+                Ok(r) => removed += usize::from(r),
+                Err(e) => tracing::warn!(error = %e, "could not remove the copy of a sent file"),
+            }
+        }
+        removed
+    })
+    .await
+    .unwrap_or(0);
+    tracing::debug!(removed, "copies of sent files removed");
 }
 
 /// A planned message's parameters addressed where its row is now: a row moved to a new topic

@@ -293,6 +293,15 @@ pub async fn serve(
     // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
     let (preview_tx, preview_rx) = mpsc::channel(4096);
     let wakes = Wakes::default();
+    // Downloads, and the hub's own copies of what it sends (removed once sent, and by
+    // retention when a crash left one behind).
+    let files_dir = opts
+        .agent_dir
+        .path()
+        .join("tmp")
+        .join("telegram")
+        .join(opts.profile.as_str());
+    let (out_dir, voice_dir) = (files_dir.join("out"), files_dir.join("voice"));
     let (handoff, claims) = sender::handoff(pacer.clone());
     let (conductor_tx, conductor_rx) = mpsc::channel(1024);
     let conduct = {
@@ -308,13 +317,7 @@ pub async fn serve(
         )
         .with_config_path(config_path.clone())
         .with_tools(crate::conductor::ToolSettings {
-            out_dir: opts
-                .agent_dir
-                .path()
-                .join("tmp")
-                .join("telegram")
-                .join(opts.profile.as_str())
-                .join("out"),
+            out_dir: out_dir.clone(),
             max_bytes: settings.outbound_max_bytes,
         });
         tokio::spawn(conductor.run(stop_rx.clone()))
@@ -341,12 +344,7 @@ pub async fn serve(
     };
     let inbound_task = {
         let inbound = crate::inbound::InboundSettings {
-            dir: opts
-                .agent_dir
-                .path()
-                .join("tmp")
-                .join("telegram")
-                .join(opts.profile.as_str()),
+            dir: files_dir.clone(),
             max_bytes: settings.inbound_max_bytes,
             retention: Duration::from_secs(settings.file_retention_days * 24 * 3600),
             config_path: config_path.clone(),
@@ -366,19 +364,15 @@ pub async fn serve(
                 settings.history_retention_days.saturating_mul(24 * 3600),
             )),
             every: opts.tuning.retention_every,
+            file_age: Duration::from_secs(settings.file_retention_days.saturating_mul(24 * 3600)),
+            copy_dirs: vec![out_dir.clone(), voice_dir.clone()],
         },
         stop_rx.clone(),
     ));
     let voice_task = tokio::spawn(crate::voice::run(
         db.clone(),
         Arc::new(crate::voice::VoiceSettings {
-            out_dir: opts
-                .agent_dir
-                .path()
-                .join("tmp")
-                .join("telegram")
-                .join(opts.profile.as_str())
-                .join("voice"),
+            out_dir: voice_dir,
             config_path: config_path.clone(),
         }),
         wakes.clone(),

@@ -4,6 +4,9 @@
 //!
 //! Where pi keeps them: `$PI_CODING_AGENT_SESSION_DIR` (all folders together; each file's
 //! header names its folder), else `<agent-dir>/sessions/--<folder with / as ->--/`.
+//!
+//! Only regular files are read, never with an `open` that waits (a FIFO named `*.jsonl` there
+//! froze the listing, [`crate::regular`]); [`list`] blocks on the disk: run it off the runtime.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -41,7 +44,7 @@ pub fn session_dir(cwd: &str, agent_dir: &Path) -> (PathBuf, bool) {
     )
 }
 
-/// `cwd`'s sessions, newest first.
+/// `cwd`'s sessions, newest first. Blocks on the disk.
 pub fn list(cwd: &str, agent_dir: &Path) -> Vec<SessionInfo> {
     let (dir, mixed) = session_dir(cwd, agent_dir);
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -59,7 +62,7 @@ pub fn list(cwd: &str, agent_dir: &Path) -> Vec<SessionInfo> {
 }
 
 fn read_info(path: &Path, cwd: &str, mixed: bool) -> Option<SessionInfo> {
-    let file = std::fs::File::open(path).ok()?;
+    let file = crate::regular::open(path).ok()?;
     let modified_ms = file
         .metadata()
         .and_then(|m| m.modified())
@@ -150,6 +153,14 @@ mod tests {
             ],
         );
         write(&dir, "broken.jsonl", &["not json"]);
+        // Neither a FIFO (an open would wait for a writer) nor a folder is read.
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.join("x.jsonl"),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        std::fs::create_dir(dir.join("d.jsonl")).unwrap();
         let found = list("/w/a b", agent.path());
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].first_message, "write docs");

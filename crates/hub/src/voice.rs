@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::db::Db;
 use crate::delivery::{Alternative, Plan};
 use crate::error::HubError;
-use crate::outbound::FILES_KEY;
+use crate::outbound::{COPY, FILES_KEY};
 use crate::wakes::Wakes;
 
 /// The `handling` of a row parked until its voice is made.
@@ -152,9 +152,12 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
             if let Some(o) = params.as_object_mut() {
                 o.remove(SPEAK_KEY);
             }
+            // Made in the voice folder, the file is the row's alone: the sender removes it
+            // once the row is settled. A template's output elsewhere is not the hub's.
+            let ours = file.parent() == Some(settings.out_dir.as_path());
             params[FILES_KEY] = json!([{
                 "field": "voice", "path": file.display().to_string(),
-                "name": "voice.ogg", "mime": "audio/ogg",
+                "name": "voice.ogg", "mime": "audio/ogg", COPY: ours,
             }]);
             if job.get("transcript").and_then(Value::as_bool) == Some(true) {
                 params["caption"] = json!(text.chars().take(CAPTION_CHARS).collect::<String>());
@@ -180,6 +183,7 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
             })
             .await?;
             tracing::info!(row = id, "a voice message is ready");
+            remove_leftovers(settings, id, Some(file)).await;
         }
         Err(why) => {
             tracing::warn!(row = id, error = %why, "no voice message could be made; the text goes instead");
@@ -203,9 +207,37 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
                     .await?;
                 }
             }
+            remove_leftovers(settings, id, None).await;
         }
     }
     Ok(())
+}
+
+/// After row `row`'s voice is settled (its plan committed): what the templates left in the
+/// voice folder for it (`voice-<row>-<n>.*`: an `.mp3` on the way to the `.ogg`, a failed
+/// template's half file) removed, all but `keep`, the file the row sends. A crash before this
+/// leaves them to retention.
+async fn remove_leftovers(settings: &VoiceSettings, row: i64, keep: Option<PathBuf>) {
+    let dir = settings.out_dir.clone();
+    let prefix = format!("voice-{row}-");
+    let _ = tokio::task::spawn_blocking(move || {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+            let named = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix));
+            if named
+                && keep.as_deref() != Some(path.as_path())
+                && let Err(e) = crate::regular::remove(&path)
+            {
+                tracing::warn!(row, error = %e, "could not remove a voice template's file");
+            }
+        }
+    })
+    .await;
 }
 
 /// Runs the voice templates in order; the first that gives an `.ogg`/`.opus` file wins.

@@ -37,13 +37,48 @@ impl Tools {
 
 /// Runs `doctor --json` with `env` added; returns the exit code and the report.
 fn doctor(env: &Env, tools: &Tools, extra: &[(&str, &str)]) -> (i32, Value) {
+    let mut cmd = doctor_cmd(env, tools);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    report_of(cmd)
+}
+
+fn doctor_cmd(env: &Env, tools: &Tools) -> std::process::Command {
     let mut cmd = env.cmd(&["doctor", "--json"]);
     cmd.env("PATH", tools.path())
         .env("PI_TELEGRAM_DOCTOR_POLL_SECS", "1")
         .env_remove("PI_TELEGRAM_PI_BIN");
-    for (k, v) in extra {
-        cmd.env(k, v);
+    cmd
+}
+
+/// The user permissions apply to: root (a container's CI) may write anything, so a test of
+/// permissions gives the files to `nobody` and runs `doctor` as that user.
+const UNPRIVILEGED: u32 = 65534;
+
+fn chown_all(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if std::fs::symlink_metadata(path).unwrap().is_dir() {
+        for e in std::fs::read_dir(path).unwrap() {
+            chown_all(&e.unwrap().path(), uid);
+        }
     }
+}
+
+/// `doctor --json` as a user whom file permissions bind: this one, or (as root) `nobody`,
+/// owning the agent dir and the tools.
+fn doctor_bound_by_permissions(env: &Env, tools: &Tools) -> (i32, Value) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = doctor_cmd(env, tools);
+    if rustix::process::geteuid().is_root() {
+        chown_all(env.dir.path(), UNPRIVILEGED);
+        chown_all(tools.dir.path(), UNPRIVILEGED);
+        cmd.uid(UNPRIVILEGED).gid(UNPRIVILEGED);
+    }
+    report_of(cmd)
+}
+
+fn report_of(mut cmd: std::process::Command) -> (i32, Value) {
     let out = cmd.output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -496,4 +531,80 @@ fn warnings_leave_the_exit_code_at_zero() {
         detail(&report, "threaded_mode").starts_with("\"on:"),
         "{report:#}"
     );
+}
+
+/// A state with a few hundred pages of rows, closed (so its pages are in the file).
+fn state_with_pages(env: &Env) {
+    std::fs::create_dir_all(env.profile_dir()).unwrap();
+    chmod(&env.profile_dir(), 0o700);
+    let store = store::Store::open(&env.state_db()).unwrap();
+    store
+        .write(|tx| {
+            for i in 0..3000 {
+                store::kv::set(tx, &format!("filler.{i:05}"), &"x".repeat(200))?;
+            }
+            Ok::<_, store::StoreError>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_damaged_state_fails_with_what_is_lost_and_how_to_keep_a_copy() {
+    let env = Env::new();
+    let tools = Tools::new("v22.20.0");
+    env.preset_owner();
+    chmod(&env.config_path(), 0o600);
+    state_with_pages(&env);
+    let (_, report) = doctor(&env, &tools, &[]);
+    expect(&report, &[("state", "pass")]);
+
+    // 200 bytes overwritten in the middle of a page in the middle of the file: SQLite still
+    // opens it (the header and the schema are intact), only a check of the pages sees it.
+    let mut bytes = std::fs::read(env.state_db()).unwrap();
+    let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    let at = (bytes.len() / page / 2) * page + page / 2 - 100;
+    bytes[at..at + 200].fill(0xff);
+    std::fs::write(env.state_db(), &bytes).unwrap();
+    let (code, report) = doctor(&env, &tools, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    expect(&report, &[("state", "fail")]);
+    let state = detail(&report, "state");
+    assert!(state.contains("is damaged"), "{state}");
+    for needle in [
+        "mkdir state.db.broken",
+        "pairing",
+        "queue",
+        ".recover",
+        "loses",
+    ] {
+        assert!(state.contains(needle), "{needle}: {state}");
+    }
+    assert_eq!(
+        std::fs::read(env.state_db()).unwrap(),
+        bytes,
+        "doctor changed nothing"
+    );
+}
+
+#[test]
+fn a_read_only_profile_folder_is_fixed_with_chmod_not_by_discarding_the_state() {
+    let env = Env::new();
+    let tools = Tools::new("v22.20.0");
+    env.preset_owner();
+    chmod(&env.config_path(), 0o600);
+    state_with_pages(&env);
+    let before = std::fs::read(env.state_db()).unwrap();
+    chmod(&env.profile_dir(), 0o500);
+    let (code, report) = doctor_bound_by_permissions(&env, &tools);
+    chmod(&env.profile_dir(), 0o700);
+    assert_eq!(code, 1, "{report:#}");
+    expect(&report, &[("state", "fail"), ("permissions", "fail")]);
+    let state = detail(&report, "state");
+    let dir = env.profile_dir().display().to_string();
+    assert!(state.contains(&format!("chmod u+wx {dir}")), "{state}");
+    assert!(state.contains("nothing is lost"), "{state}");
+    for discard in ["move", "mv ", "start over", "lost)"] {
+        assert!(!state.contains(discard), "{discard}: {state}");
+    }
+    assert_eq!(std::fs::read(env.state_db()).unwrap(), before);
 }

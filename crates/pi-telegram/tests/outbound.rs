@@ -59,6 +59,13 @@ fn tool(name: &str, args: Value) -> String {
     format!("[[tool:{name}:{args}]]")
 }
 
+/// The files in the hub's folder of copies `folder` (`out`: telegram_attach, `voice`).
+fn copies(env: &Env, folder: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(env.agent_dir().join("tmp/telegram/default").join(folder))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
 /// The bytes of a document message.
 fn document_bytes(env: &Env, m: &TranscriptEntry) -> Vec<u8> {
     let media = m.media.as_ref().unwrap();
@@ -99,6 +106,10 @@ fn an_attached_file_follows_the_answer_and_a_bad_path_is_a_tool_error() {
         "{:?}",
         answer.text
     );
+    // Sent from the copy the hub made when the tool was called; once sent, the copy goes.
+    wait_for("the sent file's copy removed", 30, || {
+        copies(env, "out").is_empty()
+    });
     // A file that is not there: the model sees why.
     env.say(&tool(
         "telegram_attach",
@@ -251,6 +262,11 @@ fn an_upload_whose_outcome_is_unknown_is_recorded_and_not_repeated() {
             .count(),
         1,
         "it did arrive once (the fault committed it)"
+    );
+    assert_eq!(
+        copies(env, "out").len(),
+        1,
+        "an upload of unknown outcome keeps its copy (for retention to remove)"
     );
     assert_eq!(hub.stop(), Some(0));
 }
@@ -517,6 +533,10 @@ fn voice_replies_follow_the_reply_mode_and_fall_back_to_text() {
                 .is_some_and(|x| x.kind == tg_fake::world::MediaKind::Voice)
                 && String::from_utf8_lossy(&document_bytes(env, m)).contains("Short summary.")
         })
+    });
+    // Every voice file is gone once sent (or, for the failed template, once it gave up).
+    wait_for("the voice files removed", 30, || {
+        copies(env, "voice").is_empty()
     });
     assert_eq!(hub.stop(), Some(0));
 }

@@ -311,3 +311,54 @@ fn sessions_of_a_pi_with_the_extension() {
     wait_message(env, "refused", |t| t.contains("runs in a terminal"));
     let _ = pi.close(Duration::from_secs(20));
 }
+
+/// A FIFO named like a session file (`x.jsonl`) in pi's session folder: opening it for reading
+/// waits for a writer for ever. `/sessions` of a headless pi (whose list the hub reads from
+/// disk) still answers, and pi, the hub's own commands and another `/sessions` go on.
+#[test]
+fn a_fifo_among_the_session_files_holds_up_nothing() {
+    let Some(s) = common::pi::setup() else { return };
+    let env = &s.env;
+    let _hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+    });
+    env.spawn_pi(&common::pi::project(&s.pi, "web"));
+    wait_message(env, "connected", |t| t.starts_with("pi connected: web"));
+    say(env, None, "remember the word fig");
+    wait_message(env, "the first answer", |t| {
+        t.ends_with("echo: remember the word fig")
+    });
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        s.pi.session_dir().join("x.jsonl"),
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+
+    say(env, None, "/sessions");
+    let list = wait_message(env, "the sessions", |t| {
+        t.starts_with("Saved sessions of pi")
+    });
+    let text = list.text.clone().unwrap();
+    assert!(
+        text.contains("fig") && text.matches('•').count() == 1,
+        "{text}"
+    );
+    // Meanwhile and after: pi answers, the hub's own commands answer, so does /sessions.
+    say(env, None, "and a date?");
+    wait_message(env, "the next answer", |t| t.ends_with("echo: and a date?"));
+    say(env, None, "/help");
+    wait_message(env, "the help", |t| {
+        t.starts_with("pi-telegram is running for @")
+    });
+    let before = bot_messages(env).len();
+    say(env, None, "/sessions");
+    wait_for("the second list", 60, || {
+        bot_messages(env).iter().skip(before).any(|m| {
+            m.text
+                .as_deref()
+                .is_some_and(|t| t.starts_with("Saved sessions of pi"))
+        })
+    });
+}

@@ -282,3 +282,93 @@ fn first_contact_mode_makes_the_first_writer_the_owner() {
     assert!(env.bot_texts(9999).is_empty());
     assert_eq!(env.status()["owner_user_id"], json!(4242));
 }
+
+/// People keep dotfiles in a repository and link them: every writer of telegram.json (setup,
+/// pairing's `allowedUserId`, the settings menu) writes the file the link leads to, and the
+/// link stays a link.
+#[test]
+fn a_linked_telegram_json_stays_a_link_through_setup_pairing_and_the_settings_menu() {
+    let env = Env::new();
+    let dotfiles = env.dir.path().join("dotfiles");
+    std::fs::create_dir(&dotfiles).unwrap();
+    let target = dotfiles.join("telegram.json");
+    std::fs::write(&target, r#"{ "mine": "kept" }"#).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&target, env.config_path()).unwrap();
+    let still_linked = |what: &str| {
+        let meta = std::fs::symlink_metadata(env.config_path()).unwrap();
+        assert!(
+            meta.file_type().is_symlink(),
+            "{what}: the link was replaced"
+        );
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{what}");
+        assert_eq!(cfg["mine"], json!("kept"), "{what}");
+        cfg
+    };
+
+    let code = env.setup()["pairing_code"].as_str().unwrap().to_owned();
+    assert_eq!(
+        still_linked("setup")["profiles"]["default"]["botToken"],
+        json!(TOKEN)
+    );
+
+    let mut hub = env.serve();
+    env.say(&format!("/start {code}"));
+    wait_for("the owner in the linked file", 20, || {
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains(&format!("\"allowedUserId\": {OWNER}"))
+    });
+    still_linked("pairing");
+
+    env.say("/settings");
+    let mut menu = None;
+    wait_for("the settings menu", 20, || {
+        menu = env
+            .fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .find(|m| m.from_bot && m.text.as_deref().is_some_and(|t| t.starts_with("Settings")));
+        menu.is_some()
+    });
+    let menu = menu.unwrap();
+    let previews = menu.reply_markup.as_ref().unwrap()["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().clone())
+        .find(|b| {
+            b["text"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("preview")
+        })
+        .unwrap();
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: menu.message_id,
+            data: previews["callback_data"].as_str().unwrap().to_owned(),
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_for("the setting in the linked file", 20, || {
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("draftPreviews")
+    });
+    let cfg = still_linked("the settings menu");
+    assert_eq!(cfg["profiles"]["default"]["allowedUserId"], json!(OWNER));
+    assert_eq!(hub.stop(), Some(0));
+    let left: Vec<_> = std::fs::read_dir(&dotfiles)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+}

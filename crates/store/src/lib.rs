@@ -67,11 +67,42 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// What SQLite's refusal says about the file, for advice ([`StoreError::trouble`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// The file is damaged, or is no database at all (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+    Damaged,
+    /// A file or its folder may not be read or written (`SQLITE_READONLY`, `SQLITE_CANTOPEN`,
+    /// `SQLITE_PERM`, `SQLITE_AUTH`): SQLite writes the `-shm` and `-wal` files beside the
+    /// database even to read it.
+    Permission,
+    /// Anything else (busy, full, I/O).
+    Other,
+}
+
 impl StoreError {
     /// Wraps a SQLite error with what we were doing.
     pub fn sqlite(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Self {
         let context = context.into();
         move |source| Self::Sqlite { context, source }
+    }
+
+    /// What SQLite's refusal says about the file (`Other` for errors that are not SQLite's).
+    pub fn trouble(&self) -> Trouble {
+        use rusqlite::ErrorCode;
+        let Self::Sqlite { source, .. } = self else {
+            return Trouble::Other;
+        };
+        match source.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Trouble::Damaged,
+            Some(
+                ErrorCode::ReadOnly
+                | ErrorCode::CannotOpen
+                | ErrorCode::PermissionDenied
+                | ErrorCode::AuthorizationForStatementDenied,
+            ) => Trouble::Permission,
+            _ => Trouble::Other,
+        }
     }
 }
 
@@ -190,8 +221,16 @@ impl Store {
     /// Opens an existing database for reading only (`status`), without migrating. `None` when
     /// there is no database yet.
     pub fn open_for_reading(path: &Path) -> Result<Option<Self>> {
-        if !path.exists() {
-            return Ok(None);
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            // SQLite would read a FIFO until a writer came.
+            Ok(m) if !m.is_file() => {
+                return Err(StoreError::Corrupt(format!(
+                    "{} is not a regular file",
+                    path.display()
+                )));
+            }
+            _ => {}
         }
         let conn = Connection::open_with_flags(
             path,
@@ -217,6 +256,19 @@ impl Store {
             path: path.to_owned(),
             durability: Durability::new(path),
         }))
+    }
+
+    /// SQLite's `PRAGMA quick_check`, which only reads: the problems it finds in the file's
+    /// pages and indexes (none when the file is sound). A file damaged where SQLite cannot
+    /// even walk it is an error with SQLite's `SQLITE_CORRUPT` code.
+    pub fn quick_check(&self) -> Result<Vec<String>> {
+        let ctx = format!("checking {}", self.path.display());
+        let found: Vec<String> = self.read(|c| {
+            c.prepare("PRAGMA quick_check")
+                .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+                .map_err(StoreError::sqlite(ctx))
+        })?;
+        Ok(if found == ["ok"] { Vec::new() } else { found })
     }
 
     /// Where the database lives.

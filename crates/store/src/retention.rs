@@ -20,12 +20,18 @@
 //! | `cleanups` | `done` before `before` | pending ones (the reconciler's work) |
 //! | `flood_waits` | ended before `before` | running waits |
 //!
+//! Files the hub made to send (`telegram_attach`'s copies, spoken answers) are removed by the
+//! hub once their row is settled, and by its retention when a crash left one behind; neither
+//! removes a file that [`files_in_use`] names: one an unsent row still needs.
+//!
 //! Every finished state sets the time these rules read (`handled_ms`, `updated_ms`, `done_ms`);
 //! a row without one is kept. Each batch finds its rows through a partial index on that time
 //! (schema 10), so it costs what it removes.
 //!
 //! Counts that `status` reports (handled updates, turns and outbox rows by state, copies sent
 //! again) keep what was pruned in `kv`, in the transaction that prunes.
+
+use std::collections::BTreeSet;
 
 use rusqlite::{Connection, params};
 
@@ -165,6 +171,28 @@ pub fn prune(conn: &Connection, table: Table, at: Horizon, limit: usize) -> Resu
             params![at.before_ms, limit],
         ),
     }
+}
+
+/// The files unsent rows still need: every `path` in the parameters or the plan of a
+/// `pending` or `sending` outbox row (the files it uploads, now or in a later message), and the
+/// copies of attachments waiting for the answer of a turn still open. `ambiguous` rows are not
+/// sent again, nor are the attachments of a turn that finished without taking them, so they
+/// need none.
+pub fn files_in_use(conn: &Connection) -> Result<BTreeSet<String>> {
+    let ctx = "reading the files unsent rows need";
+    conn.prepare_cached(
+        "SELECT t.atom FROM outbox o, json_tree(o.params) t
+           WHERE o.state IN ('pending', 'sending') AND t.key = 'path' AND t.type = 'text'
+         UNION
+         SELECT t.atom FROM outbox o, json_tree(o.plan) t
+           WHERE o.state IN ('pending', 'sending') AND o.plan IS NOT NULL
+             AND t.key = 'path' AND t.type = 'text'
+         UNION
+         SELECT a.path FROM attachments a JOIN turns t ON t.id = a.turn_id
+           WHERE a.state = 'waiting' AND t.state IN ('queued', 'dispatched', 'acked')",
+    )
+    .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+    .map_err(StoreError::sqlite(ctx))
 }
 
 fn delete(conn: &Connection, table: &str, sql: &str, args: impl rusqlite::Params) -> Result<usize> {

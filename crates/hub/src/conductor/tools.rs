@@ -3,8 +3,10 @@
 //! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
 //!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
 //!   to the instance's chat or topic. Each file is copied when the tool is called (pi may
-//!   change or delete it afterwards); a missing file, a directory or one over the limit is a
-//!   tool error the model sees.
+//!   change or delete it afterwards) into a name of its own in `out/`; a missing file, a
+//!   directory, anything but a regular file or one over the limit is a tool error the model
+//!   sees. The sender removes a copy once its message is settled (`sender`), retention what a
+//!   crash left behind (`retention`).
 //! - `telegram_message(text, chat_id?, thread_id?, thread?)`: Markdown sent now (a progress
 //!   note during a turn arrives before the answer), to the instance's place or, by name, to
 //!   another live instance's topic. `telegram_button` comments in it become its buttons.
@@ -184,22 +186,40 @@ impl Job {
             }
             checked.push(path);
         }
-        make_private_dir(&self.settings.out_dir)
-            .map_err(|e| format!("cannot prepare the upload: {e}"))?;
-        let mut files = Vec::new();
+        let mut files: Vec<OutFile> = Vec::new();
         for path in checked {
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "file".into());
-            let copy = self.settings.out_dir.join(format!(
+            let stem = format!(
                 "{}-{}",
                 self.db.now_ms(),
                 names::safe_name(Some(&name), "file", mime_of(&path))
-            ));
-            let size = tokio::fs::copy(&path, &copy)
+            );
+            let (from, dir, max) = (
+                path.clone(),
+                self.settings.out_dir.clone(),
+                self.settings.max_bytes,
+            );
+            let copied = tokio::task::spawn_blocking(move || copy_in(&from, &dir, &stem, max))
                 .await
-                .map_err(|e| format!("{} could not be read: {e}", path.display()))?;
+                .unwrap_or_else(|e| Err(CopyError::Io(std::io::Error::other(e))));
+            let (copy, size) = match copied {
+                Ok(c) => c,
+                Err(e) => {
+                    forget_copies(&files).await;
+                    return Err(match e {
+                        CopyError::Prepare(e) => format!("cannot prepare the upload: {e}"),
+                        CopyError::Io(e) => format!("{} could not be read: {e}", path.display()),
+                        CopyError::TooBig => format!(
+                            "{} grew over the {} limit for files sent to Telegram",
+                            path.display(),
+                            limit_text(self.settings.max_bytes)
+                        ),
+                    });
+                }
+            };
             files.push(OutFile {
                 path: copy.display().to_string(),
                 name,
@@ -215,9 +235,11 @@ impl Job {
         let (identity, turn) = (self.identity.clone(), self.turn);
         let args = args.clone();
         let now = self.db.now_ms();
+        let recorded = files.clone();
         let sent_now = self
             .db
             .write(move |tx| {
+                let files = recorded;
                 let owner = kv::get_i64(tx, kv::OWNER)?.ok_or_else(|| {
                     StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
                 })?;
@@ -264,11 +286,18 @@ impl Job {
                     }
                 }
             })
-            .await
-            .map_err(|e| match e {
-                StoreError::Corrupt(why) => why,
-                other => format!("the hub could not record it: {other}"),
-            })?;
+            .await;
+        let sent_now = match sent_now {
+            Ok(sent) => sent,
+            Err(e) => {
+                // Nothing refers to the copies: they would only wait for retention.
+                forget_copies(&files).await;
+                return Err(match e {
+                    StoreError::Corrupt(why) => why,
+                    other => format!("the hub could not record it: {other}"),
+                });
+            }
+        };
         if sent_now {
             self.sender.notify_one();
             Ok(format!("Sent to Telegram: {listed}."))
@@ -374,6 +403,71 @@ fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
             "several live pi are called {name:?}; name one by its folder"
         ))),
     }
+}
+
+/// Why a file could not be copied for sending.
+enum CopyError {
+    /// The folder for the copies.
+    Prepare(std::io::Error),
+    /// The file itself.
+    Io(std::io::Error),
+    /// Over the limit by the time it was copied.
+    TooBig,
+}
+
+/// Copies the regular file at `from` (opened without waiting: a FIFO swapped in after the
+/// check is refused, not waited on) into `dir` under `stem`, or `<n>-stem` when that name is
+/// taken: every copy is its row's alone (the sender removes it once that row is settled), also
+/// for two files of the same name in one call. At most `max` bytes. Blocks on the disk.
+fn copy_in(from: &Path, dir: &Path, stem: &str, max: u64) -> Result<(PathBuf, u64), CopyError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = crate::regular::open(from).map_err(CopyError::Io)?;
+    make_private_dir(dir).map_err(CopyError::Prepare)?;
+    for n in 0..1000 {
+        let to = if n == 0 {
+            dir.join(stem)
+        } else {
+            dir.join(format!("{n}-{stem}"))
+        };
+        let mut dst = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&to)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(CopyError::Prepare(e)),
+        };
+        let copied = std::io::copy(&mut (&src).take(max.saturating_add(1)), &mut dst);
+        return match copied {
+            Ok(size) if size <= max => Ok((to, size)),
+            Ok(_) => {
+                let _ = std::fs::remove_file(&to);
+                Err(CopyError::TooBig)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&to);
+                Err(CopyError::Io(e))
+            }
+        };
+    }
+    Err(CopyError::Prepare(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("no free name for {stem} in {}", dir.display()),
+    )))
+}
+
+/// Removes copies no row refers to (the call failed after making them).
+async fn forget_copies(files: &[OutFile]) {
+    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    let _ = tokio::task::spawn_blocking(move || {
+        for p in paths {
+            let _ = std::fs::remove_file(p);
+        }
+    })
+    .await;
 }
 
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -68,43 +68,199 @@ pub(crate) fn config(opts: &DoctorOptions, checks: &mut Vec<Check>) -> Option<Co
     Some(file)
 }
 
-/// `state`: the state database opens and has this binary's schema.
+/// `state`: the state database opens, has this binary's schema, and SQLite's `quick_check`
+/// finds it sound (it only reads). The fixes never suggest discarding the state unless the
+/// file is damaged: a folder or file that cannot be written is a `chmod` away from working,
+/// with the pairing and the queue intact.
 pub(crate) fn state(ctx: &Ctx, checks: &mut Vec<Check>) -> Option<store::Store> {
     const ID: &str = "state";
     const TITLE: &str = "State database";
     let path = ctx.paths.state_db();
-    match store::Store::open_for_reading(&path) {
-        Ok(Some(s)) => {
-            checks.push(Check::pass(
-                ID,
-                TITLE,
-                format!("{} is readable", path.display()),
-            ));
-            Some(s)
-        }
+    let opened = store::Store::open_for_reading(&path);
+    let trouble = match opened {
+        Ok(Some(s)) => match s.quick_check() {
+            Ok(problems) if problems.is_empty() => {
+                checks.push(Check::pass(
+                    ID,
+                    TITLE,
+                    format!("{} is readable and sound (quick_check)", path.display()),
+                ));
+                return Some(s);
+            }
+            Ok(problems) => Trouble::Damaged(first_lines(&problems)),
+            Err(e) => trouble(&e, &path),
+        },
         Ok(None) => {
             checks.push(Check::pass(
                 ID,
                 TITLE,
                 "none yet (setup or the first start of the hub creates it)",
             ));
-            None
+            return None;
         }
-        Err(e) => {
-            let fix = match &e {
-                store::StoreError::TooNew { .. } => {
-                    "this pi-telegram is older than the one that wrote the state: use the newer binary".to_owned()
+        Err(e) => trouble(&e, &path),
+    };
+    let flag = profile_flag(&ctx.opts.profile);
+    let (detail, fix) = match trouble {
+        Trouble::TooNew(e) => (
+            e,
+            "this pi-telegram is older than the one that wrote the state: use the newer binary"
+                .to_owned(),
+        ),
+        Trouble::Old(e) => (
+            e,
+            format!(
+                "start the hub once (`pi-telegram serve{flag}`): it upgrades the state in place, keeping everything"
+            ),
+        ),
+        Trouble::Unwritable(e, fixes) => (
+            format!(
+                "{} cannot be opened ({e}): SQLite writes beside it even to read it",
+                path.display()
+            ),
+            format!(
+                "{}\nnothing is lost: the pairing and the queued messages are in the file",
+                fixes.join("\n")
+            ),
+        ),
+        Trouble::Damaged(e) => (
+            format!("{} is damaged: {e}", path.display()),
+            damaged_fix(&path, &flag),
+        ),
+        Trouble::NotAFile(e) => (
+            e,
+            format!(
+                "it holds no state: move it away (mv {0} {0}.not-a-file); the next `pi-telegram serve{flag}` makes a new one",
+                path.display()
+            ),
+        ),
+        Trouble::Other(e) => (
+            e,
+            format!(
+                "run the doctor again (another program may hold the file); if it stays, look at {} and the hub's log (`pi-telegram logs{flag}`); the state is not to be discarded for this",
+                path.display()
+            ),
+        ),
+    };
+    checks.push(Check::fail(ID, TITLE, detail, fix));
+    None
+}
+
+/// What kept the state database from being read.
+enum Trouble {
+    /// From a newer pi-telegram.
+    TooNew(String),
+    /// From an older one, not migrated yet.
+    Old(String),
+    /// A folder or file cannot be written (SQLite needs to, even to read a WAL database): the
+    /// error and the commands that fix it.
+    Unwritable(String, Vec<String>),
+    /// The file itself is damaged (or no database at all).
+    Damaged(String),
+    /// Not a file at all (a FIFO, a folder): nothing in it to keep.
+    NotAFile(String),
+    /// Anything else (busy, I/O).
+    Other(String),
+}
+
+fn trouble(e: &store::StoreError, path: &Path) -> Trouble {
+    match e {
+        store::StoreError::TooNew { .. } => Trouble::TooNew(e.to_string()),
+        store::StoreError::Corrupt(m) if m.contains("is not a regular file") => {
+            Trouble::NotAFile(e.to_string())
+        }
+        store::StoreError::Corrupt(_) => Trouble::Old(e.to_string()),
+        store::StoreError::Sqlite { .. } => match e.trouble() {
+            store::Trouble::Damaged => Trouble::Damaged(e.to_string()),
+            kind => {
+                let fixes = unwritable(path);
+                if !fixes.is_empty() || kind == store::Trouble::Permission {
+                    let fixes = if fixes.is_empty() {
+                        vec![format!(
+                            "make {} and its state.db* files writable for yourself (ls -la {} shows who may write them)",
+                            parent(path).display(),
+                            parent(path).display()
+                        )]
+                    } else {
+                        fixes
+                    };
+                    Trouble::Unwritable(e.to_string(), fixes)
+                } else {
+                    Trouble::Other(e.to_string())
                 }
-                _ => format!(
-                    "start the hub once (`pi-telegram serve{}`) if it only needs an upgrade; otherwise move {} away to start over (the pairing and queued messages are lost)",
-                    profile_flag(&ctx.opts.profile),
-                    path.display()
-                ),
-            };
-            checks.push(Check::fail(ID, TITLE, e.to_string(), fix));
-            None
+            }
+        },
+    }
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// The commands that make the state's folder and files writable for this user, one per path
+/// that is not (none when all are).
+fn unwritable(db: &Path) -> Vec<String> {
+    let dir = parent(db);
+    let mut fixes = Vec::new();
+    if let Ok(vfs) = rustix::fs::statvfs(dir)
+        && vfs.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)
+    {
+        fixes.push(format!(
+            "{} is on a read-only file system: remount it read-write (or point PI_CODING_AGENT_DIR at a writable place)",
+            dir.display()
+        ));
+        return fixes;
+    }
+    let mut paths = vec![dir.to_owned()];
+    paths.extend(
+        ["", "-wal", "-shm"]
+            .iter()
+            .map(|s| PathBuf::from(format!("{}{s}", db.display()))),
+    );
+    for p in paths {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        if meta.uid() != our_uid() {
+            fixes.push(format!("chown \"$(id -u)\" {}", p.display()));
+        }
+        let access = if meta.is_dir() {
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK
+        } else {
+            rustix::fs::Access::WRITE_OK
+        };
+        if rustix::fs::access(&p, access).is_err() {
+            let mode = if meta.is_dir() { "u+wx" } else { "u+w" };
+            fixes.push(format!("chmod {mode} {}", p.display()));
         }
     }
+    fixes
+}
+
+/// At most three of quick_check's lines, for the detail.
+fn first_lines(problems: &[String]) -> String {
+    // `*** in database main ***` heads the lines of a database, and names nothing.
+    let lines: Vec<&str> = problems
+        .iter()
+        .flat_map(|p| p.lines())
+        .filter(|l| !l.starts_with("***"))
+        .collect();
+    let mut shown = lines.iter().take(3).copied().collect::<Vec<_>>().join("; ");
+    if lines.len() > 3 {
+        shown.push_str(&format!(" (and {} more)", lines.len() - 3));
+    }
+    shown
+}
+
+/// What to do with a damaged state database: what starting over loses, and how to keep the
+/// damaged file.
+fn damaged_fix(db: &Path, flag: &str) -> String {
+    format!(
+        "the hub cannot work with it. A new state starts empty: it loses the pairing (pair again with `pi-telegram setup{flag}`, unless allowedUserId is in telegram.json), the messages waiting for pi or for Telegram, the queue and the topic bindings (new topics follow)\n\
+         to start over and keep the damaged file as a copy: stop the hub (`pi-telegram stop{flag}`), then cd {} && mkdir state.db.broken && mv state.db state.db-wal state.db-shm state.db.broken/ (the last two may be missing); the next `pi-telegram serve{flag}` makes a new state\n\
+         what can be saved from the copy: sqlite3 state.db.broken/state.db .recover | sqlite3 recovered.db",
+        parent(db).display()
+    )
 }
 
 /// One problem with a path's permissions and the command that fixes it.

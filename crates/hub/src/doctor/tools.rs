@@ -147,7 +147,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
     let dir = agent.join("telegram").join("extension");
     let install = "run `pi-telegram install-extension`, then /reload in pi";
     let settings_path = agent.join("settings.json");
-    let packages: Vec<String> = std::fs::read_to_string(&settings_path)
+    let packages: Vec<String> = crate::regular::read_to_string(&settings_path)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .and_then(|v| v.get("packages").cloned())
@@ -166,7 +166,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
     let registered_here = packages.iter().any(|p| p == &ours);
     // `pi install extension/` from a checkout registers that folder instead.
     let elsewhere = packages.iter().find(|p| {
-        std::fs::read_to_string(Path::new(p).join("package.json"))
+        crate::regular::read_to_string(&Path::new(p).join("package.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some("pi-telegram-extension"))
@@ -189,7 +189,11 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
     let differ = embedded
         .files
         .iter()
-        .filter(|(rel, bytes)| std::fs::read(dir.join(rel)).map_or(true, |have| have != *bytes))
+        .filter(|(rel, bytes)| {
+            // Read no more than ours: a file that is longer differs anyway.
+            crate::regular::read_up_to(&dir.join(rel), bytes.len() as u64 + 1)
+                .map_or(true, |have| have != *bytes)
+        })
         .count();
     let mut problems = Vec::new();
     if differ > 0 {

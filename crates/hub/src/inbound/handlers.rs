@@ -31,9 +31,9 @@ pub struct Handler {
 }
 
 /// The handlers configured in the file at `config` (unreadable or invalid entries are logged
-/// and left out).
+/// and left out). Blocks on the disk.
 pub fn load(config: &Path) -> Vec<Handler> {
-    let doc: Value = match std::fs::read_to_string(config) {
+    let doc: Value = match crate::regular::read_to_string(config) {
         Ok(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
         Err(_) => return Vec::new(),
     };
@@ -131,7 +131,7 @@ pub async fn output_for(
                     cmdtpl::OutputValue::Stdout(bytes) => {
                         String::from_utf8_lossy(&bytes).into_owned()
                     }
-                    cmdtpl::OutputValue::File(p) => match std::fs::read(&p) {
+                    cmdtpl::OutputValue::File(p) => match read_off_runtime(p).await {
                         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
                         Err(e) => {
                             tracing::warn!(handler = %h.origin, error = %e, "an inbound handler's output file is unreadable");
@@ -154,12 +154,19 @@ pub async fn output_for(
     }
     // Text files speak for themselves.
     if mime.is_some_and(|m| m.starts_with("text/")) {
-        let bytes = std::fs::read(path).ok()?;
-        let cut = &bytes[..bytes.len().min(MAX_OUTPUT_BYTES)];
-        let text = String::from_utf8_lossy(cut).into_owned();
+        let bytes = read_off_runtime(path.to_owned()).await.ok()?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         return (!text.trim().is_empty()).then_some(text);
     }
     None
+}
+
+/// At most [`MAX_OUTPUT_BYTES`] of the regular file at `path`, read off the runtime (what a
+/// template names as its output may be anything: a FIFO would block the read for ever).
+async fn read_off_runtime(path: std::path::PathBuf) -> std::io::Result<Vec<u8>> {
+    tokio::task::spawn_blocking(move || crate::regular::read_up_to(&path, MAX_OUTPUT_BYTES as u64))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]

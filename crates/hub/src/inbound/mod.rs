@@ -71,7 +71,11 @@ pub async fn run(
     wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
-    if let Err(e) = make_private_dir(&settings.dir) {
+    let dir = settings.dir.clone();
+    let made = tokio::task::spawn_blocking(move || make_private_dir(&dir))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    if let Err(e) = made {
         tracing::warn!(dir = %settings.dir.display(), error = %e, "cannot create the download folder; files from Telegram will fail");
     }
     let mut next_cleanup = tokio::time::Instant::now();
@@ -324,7 +328,10 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
     if list.is_empty() {
         return Ok(());
     }
-    let configured = handlers::load(&settings.config_path);
+    let config = settings.config_path.clone();
+    let configured = tokio::task::spawn_blocking(move || handlers::load(&config))
+        .await
+        .unwrap_or_default();
     for f in list {
         let Some(path) = f.path.clone() else { continue };
         let Some(out) =
@@ -396,7 +403,11 @@ async fn cleanup(db: &Db, settings: &InboundSettings) -> Result<(), HubError> {
         if Path::new(path).parent() != Some(settings.dir.as_path()) {
             continue;
         }
-        match std::fs::remove_file(path) {
+        let owned = path.to_owned();
+        let gone = tokio::task::spawn_blocking(move || std::fs::remove_file(owned))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        match gone {
             Ok(()) => removed += 1,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {

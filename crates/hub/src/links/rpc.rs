@@ -318,9 +318,9 @@ fn rpc_steps(req: &Request) -> Vec<Value> {
     }
 }
 
-/// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md). `cwd`: pi's
-/// folder (its saved sessions are read from disk: RPC has no command that lists them).
-fn normalize(kind: &Request, acc: &Value, cwd: &str) -> Value {
+/// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md); the sessions
+/// list is [`answer_sessions`]'s to answer.
+fn normalize(kind: &Request, acc: &Value) -> Value {
     let model = acc.get("model").map(|m| {
         json!({ "provider": m.get("provider").cloned().unwrap_or(Value::Null),
                 "id": m.get("id").cloned().unwrap_or(Value::Null) })
@@ -357,12 +357,6 @@ fn normalize(kind: &Request, acc: &Value, cwd: &str) -> Value {
             "cancelled": acc.get("cancelled").and_then(Value::as_bool).unwrap_or(false),
             "session_file": acc.get("sessionFile"),
         }),
-        Request::Sessions => {
-            let sessions = crate::paths::AgentDir::from_env()
-                .map(|a| crate::sessions::list(cwd, a.path()))
-                .unwrap_or_default();
-            json!({ "sessions": sessions, "current": acc.get("sessionFile") })
-        }
         _ => acc.clone(),
     }
 }
@@ -467,6 +461,26 @@ async fn run(
     let _ = conductor.send(report(LinkEvent::Gone(reason))).await;
 }
 
+/// pi's saved sessions of `cwd`, read from its session files (RPC has no command that lists
+/// them), answered from a task of their own: the files are read off the runtime, and a slow
+/// disk holds neither this link's task (pi's events) nor a runtime thread.
+fn answer_sessions(p: Pending, cwd: &str) {
+    let cwd = cwd.to_owned();
+    let current = p.acc.get("sessionFile").cloned().unwrap_or(Value::Null);
+    tokio::spawn(async move {
+        let sessions = tokio::task::spawn_blocking(move || {
+            crate::paths::AgentDir::from_env()
+                .map(|a| crate::sessions::list(&cwd, a.path()))
+                .unwrap_or_default()
+        })
+        .await
+        .map_err(|e| format!("reading pi's session files failed: {e}"));
+        let _ = p
+            .answer
+            .send(sessions.map(|s| json!({ "sessions": s, "current": current })));
+    });
+}
+
 /// One RPC output line into link events (and answers to UI requests and hub requests).
 async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
     let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
@@ -500,8 +514,9 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
                     let _ = p.answer.send(Err("pi is not reading its input".into()));
                 }
             }
+            None if matches!(p.kind, Request::Sessions) => answer_sessions(p, &current.cwd),
             None => {
-                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc, &current.cwd)));
+                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
             }
         }
         return Vec::new();

@@ -453,13 +453,17 @@ fn raw(
 }
 
 /// The parameter under which an outbox row lists the files it uploads (the sender reads them
-/// and sends multipart).
+/// and sends multipart): `[{field, path, name, mime, copy}]`. `copy: true` marks a file the
+/// hub made for this row alone (`telegram_attach`'s copies in `out/`, spoken answers in
+/// `voice/`): the sender removes it once the row no longer needs it ([`COPY`]).
 pub const FILES_KEY: &str = "__files";
+/// The field of a [`FILES_KEY`] entry that marks the hub's own copy.
+pub const COPY: &str = "copy";
 
 /// A file to send.
 #[derive(Debug, Clone)]
 pub struct OutFile {
-    /// The copy to upload.
+    /// The hub's copy to upload (its row's alone: removed once the row is settled).
     pub path: String,
     /// The name the person sees.
     pub name: String,
@@ -503,7 +507,8 @@ pub fn enqueue_files(
                 params["reply_parameters"] =
                     json!({ "message_id": r, "allow_sending_without_reply": true });
             }
-            let entry = |field: &str, f: &OutFile| json!({ "field": field, "path": f.path, "name": f.name, "mime": f.mime });
+            // Only the copies `telegram_attach` makes come here.
+            let entry = |field: &str, f: &OutFile| json!({ "field": field, "path": f.path, "name": f.name, "mime": f.mime, COPY: true });
             let method = if let [one] = chunk {
                 params[FILES_KEY] = json!([entry(kind, one)]);
                 if let Some(c) = caption.take() {
