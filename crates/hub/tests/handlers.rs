@@ -794,6 +794,10 @@ fn an_unknown_command_is_not_sent_to_pi() {
     let row = h.only_row_of(d.update_id);
     assert_eq!(text_of(&row), texts::unknown_command("foo"));
     assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert!(
+        row.resend_if_unknown,
+        "the only trace of the message: sent again after an unknown outcome"
+    );
 }
 
 #[test]
@@ -1326,6 +1330,14 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     let d = h.react(OWNER, pmid, &[], &["👍"]);
     assert_eq!(d.outcome, "reaction:priority");
     assert_eq!(h.turn(waiting.id).lane, Lane::Priority);
+
+    // A prompt in the main chat waits for the person's choice; the question is all that moves
+    // it on, so it must arrive like an answer.
+    let (_, d) = h.write_in(OWNER, None, "which of you?");
+    assert_eq!(d.outcome, "chooser");
+    let row = h.only_row_of(d.update_id);
+    assert_eq!(text_of(&row), texts::main_chat_chooser());
+    assert!(row.resend_if_unknown, "sent again after an unknown outcome");
 }
 
 #[test]
@@ -1385,6 +1397,10 @@ fn a_location_is_explained_and_nothing_reaches_pi() {
         texts::attachment_not_delivered("location", false)
     );
     assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert!(
+        row.resend_if_unknown,
+        "the only trace of the message: sent again after an unknown outcome"
+    );
 }
 
 #[test]

@@ -84,7 +84,9 @@ pub struct NewRow<'a> {
     /// The update that caused it; with `purpose`, at most one row per cause.
     pub source_update_id: Option<i64>,
     /// When the outcome of a send is unknown (a crash mid-send, a lost answer), send it again
-    /// rather than risk losing it. Only for content that must arrive (final answers).
+    /// rather than risk losing it. Only for content that must arrive: final answers, and the
+    /// hub's texts that are the only trace of a person's message (an interrupted turn's
+    /// notice, a skipped prompt, the question a waiting message needs answered).
     pub resend_if_unknown: bool,
     /// The instance identity the message speaks for (replies to it route there).
     pub identity: Option<&'a str>,

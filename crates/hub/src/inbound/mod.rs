@@ -304,6 +304,7 @@ fn tell_not_saved(
             markup: None,
             purpose: &format!("file:{}", f.id),
             source_update_id: f.source_update_id,
+            resend: false,
         },
         now,
     )
@@ -349,6 +350,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                         markup: None,
                         purpose: &format!("transcript:{}", f.id),
                         source_update_id: f.source_update_id,
+                        resend: false,
                     },
                     now,
                 )?;
