@@ -32,12 +32,15 @@ pub fn paired_first_contact(bot_username: &str) -> String {
     )
 }
 
-/// A wrong pairing code.
+/// A wrong pairing code; `attempts_left` are this sender's own (0: the last one, said once:
+/// the sender is not answered again until a new code is made).
 pub fn wrong_code(attempts_left: i64) -> String {
     if attempts_left > 0 {
         format!("That pairing code is not right. {attempts_left} attempt(s) left.")
     } else {
-        "That pairing code is not right, and it is no longer valid. Run `pi-telegram setup` for a new one.".to_owned()
+        "That pairing code is not right, and that was your last attempt with it: I will not \
+         answer you again until a new code is made (run `pi-telegram setup` for one)."
+            .to_owned()
     }
 }
 

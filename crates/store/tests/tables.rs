@@ -235,24 +235,68 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
 }
 
 #[test]
-fn pairing_codes_die_after_wrong_attempts() {
+fn wrong_pairing_codes_are_counted_per_sender_and_the_code_stays_open() {
+    const STRANGER: i64 = 777;
+    const OWNER: i64 = 42;
     let (_d, s) = open();
     s.write(|tx| pairing::open(tx, "hash", 0, 600_000, 5))
         .unwrap();
     for left in (0..5).rev() {
-        assert_eq!(s.write(pairing::record_wrong).unwrap(), left);
+        assert_eq!(
+            s.write(|tx| pairing::record_wrong(tx, STRANGER, 1))
+                .unwrap(),
+            left
+        );
     }
+    // Further attempts are counted, never below zero.
+    assert_eq!(
+        s.write(|tx| pairing::record_wrong(tx, STRANGER, 2))
+            .unwrap(),
+        0
+    );
     let p = s.read(pairing::current).unwrap().unwrap();
     assert_eq!(
-        (p.state, p.attempts_left, p.expires_ms),
-        (pairing::PairingState::Dead, 0, 600_000)
+        (p.state, p.attempts_per_sender, p.expires_ms),
+        (pairing::PairingState::Open, 5, 600_000),
+        "the code is still open"
     );
+    assert_eq!(s.read(|c| pairing::attempts_left(c, STRANGER)).unwrap(), 0);
+    assert_eq!(
+        s.read(|c| pairing::attempts_left(c, OWNER)).unwrap(),
+        5,
+        "the stranger spent none of the owner's"
+    );
+    assert_eq!(
+        s.write(|tx| pairing::record_wrong(tx, OWNER, 3)).unwrap(),
+        4
+    );
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts {
+            wrong: 7,
+            senders: 2,
+            refused: 1
+        }
+    );
+    // A new code: everyone starts again.
     s.write(|tx| pairing::open(tx, "new", 10, 600_000, 5))
+        .unwrap();
+    assert_eq!(s.read(|c| pairing::attempts_left(c, STRANGER)).unwrap(), 5);
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts::default()
+    );
+    s.write(|tx| pairing::record_wrong(tx, STRANGER, 11))
         .unwrap();
     s.write(pairing::mark_used).unwrap();
     assert_eq!(
         s.read(pairing::current).unwrap().unwrap().state,
         pairing::PairingState::Used
+    );
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts::default(),
+        "forgotten once the code is used"
     );
 }
 
