@@ -2285,6 +2285,21 @@ fn hub_now_ms() -> i64 {
     .unwrap()
 }
 
+/// The failed tries of the one pending cleanup (`None`: not exactly one pending).
+fn cleanup_attempts(hub: &TestHub) -> Option<i64> {
+    let db = store::Store::open_for_reading(&hub.paths.state_db())
+        .unwrap()
+        .unwrap();
+    match db
+        .read(store::threads::pending_cleanups)
+        .unwrap()
+        .as_slice()
+    {
+        [c] => Some(c.attempts),
+        _ => None,
+    }
+}
+
 fn pending_cleanups(hub: &TestHub) -> usize {
     let db = store::Store::open_for_reading(&hub.paths.state_db())
         .unwrap()
@@ -2318,8 +2333,11 @@ async fn topic_cleanup() {
         match cell.expected {
             E::Retried | E::Late | E::FloodWaited => {
                 if cell.expected == E::Retried {
+                    // The failed try recorded (`attempts`), not only made: tg-fake logs the
+                    // call before the hub has written what it does next.
                     until(&format!("{w}: the retry queued"), || {
-                        pending_cleanups(&hub) == 1 && calls(&hub, since, row.method).len() == 1
+                        cleanup_attempts(&hub) == Some(1)
+                            && calls(&hub, since, row.method).len() == 1
                     })
                     .await;
                     // Never in a loop: the next try is a minute away or more.
@@ -2332,7 +2350,7 @@ async fn topic_cleanup() {
             E::CleanupDone => {
                 if kind == FaultKind::CommitThenDrop {
                     until(&format!("{w}: the retry queued"), || {
-                        pending_cleanups(&hub) == 1
+                        cleanup_attempts(&hub) == Some(1)
                     })
                     .await;
                     cleanups_due_now(&hub);
