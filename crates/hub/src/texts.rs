@@ -528,6 +528,28 @@ pub fn file_not_saved(what: &str, why: &str) -> String {
     format!("📎 {what} was not downloaded: {why}. Your message still goes to pi, with a note.")
 }
 
+/// A spoken answer whose voice took too long to make: said right after the written answer
+/// (`written`), or instead of a voice message pi asked for, which is then not sent.
+pub fn voice_too_slow(written: bool) -> String {
+    if written {
+        "🔇 The spoken version of this answer took too long to make, so it is written instead."
+            .to_owned()
+    } else {
+        "🔇 A voice message pi sent took too long to make, so it was left out.".to_owned()
+    }
+}
+
+/// A file whose handler (speech to text, a converter) ran out of time: pi got the file as it
+/// is. `voice`: a voice note or audio, not transcribed.
+pub fn handler_too_slow(what: &str, voice: bool) -> String {
+    if voice {
+        "🎙 Your voice message could not be transcribed in time, so it reached pi as a file."
+            .to_owned()
+    } else {
+        format!("📎 {what} could not be converted to text in time, so it reached pi as a file.")
+    }
+}
+
 /// What a voice note said, shown back to the person before pi answers it.
 pub fn transcript(text: &str) -> String {
     format!("🎙 \u{201c}{}\u{201d}", text.trim())

@@ -153,12 +153,7 @@ pub fn enqueue_markdown_with(
             now,
         )?;
         if let (Some(id), Some(_)) = (id, spoken) {
-            outbox::hold(
-                tx,
-                id,
-                state::WAITING_FOR_THREAD,
-                crate::voice::SYNTHESIZING,
-            )?;
+            outbox::park_making(tx, id)?;
         }
     }
     Ok(n)
@@ -182,12 +177,7 @@ pub fn enqueue_voice(
     }
     let plan = crate::voice::voice_only(&base, spoken);
     if let Some(id) = enqueue_plan(tx, place, &plan, meta.purpose, meta, now)? {
-        outbox::hold(
-            tx,
-            id,
-            state::WAITING_FOR_THREAD,
-            crate::voice::SYNTHESIZING,
-        )?;
+        outbox::park_making(tx, id)?;
     }
     Ok(())
 }
