@@ -41,7 +41,9 @@ pub const TTS_TIMEOUT: Duration = Duration::from_secs(60);
 /// Voices made at the same time: enough that a hung command holds none of the others, few
 /// enough that a burst of answers does not start a text-to-speech engine per answer at once.
 const AT_ONCE: usize = 4;
-
+/// Values pi supplies that a template must never pass as an option (see
+/// `cmdtpl::RunOptions::operands`): the words to say.
+const OPERANDS: &[&str] = &["text"];
 /// Telegram's caption limit.
 const CAPTION_CHARS: usize = 1024;
 
@@ -289,6 +291,7 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
         }
         let opts = cmdtpl::RunOptions {
             default_timeout: Some(TTS_TIMEOUT),
+            operands: OPERANDS.iter().map(|&n| n.to_owned()).collect(),
             ..cmdtpl::RunOptions::default()
         };
         let outcome = template

@@ -312,3 +312,61 @@ async fn a_transcription_that_takes_too_long_hands_pi_the_file_and_says_so() {
     hub.stop().await;
 }
 
+/// An answer that starts with `-` never reaches a text-to-speech command as an option: with
+/// `{text}` as a word of its own and no `--` before it, the command is not run and the answer
+/// is written; with `--` before it, it is spoken. The command writes its arguments into the
+/// voice file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_starting_with_a_dash_is_never_an_option_of_the_voice_command() {
+    let argv_tts = |hub: &TestHub| {
+        let dir = hub.dir.path().display().to_string();
+        script(
+            hub,
+            "argv-tts.sh",
+            &format!(
+                "touch {dir}/ran\nout=$1; shift\n\
+                 {{ printf 'OggS'; for a in \"$@\"; do printf '[%s]' \"$a\"; done; }} > \"$out\"\n"
+            ),
+        )
+    };
+    let use_template = |hub: &TestHub, template: String| {
+        configure(hub, |c| {
+            c["outboundHandlers"] = json!([{ "type": "voice", "template": template }]);
+            c["voice"] = json!({ "replyMode": "always" });
+        });
+    };
+    let mut hub = hub_with(|hub| {
+        let tts = argv_tts(hub);
+        use_template(hub, format!("{} {{ogg}} {{text}}", tts.display()));
+    })
+    .await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.say("the weather?");
+    let p = pi.recv_type("prompt").await;
+    pi.answer(&p, "-5 degrees and --output=/tmp/x").await;
+    // Written instead, and the command never ran.
+    hub.wait_for_bot("the written answer", |m| {
+        m.iter()
+            .any(|(_, t, _)| t == "-5 degrees and --output=/tmp/x")
+    })
+    .await;
+    assert!(
+        !hub.dir.path().join("ran").exists(),
+        "the command was not run"
+    );
+    assert!(!bot_transcript(&hub).iter().any(is_voice));
+
+    // Written the safe way, the same answer is spoken, the text one operand after `--`.
+    let tts = hub.dir.path().join("argv-tts.sh");
+    use_template(&hub, format!("{} {{ogg}} -- {{text}}", tts.display()));
+    hub.say("and tomorrow?");
+    let p = pi.recv_type("prompt").await;
+    pi.answer(&p, "-3 degrees").await;
+    until("the spoken answer", || {
+        bot_transcript(&hub).iter().any(is_voice)
+    })
+    .await;
+    let voice = bot_transcript(&hub).into_iter().find(is_voice).unwrap();
+    assert_eq!(spoken(&hub, &voice), "OggS[--][-3 degrees]");
+    hub.stop().await;
+}
