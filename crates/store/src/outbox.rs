@@ -254,8 +254,8 @@ const PARKED: i64 = i64::MAX;
 /// The next row of each conversation, if due at `now_ms`. Rows of one conversation (a chat's
 /// main thread, or one topic) go out in order; conversations do not wait for each other, so a
 /// topic whose rows are parked never holds up the main chat. A row being made
-/// ([`park_making`]) is no head: rows behind it go first (pi's only after
-/// [`MAKING_HOLDS_MS`]), and it takes its place when it is released.
+/// ([`park_making`]) is no head: the hub's own rows behind it go on, pi's after
+/// [`MAKING_HOLDS_MS`], and it takes its place when it is released.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
     // `state IN ('pending', 'sending')` is the partial index `outbox_open`'s own term: with it
     // the planner reads the open rows through that index instead of every row the outbox keeps.
@@ -263,18 +263,36 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
         conn,
         &format!(
             "WHERE state IN ('pending', 'sending') AND state = 'pending' AND not_before_ms <= ?1
-               AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
-                         AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending')
-                         AND NOT ({making_i}))
-               AND (o.identity IS NULL OR NOT EXISTS (
-                     SELECT 1 FROM outbox v WHERE v.chat_id = o.chat_id
-                       AND v.thread_id IS o.thread_id AND v.state IN ('pending', 'sending')
-                       AND {making_v} AND v.id < o.id AND v.created_ms > ?1 - ?2))
+               AND {}
              ORDER BY id",
-            making_i = making("i"),
-            making_v = making("v"),
+            heads_its_conversation()
         ),
         params![now_ms, MAKING_HOLDS_MS],
+    )
+}
+
+/// The SQL condition that open row `o` heads its conversation at `?1` (ms; `?2` is
+/// [`MAKING_HOLDS_MS`]): it is the oldest open row of its chat and topic, leaving out rows
+/// being made and, for a row of the hub's own (no identity), pi's rows that one of them still
+/// holds; and a row of pi's is not held by a row being made before it.
+fn heads_its_conversation() -> String {
+    let held = |x: &str| {
+        format!(
+            "EXISTS (SELECT 1 FROM outbox v WHERE v.chat_id = {x}.chat_id
+                       AND v.thread_id IS {x}.thread_id AND v.state IN ('pending', 'sending')
+                       AND {} AND v.id < {x}.id AND v.created_ms > ?1 - ?2)",
+            making("v")
+        )
+    };
+    format!(
+        "o.id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
+                 AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending')
+                 AND NOT {making_i}
+                 AND (o.identity IS NOT NULL OR i.identity IS NULL OR NOT {held_i}))
+         AND (o.identity IS NULL OR NOT {held_o})",
+        making_i = making("i"),
+        held_i = held("i"),
+        held_o = held("o"),
     )
 }
 
@@ -299,15 +317,12 @@ pub fn next_due_ms(conn: &Connection, after_ms: i64) -> Result<Option<i64>> {
         &format!(
             "SELECT min(t) FROM (
                SELECT min(not_before_ms) AS t FROM outbox o WHERE state IN ('pending', 'sending')
-                 AND state = 'pending' AND not_before_ms > ?1
-                 AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
-                           AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending')
-                           AND NOT ({making_i}))
+                 AND state = 'pending' AND not_before_ms > ?1 AND {heads}
                UNION ALL
                SELECT min(v.created_ms + ?2) FROM outbox v
                  WHERE v.state IN ('pending', 'sending') AND {making_v}
                    AND v.created_ms + ?2 > ?1)",
-            making_i = making("i"),
+            heads = heads_its_conversation(),
             making_v = making("v"),
         ),
         params![after_ms, MAKING_HOLDS_MS],
