@@ -204,6 +204,20 @@ pub enum RunErrorKind {
         /// The timeout.
         after: Duration,
     },
+    /// A value named in [`crate::RunOptions::operands`] would have reached the command as an
+    /// option (its word starts with `-` and no `--` comes before it); nothing was started.
+    #[error(
+        "{at}: `{program}` would take the value of `{{{name}}}` as an option (it starts with \
+         `-`); put `--` before `{{{name}}}` in the template, or read the text from stdin"
+    )]
+    OptionLike {
+        /// Node location.
+        at: String,
+        /// The executable.
+        program: String,
+        /// The placeholder whose value starts the word.
+        name: String,
+    },
     /// The command wrote more than the stdout limit; it was killed.
     #[error("{at}: `{program}` wrote more than {limit} bytes to stdout and was killed")]
     StdoutTooLarge {

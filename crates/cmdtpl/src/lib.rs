@@ -127,6 +127,12 @@
 //!   text) stop the run whatever `failure` says: they are not runtime failures to tolerate.
 //! - After a command exits, processes it left running in the background are not killed (shell
 //!   behaviour); only a timeout, too much stdout or dropping the run future kills the group.
+//! - No shell means no injection, but a value that becomes a word of its own can still start
+//!   with `-` and be read by the program as an option (`say {text}` with a text `-o file`). A
+//!   host names such values in [`RunOptions::operands`]; a word that begins with one of them
+//!   and comes out starting with `-` is refused ([`RunErrorKind::OptionLike`], nothing is
+//!   started) unless the template ends the options first with a literal `--` word
+//!   (`say -- {text}`). Piping the value on stdin avoids the question altogether.
 //!
 //! # Trust
 //!

@@ -28,6 +28,13 @@ pub struct RunOptions {
     /// composition) and never mentions `{file}`, this path is appended as its last argument.
     /// `recover` templates never get it.
     pub append_file_if_absent: Option<PathBuf>,
+    /// Names of values that are data, never options (words a host passes on from someone it
+    /// does not control, such as the text to speak). A command word that begins with one of
+    /// them and comes out starting with `-` would reach the program as an option; unless an
+    /// earlier word of that command is exactly `--` (the end of its options), the command is
+    /// not started and the run fails with [`crate::RunErrorKind::OptionLike`]. The value can
+    /// always be read from stdin instead. Default: none.
+    pub operands: Vec<String>,
 }
 
 impl Default for RunOptions {
@@ -38,6 +45,7 @@ impl Default for RunOptions {
             default_timeout: None,
             cwd: None,
             append_file_if_absent: None,
+            operands: Vec::new(),
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::error::{RunError, RunErrorKind, TemplateError, exit_summary};
 use crate::exec::{Ended, ExecRequest, exec};
 use crate::model::{Body, Failure, Node, Num, Output, When};
 use crate::outcome::{Outcome, OutputValue, RunOptions, StepReport};
-use crate::placeholder::{Word, whole_placeholder};
+use crate::placeholder::{Piece, Word, whole_placeholder};
 use crate::resolve::Scope;
 use crate::values::{Value, Values, text_is_truthy};
 
@@ -292,18 +292,59 @@ impl<'a> Runner<'a> {
         let at = node.at.as_str();
         let mut program: Option<OsString> = None;
         let mut args: Vec<OsString> = Vec::new();
+        // Past a literal `--` every argument is an operand for the program.
+        let mut options_ended = false;
+        let mut option_like: Option<String> = None;
         for w in words {
             let Some(text) = ctx.scope.resolve_word(w, at)? else {
                 continue;
             };
             match program {
                 None => program = Some(self.program(w, text)),
-                Some(_) => args.push(text.into()),
+                Some(_) => {
+                    // A lone `-` is an operand (stdin) to every option parser.
+                    if option_like.is_none()
+                        && !options_ended
+                        && text.starts_with('-')
+                        && text != "-"
+                    {
+                        option_like = self.operand_first(w, &ctx.scope, at);
+                    }
+                    options_ended |= w.literal().as_deref() == Some("--");
+                    args.push(text.into());
+                }
             }
         }
         let Some(program) = program else {
             return Err(TemplateError::EmptyCommand { at: at.to_owned() }.into());
         };
+        if let Some(name) = option_like {
+            // Never started: the value (the text to speak, say) would have been read as an
+            // option. Recorded as a failed step like a command that could not start.
+            let program = program.to_string_lossy().into_owned();
+            let cause = RunErrorKind::OptionLike {
+                at: at.to_owned(),
+                program: program.clone(),
+                name,
+            };
+            self.steps.push(StepReport {
+                at: at.to_owned(),
+                label: ctx.label.map(str::to_owned),
+                argv: vec![program],
+                pid: None,
+                exit_code: None,
+                duration: Duration::ZERO,
+                stderr_tail: String::new(),
+                failed: true,
+                error: Some(cause.to_string()),
+                attempt: ctx.attempt,
+                recovery: self.recovery_depth > 0,
+            });
+            return Ok(Flow::Failed {
+                abort: false,
+                cause,
+            });
+        }
         if let Some((root, file)) = self.append_to
             && std::ptr::eq(root, node)
         {
@@ -401,6 +442,24 @@ impl<'a> Runner<'a> {
             abort: false,
             cause,
         })
+    }
+
+    /// The operand value ([`RunOptions::operands`]) the word's text begins with, if it begins
+    /// with one (the first piece that is not empty is that value's placeholder).
+    fn operand_first(&self, word: &Word, scope: &Scope<'_>, at: &str) -> Option<String> {
+        for piece in &word.pieces {
+            match piece {
+                Piece::Lit(s) if s.is_empty() => {}
+                Piece::Lit(_) => return None,
+                Piece::Ph(e) => {
+                    if scope.resolve_expr(e, at, 0).ok()?.is_empty() {
+                        continue;
+                    }
+                    return self.opts.operands.iter().find(|n| e.mentions(n)).cloned();
+                }
+            }
+        }
+        None
     }
 
     /// The executable: `~` expanded, a relative path with a `/` resolved against `cwd`.

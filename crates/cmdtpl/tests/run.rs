@@ -636,3 +636,89 @@ fn run_future_is_send() {
     let fut = t.run(&values, None, &opts);
     assert_send(&fut);
 }
+
+/// A value the host names an operand (the text to speak) never reaches a program as an
+/// option: a word it begins that would start with `-` is refused before anything starts,
+/// unless a literal `--` ended the options first. The command here prints its argv.
+#[tokio::test]
+async fn an_operand_that_would_be_an_option_is_refused_unless_options_end_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let argv = dir.path().join("argv.sh");
+    std::fs::write(
+        &argv,
+        "#!/bin/sh\ntouch \"$(dirname \"$0\")/ran\"\nfor a in \"$@\"; do printf '[%s]' \"$a\"; done\n",
+    )
+    .expect("write the script");
+    let mut perms = std::fs::metadata(&argv).expect("the script").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&argv, perms).expect("make it executable");
+    let argv = path_str(&argv);
+    let opts = RunOptions {
+        operands: vec!["text".into()],
+        ..RunOptions::default()
+    };
+    let values = |text: &str| Values::new().with("text", text).with("lang", "-x");
+    let go = |template: String, text: &'static str| {
+        let opts = opts.clone();
+        async move {
+            tpl(json!(template))
+                .run(&values(text), Some(text.as_bytes().to_vec()), &opts)
+                .await
+        }
+    };
+
+    for template in [
+        format!("{argv} {{text}}"),
+        format!("{argv} --speed 2 {{text}}"),
+        format!("{argv} \"{{text}}\""),
+        format!("{argv} {{text}} --"),
+        format!("{argv} {{empty=}}{{text}}"),
+    ] {
+        let e = go(template.clone(), "--output=/tmp/x hello")
+            .await
+            .expect_err(&template);
+        assert!(
+            matches!(&e.kind, RunErrorKind::OptionLike { name, .. } if name == "text"),
+            "{template}: {e}"
+        );
+        assert!(e.to_string().contains("put `--` before `{text}`"), "{e}");
+        assert!(
+            !e.to_string().contains("/tmp/x"),
+            "the value stays out: {e}"
+        );
+        assert_eq!(e.steps.len(), 1, "{template}");
+        assert!(e.steps[0].pid.is_none() && e.steps[0].failed, "{template}");
+        assert!(
+            !dir.path().join("ran").exists(),
+            "{template}: nothing started"
+        );
+    }
+
+    // `--` first, the value inside a word, other values, or a text that is no option: as is.
+    for (template, text, out) in [
+        (
+            format!("{argv} -- {{text}}"),
+            "-5 degrees",
+            "[--][-5 degrees]",
+        ),
+        (
+            format!("{argv} --lang {{lang}} -- {{text}}"),
+            "-n",
+            "[--lang][-x][--][-n]",
+        ),
+        (format!("{argv} --text={{text}}"), "-n", "[--text=-n]"),
+        (format!("{argv} {{text}}"), "hello", "[hello]"),
+        (format!("{argv} {{text}}"), "-", "[-]"),
+    ] {
+        let o = go(template.clone(), text).await.unwrap_or_else(|e| {
+            panic!("{template}: {e}");
+        });
+        assert_eq!(stdout(&o), out, "{template}");
+    }
+    // Only values the host names are checked.
+    let o = tpl(json!(format!("{argv} {{text}}")))
+        .run(&values("-n"), None, &RunOptions::default())
+        .await
+        .expect("runs");
+    assert_eq!(stdout(&o), "[-n]");
+}

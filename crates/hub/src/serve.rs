@@ -559,7 +559,7 @@ pub fn take_over(
             now,
             "send",
             &format!(
-                "{resent} answer(s) interrupted by the last stop are sent again, each marked as a possible repeat"
+                "{resent} message(s) that must arrive (answers, notices of interrupted prompts) were interrupted by the last stop and are sent again, each marked as a possible repeat"
             ),
         )?;
     }

@@ -109,8 +109,13 @@ pub struct PairingStatus {
     pub state: String,
     /// Valid until (Unix ms).
     pub expires_ms: i64,
-    /// Wrong attempts left.
+    /// Wrong codes each sender may send with this code: every sender has attempts of their
+    /// own, so this is what the owner has while they have not tried yet.
     pub attempts_left: i64,
+    /// Wrong codes sent so far, by anyone.
+    pub wrong_attempts: i64,
+    /// Senders who used up their attempts: refused, and no longer answered.
+    pub refused_senders: i64,
 }
 
 /// A topic binding (Threaded Mode).
@@ -264,6 +269,7 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             has_topics_enabled: kv::get(c, kv::BOT_TOPICS)?.map(|v| v == "true"),
         };
         st.owner_user_id = st.owner_user_id.or(kv::get_i64(c, kv::OWNER)?);
+        let tried = pairing::attempts(c)?;
         st.pairing = pairing::current(c)?.map(|p| PairingStatus {
             state: match p.state {
                 pairing::PairingState::Open if p.expires_ms <= now => "expired".into(),
@@ -272,7 +278,9 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
                 pairing::PairingState::Dead => "dead".into(),
             },
             expires_ms: p.expires_ms,
-            attempts_left: p.attempts_left,
+            attempts_left: p.attempts_per_sender,
+            wrong_attempts: tried.wrong,
+            refused_senders: tried.refused,
         });
         st.hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
         st.hub.started_by = kv::get(c, kv::HUB_STARTED_BY)?;

@@ -32,12 +32,15 @@ pub fn paired_first_contact(bot_username: &str) -> String {
     )
 }
 
-/// A wrong pairing code.
+/// A wrong pairing code; `attempts_left` are this sender's own (0: the last one, said once:
+/// the sender is not answered again until a new code is made).
 pub fn wrong_code(attempts_left: i64) -> String {
     if attempts_left > 0 {
         format!("That pairing code is not right. {attempts_left} attempt(s) left.")
     } else {
-        "That pairing code is not right, and it is no longer valid. Run `pi-telegram setup` for a new one.".to_owned()
+        "That pairing code is not right, and that was your last attempt with it: I will not \
+         answer you again until a new code is made (run `pi-telegram setup` for one)."
+            .to_owned()
     }
 }
 
@@ -569,6 +572,28 @@ pub fn pi_did_not_answer(label: &str, why: &str) -> String {
 /// A file that came with a message and was not downloaded.
 pub fn file_not_saved(what: &str, why: &str) -> String {
     format!("📎 {what} was not downloaded: {why}. Your message still goes to pi, with a note.")
+}
+
+/// A spoken answer whose voice took too long to make: said right after the written answer
+/// (`written`), or instead of a voice message pi asked for, which is then not sent.
+pub fn voice_too_slow(written: bool) -> String {
+    if written {
+        "🔇 The spoken version of this answer took too long to make, so it is written instead."
+            .to_owned()
+    } else {
+        "🔇 A voice message pi sent took too long to make, so it was left out.".to_owned()
+    }
+}
+
+/// A file whose handler (speech to text, a converter) ran out of time: pi got the file as it
+/// is. `voice`: a voice note or audio, not transcribed.
+pub fn handler_too_slow(what: &str, voice: bool) -> String {
+    if voice {
+        "🎙 Your voice message could not be transcribed in time, so it reached pi as a file."
+            .to_owned()
+    } else {
+        format!("📎 {what} could not be converted to text in time, so it reached pi as a file.")
+    }
 }
 
 /// What a voice note said, shown back to the person before pi answers it.

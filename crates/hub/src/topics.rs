@@ -500,6 +500,7 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
                 markup: Some(markup),
                 purpose: &format!("notice:intent:{}", i.id),
                 source_update_id: None,
+                resend: false,
             },
             now,
         )

@@ -5,10 +5,15 @@
 //! `.opus` file: the template's `output`, or what it wrote to `{ogg}`).
 //!
 //! A spoken answer is an outbox row whose plan starts with a voice alternative, parked while
-//! the voice is made: this task synthesizes it and releases the row as a `sendVoice`, or, when
-//! no template gives a voice, moves it on to the text alternatives (the answer is never lost).
-//! The parked row holds its chat's later messages, so the order stays the order pi wrote.
+//! the voice is made (`outbox::park_making`): this task synthesizes it and releases the row as a
+//! `sendVoice`, or, when no template gives a voice, moves it on to the text alternatives (the
+//! answer is never lost). Voices are made beside the chat, several at a time: the hub's own
+//! messages never wait for one, pi's later output in that chat only a few seconds
+//! (`outbox::MAKING_HOLDS_MS`), so the order is the order pi wrote unless a voice is slow. A
+//! template that runs longer than a person would wait is stopped ([`TTS_TIMEOUT`], unless it
+//! sets its own `timeout`), and the person is told the spoken version took too long.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,19 +21,29 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use store::outbox;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::db::Db;
 use crate::delivery::{Alternative, Plan};
 use crate::error::HubError;
-use crate::outbound::{COPY, FILES_KEY};
+use crate::outbound::{self, COPY, FILES_KEY};
+use crate::texts;
 use crate::wakes::Wakes;
 
 /// The `handling` of a row parked until its voice is made.
-pub const SYNTHESIZING: &str = "synthesizing a voice message";
+pub const SYNTHESIZING: &str = outbox::MAKING;
 /// Where a voice row keeps what it says.
 const SPEAK_KEY: &str = "__speak";
-/// How long one text-to-speech template may run unless it says otherwise.
-const TTS_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one text-to-speech command may run unless its template sets a `timeout`: a few
+/// sentences take seconds; a person who asked for a spoken answer waits a minute at most
+/// before the written one is worth more.
+pub const TTS_TIMEOUT: Duration = Duration::from_secs(60);
+/// Voices made at the same time: enough that a hung command holds none of the others, few
+/// enough that a burst of answers does not start a text-to-speech engine per answer at once.
+const AT_ONCE: usize = 4;
+/// Values pi supplies that a template must never pass as an option (see
+/// `cmdtpl::RunOptions::operands`): the words to say.
+const OPERANDS: &[&str] = &["text"];
 /// Telegram's caption limit.
 const CAPTION_CHARS: usize = 1024;
 
@@ -114,21 +129,41 @@ pub async fn run(
     wakes: Wakes,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
+    // Rows being made: each in its own task, so a hung command holds up no other voice.
+    let mut making: JoinSet<(i64, Result<(), HubError>)> = JoinSet::new();
+    let mut busy: HashSet<i64> = HashSet::new();
     loop {
         if *stop.borrow() {
             return Ok(());
         }
         let rows = db.read(|c| outbox::parked_with(c, SYNTHESIZING)).await?;
         for row in rows {
-            speak(&db, &settings, row).await?;
-            wakes.sender.notify_one();
-            if *stop.borrow() {
-                return Ok(());
+            if busy.len() >= AT_ONCE {
+                break;
             }
+            if !busy.insert(row.id) {
+                continue;
+            }
+            let (db, settings) = (db.clone(), settings.clone());
+            making.spawn(async move {
+                let id = row.id;
+                (id, speak(&db, &settings, row).await)
+            });
         }
+        // Dropping the set at a stop kills the commands still running (cmdtpl kills the
+        // process group of a run that is dropped); their rows stay parked for the next start.
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = wakes.voice.notified() => {}
+            Some(done) = making.join_next() => {
+                let (id, result) = done.map_err(|e| HubError::Io {
+                    context: "making a voice message".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                busy.remove(&id);
+                result?;
+                wakes.sender.notify_one();
+            }
         }
     }
 }
@@ -185,28 +220,36 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
             tracing::info!(row = id, "a voice message is ready");
             remove_leftovers(settings, id, Some(file)).await;
         }
-        Err(why) => {
-            tracing::warn!(row = id, error = %why, "no voice message could be made; the text goes instead");
-            match plan.fallback() {
-                Some(next) => {
-                    let (method, params) = next
-                        .current()
-                        .map(|(m, p)| (m.to_owned(), p.clone()))
-                        .unwrap_or_default();
-                    let handling = format!("sent as text: {why}");
-                    db.write(move |tx| {
-                        outbox::replan(tx, id, &method, &params, &next.to_value(), &handling, now)
-                    })
-                    .await?;
-                }
-                None => {
-                    db.write(move |tx| {
+        Err(failed) => {
+            let why = failed.why;
+            tracing::warn!(row = id, error = %why, timed_out = failed.timed_out, "no voice message could be made; the text goes instead");
+            // A person who waited for the voice learns why it did not come; the note goes
+            // right after the written answer (it is queued after it in the same place).
+            let note = failed.timed_out.then_some((row.chat_id, row.thread_id));
+            let written = plan.fallback();
+            let note_text = texts::voice_too_slow(written.is_some());
+            let purpose = format!("voice-late:{id}");
+            db.write(move |tx| {
+                match &written {
+                    Some(next) => {
+                        let (method, params) = next
+                            .current()
+                            .map(|(m, p)| (m.to_owned(), p.clone()))
+                            .unwrap_or_default();
+                        let handling = format!("sent as text: {why}");
+                        outbox::replan(tx, id, &method, &params, &next.to_value(), &handling, now)?;
+                    }
+                    None => {
                         outbox::mark_sending(tx, id, now)?;
-                        outbox::mark_failed(tx, id, &why, "dropped: no voice could be made", now)
-                    })
-                    .await?;
+                        outbox::mark_failed(tx, id, &why, "dropped: no voice could be made", now)?;
+                    }
                 }
-            }
+                if let Some((chat, thread)) = note {
+                    outbound::notice(tx, chat, thread, &note_text, &purpose, now)?;
+                }
+                Ok(())
+            })
+            .await?;
             remove_leftovers(settings, id, None).await;
         }
     }
@@ -240,14 +283,30 @@ async fn remove_leftovers(settings: &VoiceSettings, row: i64, keep: Option<PathB
     .await;
 }
 
+/// Why no voice was made.
+#[derive(Debug)]
+struct Failed {
+    /// For the log and the row's `handling` (never the words).
+    why: String,
+    /// A template ran out of time: the person waited for it.
+    timed_out: bool,
+}
+
 /// Runs the voice templates in order; the first that gives an `.ogg`/`.opus` file wins.
-async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<PathBuf, String> {
+async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<PathBuf, Failed> {
+    let failed = |why: String| Failed {
+        why,
+        timed_out: false,
+    };
     let handlers = load(&settings.config_path);
     if handlers.is_empty() {
-        return Err("no outboundHandlers entry of type voice is configured".into());
+        return Err(failed(
+            "no outboundHandlers entry of type voice is configured".into(),
+        ));
     }
     make_private_dir(&settings.out_dir)
-        .map_err(|e| format!("cannot prepare the voice folder: {e}"))?;
+        .map_err(|e| failed(format!("cannot prepare the voice folder: {e}")))?;
+    let mut timed_out = false;
     let text = job.get("text").and_then(Value::as_str).unwrap_or_default();
     let mut last = String::new();
     for (i, (origin, template)) in handlers.iter().enumerate() {
@@ -264,6 +323,7 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
         }
         let opts = cmdtpl::RunOptions {
             default_timeout: Some(TTS_TIMEOUT),
+            operands: OPERANDS.iter().map(|&n| n.to_owned()).collect(),
             ..cmdtpl::RunOptions::default()
         };
         let outcome = template
@@ -275,6 +335,7 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
                 cmdtpl::OutputValue::Stdout(_) => ogg.clone(),
             },
             Err(e) => {
+                timed_out |= matches!(e.kind, cmdtpl::RunErrorKind::Timeout { .. });
                 last = format!("{origin}: {}", e.without_output());
                 // What the command printed may quote the answer: only at debug.
                 tracing::warn!(handler = %origin, error = %e.without_output(), "a voice template failed; trying the next");
@@ -291,7 +352,10 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
         }
         last = format!("{origin}: no .ogg/.opus file came out ({})", file.display());
     }
-    Err(last)
+    Err(Failed {
+        why: last,
+        timed_out,
+    })
 }
 
 fn load(config: &Path) -> Vec<(String, cmdtpl::Template)> {

@@ -347,6 +347,117 @@ async fn busy_and_idle_reach_status_with_or_without_an_answer_behind_them() {
     hub.stop().await;
 }
 
+const REPEAT_MARK: &str = "↻ Sent again: an earlier copy may have arrived too.";
+
+/// The next `sendMessage` reaches Telegram, but its answer is lost on the way back.
+fn lose_the_next_answer(hub: &TestHub) {
+    hub.fake
+        .control()
+        .add_fault(tg_fake::FaultSpec {
+            method: "sendMessage".into(),
+            kind: tg_fake::FaultKind::CommitThenDrop,
+            count: Some(1),
+            probability: None,
+            retry_after: None,
+            delay_ms: None,
+        })
+        .unwrap();
+}
+
+fn resent_in_status(hub: &TestHub) -> i64 {
+    hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap()
+    .outbox["resent"]
+}
+
+/// The notice that pi stopped before answering is the only trace of that prompt: when
+/// Telegram's answer to its send is lost, it is sent again, marked, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notice_of_an_unanswered_prompt_is_sent_again_when_its_send_is_unknown() {
+    let mut hub = TestHub::start().await;
+    let mut web = hub.shim("/work/web", 100).await;
+    hub.wait_for_bot("the connected notice", |m| {
+        m.iter().any(|(_, t, _)| t.contains("pi connected: web"))
+    })
+    .await;
+    hub.say("long job");
+    let p = web.recv_type("prompt").await;
+    web.send(&json!({ "type": "ack", "turn_id": p["turn_id"], "disposition": "started" }))
+        .await;
+    lose_the_next_answer(&hub);
+    web.send(&json!({ "type": "bye", "reason": "shutdown" }))
+        .await;
+    let notice = "pi web stopped before answering \"long job\"";
+    let msgs = hub
+        .wait_for_bot("the notice sent again", |m| {
+            m.iter()
+                .any(|(_, t, _)| t.starts_with(REPEAT_MARK) && t.contains(notice))
+        })
+        .await;
+    let copies: Vec<&String> = msgs
+        .iter()
+        .map(|(_, t, _)| t)
+        .filter(|t| t.contains(notice))
+        .collect();
+    assert_eq!(
+        copies.len(),
+        2,
+        "the lost one and its marked repeat: {copies:#?}"
+    );
+    assert!(copies[0].starts_with("pi web stopped"), "{copies:#?}");
+    hub.stop().await;
+    assert_eq!(resent_in_status(&hub), 1);
+}
+
+/// After a restart, the notice that the hub restarted while pi was working is the only trace
+/// of that prompt (its headless pi died with the hub): sent again, marked, when its send's
+/// outcome is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restart_notice_of_an_interrupted_prompt_is_sent_again_when_its_send_is_unknown() {
+    let mut hub = TestHub::start().await;
+    hub.stop().await;
+    // A turn a hub-started pi was working on when the hub died.
+    let store = store::Store::open(&hub.paths.state_db()).unwrap();
+    store
+        .write(|tx| {
+            let t = store::turns::create(
+                tx,
+                &store::turns::NewTurn {
+                    source_update_id: None,
+                    chat_id: OWNER,
+                    thread_id: None,
+                    message_id: None,
+                    target: store::turns::Target::Identity("/work/web"),
+                    text: "build it",
+                    lane: store::turns::Lane::Normal,
+                    prepare: None,
+                },
+                1,
+            )?
+            .unwrap();
+            store::turns::mark_dispatched(tx, t, "gone-1", Some(4_000_000), "rpc", 2)?;
+            Ok::<_, store::StoreError>(())
+        })
+        .unwrap();
+    drop(store);
+    lose_the_next_answer(&hub);
+    hub.launch().await;
+    let notice = "The hub restarted while pi was working on \"build it\"";
+    let msgs = hub
+        .wait_for_bot("the notice sent again", |m| {
+            m.iter()
+                .any(|(_, t, _)| t.starts_with(REPEAT_MARK) && t.contains(notice))
+        })
+        .await;
+    let copies = msgs.iter().filter(|(_, t, _)| t.contains(notice)).count();
+    assert_eq!(copies, 2, "{msgs:#?}");
+    hub.stop().await;
+    assert_eq!(resent_in_status(&hub), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_that_shows_nothing_once_formatted_still_reaches_the_person() {
     let mut hub = TestHub::start().await;

@@ -124,6 +124,7 @@ enum Test {
     AnswersHtml,
     AnswersRich,
     OwnTexts,
+    PromptTexts,
     Topics,
     PreviewsHtml,
     PreviewsRich,
@@ -146,6 +147,7 @@ impl Test {
             Self::AnswersHtml => "answers_html",
             Self::AnswersRich => "answers_rich",
             Self::OwnTexts => "own_texts",
+            Self::PromptTexts => "prompt_texts",
             Self::Topics => "topics",
             Self::PreviewsHtml => "previews_html",
             Self::PreviewsRich => "previews_rich",
@@ -417,6 +419,43 @@ const MATRIX: &[Row] = &[
             c(
                 E::Dropped,
                 Test::OwnTexts,
+                "plain text refused: nothing else to try, an incident",
+            ),
+        ],
+    },
+    Row {
+        method: "sendMessage",
+        site: "outbox: the hub's texts that are all a person learns of their message (an interrupted turn's notice, a skipped prompt, a message no pi could take, the chooser a waiting message needs)",
+        cells: [
+            c(
+                E::ResentMarked,
+                Test::PromptTexts,
+                "a 5xx may have been processed: without it the person never learns what became of the message, so it is sent again, marked, like an answer",
+            ),
+            c(E::Late, Test::PromptTexts, "arrives once, late"),
+            c(
+                E::ResentMarked,
+                Test::PromptTexts,
+                "the connection broke after the request left: sent again, marked",
+            ),
+            c(
+                E::CountedDuplicate,
+                Test::PromptTexts,
+                "it arrived but the hub cannot know: a second, marked copy, counted in `resent`",
+            ),
+            c(
+                E::FloodWaited,
+                Test::PromptTexts,
+                "sent once the chat's wait is over",
+            ),
+            c(
+                E::TopicRecovered,
+                Test::Topics,
+                "in a topic: held with the pi's other output and delivered in its new topic",
+            ),
+            c(
+                E::Dropped,
+                Test::PromptTexts,
                 "plain text refused: nothing else to try, an incident",
             ),
         ],
@@ -1413,6 +1452,7 @@ async fn fault_matrix() {
         (Test::AnswersHtml, Box::pin(answers_html())),
         (Test::AnswersRich, Box::pin(answers_rich())),
         (Test::OwnTexts, Box::pin(own_texts())),
+        (Test::PromptTexts, Box::pin(prompt_texts())),
         (Test::Topics, Box::pin(topics())),
         (Test::PreviewsHtml, Box::pin(previews_html())),
         (Test::PreviewsRich, Box::pin(previews_rich())),
@@ -1533,6 +1573,26 @@ async fn own_texts() {
     hub.stop().await;
 }
 
+/// The reply to a command nobody knows stands for every text that is all a person learns of
+/// their message (they are queued alike: `outbound::Text::resend`).
+async fn prompt_texts() {
+    let mut hub = TestHub::start().await;
+    for (n, (row, kind, cell)) in cells_of(Test::PromptTexts).into_iter().enumerate() {
+        settle(&hub).await;
+        let b = before(&hub);
+        let since = last_seq(&hub);
+        arm(&hub, row.method, kind);
+        let sent = hub.say(&format!("/frobnicate{n}"));
+        let want = Want {
+            floor: floor(&hub),
+            is: &replies_to(sent.message_id),
+        };
+        check_message(&hub, row, kind, cell.expected, since, &want, None, b).await;
+        hub.fake.control().clear_faults();
+    }
+    hub.stop().await;
+}
+
 async fn topics() {
     for (n, (row, kind, cell)) in cells_of(Test::Topics).into_iter().enumerate() {
         assert_eq!(cell.expected, E::TopicRecovered);
@@ -1558,9 +1618,12 @@ async fn topics() {
         let old = until_topic(&hub, None).await;
         settle(&hub).await;
         let since = last_seq(&hub);
-        let own = row.site.contains("own texts");
+        let trace = row.site.contains("all a person learns");
+        let own = row.site.contains("own texts") || trace;
         let files = matches!(row.method, "sendDocument" | "sendPhoto" | "sendMediaGroup");
-        let text = if own {
+        let text = if trace {
+            format!("/frobnicate{n}")
+        } else if own {
             "/help".to_owned()
         } else {
             format!("question {n}")
@@ -2285,6 +2348,21 @@ fn hub_now_ms() -> i64 {
     .unwrap()
 }
 
+/// The failed tries of the one pending cleanup (`None`: not exactly one pending).
+fn cleanup_attempts(hub: &TestHub) -> Option<i64> {
+    let db = store::Store::open_for_reading(&hub.paths.state_db())
+        .unwrap()
+        .unwrap();
+    match db
+        .read(store::threads::pending_cleanups)
+        .unwrap()
+        .as_slice()
+    {
+        [c] => Some(c.attempts),
+        _ => None,
+    }
+}
+
 fn pending_cleanups(hub: &TestHub) -> usize {
     let db = store::Store::open_for_reading(&hub.paths.state_db())
         .unwrap()
@@ -2318,8 +2396,11 @@ async fn topic_cleanup() {
         match cell.expected {
             E::Retried | E::Late | E::FloodWaited => {
                 if cell.expected == E::Retried {
+                    // The failed try recorded (`attempts`), not only made: tg-fake logs the
+                    // call before the hub has written what it does next.
                     until(&format!("{w}: the retry queued"), || {
-                        pending_cleanups(&hub) == 1 && calls(&hub, since, row.method).len() == 1
+                        cleanup_attempts(&hub) == Some(1)
+                            && calls(&hub, since, row.method).len() == 1
                     })
                     .await;
                     // Never in a loop: the next try is a minute away or more.
@@ -2332,7 +2413,7 @@ async fn topic_cleanup() {
             E::CleanupDone => {
                 if kind == FaultKind::CommitThenDrop {
                     until(&format!("{w}: the retry queued"), || {
-                        pending_cleanups(&hub) == 1
+                        cleanup_attempts(&hub) == Some(1)
                     })
                     .await;
                     cleanups_due_now(&hub);

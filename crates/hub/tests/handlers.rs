@@ -94,6 +94,24 @@ impl Hub {
         }
     }
 
+    /// A store without an owner yet, with the pairing code `code` open (as `setup` opens it).
+    fn unpaired(code: &str) -> Hub {
+        let h = Hub::new();
+        h.store
+            .write(|tx| {
+                kv::delete(tx, kv::OWNER)?;
+                store::pairing::open(
+                    tx,
+                    &hub::pairing::hash(code),
+                    NOW,
+                    hub::pairing::CODE_TTL_MS,
+                    hub::pairing::CODE_ATTEMPTS,
+                )
+            })
+            .unwrap();
+        h
+    }
+
     /// A hub with `PROJ` connected and selected (classic mode).
     fn with_proj() -> Hub {
         let mut h = Hub::new();
@@ -794,6 +812,10 @@ fn an_unknown_command_is_not_sent_to_pi() {
     let row = h.only_row_of(d.update_id);
     assert_eq!(text_of(&row), texts::unknown_command("foo"));
     assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert!(
+        row.resend_if_unknown,
+        "the only trace of the message: sent again after an unknown outcome"
+    );
 }
 
 #[test]
@@ -1326,6 +1348,14 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     let d = h.react(OWNER, pmid, &[], &["👍"]);
     assert_eq!(d.outcome, "reaction:priority");
     assert_eq!(h.turn(waiting.id).lane, Lane::Priority);
+
+    // A prompt in the main chat waits for the person's choice; the question is all that moves
+    // it on, so it must arrive like an answer.
+    let (_, d) = h.write_in(OWNER, None, "which of you?");
+    assert_eq!(d.outcome, "chooser");
+    let row = h.only_row_of(d.update_id);
+    assert_eq!(text_of(&row), texts::main_chat_chooser());
+    assert!(row.resend_if_unknown, "sent again after an unknown outcome");
 }
 
 #[test]
@@ -1385,6 +1415,10 @@ fn a_location_is_explained_and_nothing_reaches_pi() {
         texts::attachment_not_delivered("location", false)
     );
     assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert!(
+        row.resend_if_unknown,
+        "the only trace of the message: sent again after an unknown outcome"
+    );
 }
 
 #[test]
@@ -1467,4 +1501,67 @@ fn a_forward_and_the_comment_after_it_are_one_turn() {
         Some("[forward|from:Grace]\nthe build broke")
     );
     assert_eq!(t.gather_until_ms, 0, "the comment closed the group");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pairing
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_strangers_wrong_codes_never_spend_the_owners_attempts() {
+    const CODE: &str = "ABCD2345";
+    let mut h = Hub::unpaired(CODE);
+    let attempts = hub::pairing::CODE_ATTEMPTS as usize;
+    let mut said = Vec::new();
+    for i in 0..20 {
+        let (_, d) = h.write_in(STRANGER, None, &format!("/start WRONG{i:03}"));
+        let texts: Vec<String> = h
+            .rows_of(d.update_id)
+            .iter()
+            .map(|r| text_of(r).to_owned())
+            .collect();
+        said.push((d.outcome, texts));
+    }
+    // The owner has all of theirs with the same code: a typo costs one of their own.
+    let (_, d) = h.write_in(OWNER, None, "/start NOTTHIS2");
+    assert_eq!(
+        d.outcome, "pairing:wrong-code",
+        "the owner's attempts are their own"
+    );
+    assert_eq!(
+        text_of(&h.only_row_of(d.update_id)),
+        texts::wrong_code(hub::pairing::CODE_ATTEMPTS - 1)
+    );
+    // The stranger is refused even with the right code, and silently.
+    let (_, d) = h.write_in(STRANGER, None, &format!("/start {CODE}"));
+    assert_eq!(d.outcome, "ignored:pairing-refused");
+    assert!(h.rows_of(d.update_id).is_empty());
+    assert_eq!(h.store.read(|c| kv::get_i64(c, kv::OWNER)).unwrap(), None);
+    // The owner pairs with the code.
+    let (_, d) = h.write_in(OWNER, None, &format!("/start {}", CODE.to_lowercase()));
+    assert_eq!(d.outcome, "paired:code");
+    assert_eq!(d.after.new_owner, Some(OWNER));
+    assert_eq!(
+        h.store.read(|c| kv::get_i64(c, kv::OWNER)).unwrap(),
+        Some(OWNER)
+    );
+    // Each wrong code is answered with what this sender has left; the last is said once;
+    // after it nothing is answered, so a flood makes the bot say nothing more.
+    for (i, (outcome, texts)) in said.iter().enumerate() {
+        let left = attempts.saturating_sub(i + 1) as i64;
+        match i {
+            _ if i + 1 < attempts => {
+                assert_eq!(outcome, "pairing:wrong-code", "attempt {i}");
+                assert_eq!(texts, &[texts::wrong_code(left)], "attempt {i}");
+            }
+            _ if i + 1 == attempts => {
+                assert_eq!(outcome, "pairing:refused", "attempt {i}");
+                assert_eq!(texts, &[texts::wrong_code(0)], "attempt {i}");
+            }
+            _ => {
+                assert_eq!(outcome, "ignored:pairing-refused", "attempt {i}");
+                assert!(texts.is_empty(), "attempt {i}: {texts:?}");
+            }
+        }
+    }
 }

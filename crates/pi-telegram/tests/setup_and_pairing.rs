@@ -226,26 +226,62 @@ fn pairing_with_wrong_codes_the_right_code_and_strangers_ignored() {
 }
 
 #[test]
-fn a_code_dies_after_five_wrong_attempts_and_expires_after_ten_minutes() {
+fn a_stranger_with_twenty_wrong_codes_leaves_the_owner_the_code() {
     let env = Env::new();
     let code = env.setup()["pairing_code"].as_str().unwrap().to_owned();
     let mut hub = env.serve();
-    for i in 0..5 {
-        env.say_as(777, &format!("/start BAD{i}CODE"));
+    // A stranger sends 20 wrong codes, then the right one: each of their own five attempts is
+    // answered, the last with the refusal, and after it nothing (not even to the right code).
+    for i in 0..20 {
+        env.say_as(777, &format!("/start BAD{i:02}CODE"));
     }
     env.say_as(777, &format!("/start {code}"));
-    wait_for("six replies", 10, || env.bot_texts(777).len() == 6);
-    let texts = env.bot_texts(777);
-    assert!(texts[4].contains("no longer valid"), "{texts:?}");
-    assert!(
-        texts[5].contains("not paired with anyone"),
-        "the right code is dead too: {texts:?}"
-    );
+    wait_for("the stranger's updates handled", 20, || {
+        let o = outcomes(&env);
+        o.len() == 21 && o.iter().all(|o| !o.is_empty())
+    });
+    let st = env.status();
+    assert_eq!(st["pairing"]["state"], json!("open"), "{st:#}");
+    assert_eq!(st["pairing"]["attempts_left"], json!(5), "{st:#}");
+    assert_eq!(st["pairing"]["wrong_attempts"], json!(5), "{st:#}");
+    assert_eq!(st["pairing"]["refused_senders"], json!(1), "{st:#}");
+    // The owner then pairs with the code `setup` printed.
+    env.say(&format!("/start {code}"));
+    wait_for("the pairing reply", 10, || {
+        env.bot_texts(OWNER).iter().any(|t| t.contains("Paired"))
+    });
+    // The replies to the stranger go at their chat's pace.
+    wait_for("the stranger's five replies", 20, || {
+        env.bot_texts(777).len() >= 5
+    });
     assert_eq!(hub.stop(), Some(0));
-    assert_eq!(env.status()["pairing"]["state"], json!("dead"));
-    assert_eq!(env.status()["owner_user_id"], json!(null));
+    let texts = env.bot_texts(777);
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert!(texts[3].contains("1 attempt(s) left"), "{texts:?}");
+    assert!(texts[4].contains("last attempt"), "{texts:?}");
+    assert_eq!(
+        env.status()["outbox"]["pending"],
+        json!(0),
+        "nothing more waits to be said"
+    );
+    let outcomes = outcomes(&env);
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| *o == "ignored:pairing-refused")
+            .count(),
+        16,
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes.last().map(String::as_str), Some("paired:code"));
+    let st = env.status();
+    assert_eq!(st["owner_user_id"], json!(OWNER));
+    assert_eq!(st["pairing"]["state"], json!("used"));
+}
 
-    // A fresh code, then time passes beyond its 10 minutes.
+#[test]
+fn a_code_expires_after_ten_minutes() {
+    let env = Env::new();
     let code = env.setup()["pairing_code"].as_str().unwrap().to_owned();
     {
         let s = store::Store::open(&env.state_db()).unwrap();

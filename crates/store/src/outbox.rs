@@ -84,7 +84,9 @@ pub struct NewRow<'a> {
     /// The update that caused it; with `purpose`, at most one row per cause.
     pub source_update_id: Option<i64>,
     /// When the outcome of a send is unknown (a crash mid-send, a lost answer), send it again
-    /// rather than risk losing it. Only for content that must arrive (final answers).
+    /// rather than risk losing it. Only for content that must arrive: final answers, and the
+    /// hub's texts that are the only trace of a person's message (an interrupted turn's
+    /// notice, a skipped prompt, the question a waiting message needs answered).
     pub resend_if_unknown: bool,
     /// The instance identity the message speaks for (replies to it route there).
     pub identity: Option<&'a str>,
@@ -228,19 +230,77 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
     Ok(select(conn, "WHERE id = ?1", [id])?.pop())
 }
 
+/// Parks a pending row while what it sends is made beside its conversation (a voice message
+/// from a text-to-speech command), until [`replan`] releases it. Unlike a row [`hold`] parks,
+/// it keeps its conversation's later rows back only a little: none of the hub's own (replies,
+/// menus, notices: no identity), and pi's output for [`MAKING_HOLDS_MS`] after it was queued.
+/// So a slow or hung command never stalls the chat, and order holds whenever it is quick.
+pub fn park_making(conn: &Connection, id: i64) -> Result<()> {
+    hold(conn, id, PARKED, MAKING)
+}
+
+/// The `handling` of a row being made ([`park_making`]); [`parked_with`] finds them.
+pub const MAKING: &str = "synthesizing a voice message";
+
+/// How long a row being made ([`park_making`]) keeps pi's later output in its conversation
+/// back. A spoken answer of a few sentences is made in a second or two by the usual local
+/// engines and cloud voices, so this keeps the order pi wrote in whenever the voice is made
+/// as usual; when it is not, the next answer is at most this late.
+pub const MAKING_HOLDS_MS: i64 = 5_000;
+
+/// `not_before_ms` of a parked row.
+const PARKED: i64 = i64::MAX;
+
 /// The next row of each conversation, if due at `now_ms`. Rows of one conversation (a chat's
 /// main thread, or one topic) go out in order; conversations do not wait for each other, so a
-/// topic whose rows are parked never holds up the main chat.
+/// topic whose rows are parked never holds up the main chat. A row being made
+/// ([`park_making`]) is no head: the hub's own rows behind it go on, pi's after
+/// [`MAKING_HOLDS_MS`], and it takes its place when it is released.
 pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
     // `state IN ('pending', 'sending')` is the partial index `outbox_open`'s own term: with it
     // the planner reads the open rows through that index instead of every row the outbox keeps.
     select(
         conn,
-        "WHERE state IN ('pending', 'sending') AND state = 'pending' AND not_before_ms <= ?1
-           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
-                     AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))
-         ORDER BY id",
-        [now_ms],
+        &format!(
+            "WHERE state IN ('pending', 'sending') AND state = 'pending' AND not_before_ms <= ?1
+               AND {}
+             ORDER BY id",
+            heads_its_conversation()
+        ),
+        params![now_ms, MAKING_HOLDS_MS],
+    )
+}
+
+/// The SQL condition that open row `o` heads its conversation at `?1` (ms; `?2` is
+/// [`MAKING_HOLDS_MS`]): it is the oldest open row of its chat and topic, leaving out rows
+/// being made and, for a row of the hub's own (no identity), pi's rows that one of them still
+/// holds; and a row of pi's is not held by a row being made before it.
+fn heads_its_conversation() -> String {
+    let held = |x: &str| {
+        format!(
+            "EXISTS (SELECT 1 FROM outbox v WHERE v.chat_id = {x}.chat_id
+                       AND v.thread_id IS {x}.thread_id AND v.state IN ('pending', 'sending')
+                       AND {} AND v.id < {x}.id AND v.created_ms > ?1 - ?2)",
+            making("v")
+        )
+    };
+    format!(
+        "o.id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
+                 AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending')
+                 AND NOT {making_i}
+                 AND (o.identity IS NOT NULL OR i.identity IS NULL OR NOT {held_i}))
+         AND (o.identity IS NULL OR NOT {held_o})",
+        making_i = making("i"),
+        held_i = held("i"),
+        held_o = held("o"),
+    )
+}
+
+/// The SQL condition that row `alias` is being made ([`park_making`]).
+fn making(alias: &str) -> String {
+    format!(
+        "({alias}.state = 'pending' AND {alias}.not_before_ms = {PARKED}
+          AND {alias}.handling = '{MAKING}')"
     )
 }
 
@@ -249,14 +309,23 @@ pub fn heads(conn: &Connection, now_ms: i64) -> Result<Vec<OutboxRow>> {
 /// the caller's (it saw them among the heads: sent, or held back by pacing, whose wait it
 /// knows); a due row behind a head that waits is not due. Counting either made the sender wake
 /// every millisecond (found by `crates/hub/tests/simulation.rs`).
+///
+/// The end of a [`park_making`] row's hold counts too (pi's rows behind it may go then).
 pub fn next_due_ms(conn: &Connection, after_ms: i64) -> Result<Option<i64>> {
     // Through `outbox_open` (see [`heads`]).
     conn.row(
-        "SELECT min(not_before_ms) FROM outbox o WHERE state IN ('pending', 'sending')
-           AND state = 'pending' AND not_before_ms > ?1
-           AND id = (SELECT min(id) FROM outbox i WHERE i.chat_id = o.chat_id
-                     AND i.thread_id IS o.thread_id AND i.state IN ('pending', 'sending'))",
-        [after_ms],
+        &format!(
+            "SELECT min(t) FROM (
+               SELECT min(not_before_ms) AS t FROM outbox o WHERE state IN ('pending', 'sending')
+                 AND state = 'pending' AND not_before_ms > ?1 AND {heads}
+               UNION ALL
+               SELECT min(v.created_ms + ?2) FROM outbox v
+                 WHERE v.state IN ('pending', 'sending') AND {making_v}
+                   AND v.created_ms + ?2 > ?1)",
+            heads = heads_its_conversation(),
+            making_v = making("v"),
+        ),
+        params![after_ms, MAKING_HOLDS_MS],
         |r| r.get(0),
     )
     .map_err(StoreError::sqlite("reading the outbox"))

@@ -352,6 +352,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX attachments_of_turn ON attachments(turn_id);
     CREATE INDEX turns_lane_seq ON turns(lane_seq);
     ",
+    // 11: wrong pairing codes are counted per sender, so a stranger's guesses never spend the
+    // owner's attempts: a sender who used up theirs is refused (told once, then ignored), and
+    // the code stays open for everyone else until it expires. `pairing.attempts_left` is from
+    // now on what each sender may try (codes opened before keep the number they had left).
+    // Cleared whenever a code is opened or used.
+    r"
+    CREATE TABLE pairing_attempts (
+        user_id  INTEGER PRIMARY KEY,
+        wrong    INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL,
+        last_ms  INTEGER NOT NULL
+    ) STRICT;
+    ",
 ];
 
 /// The schema version this build writes.

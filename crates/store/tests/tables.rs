@@ -235,24 +235,68 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
 }
 
 #[test]
-fn pairing_codes_die_after_wrong_attempts() {
+fn wrong_pairing_codes_are_counted_per_sender_and_the_code_stays_open() {
+    const STRANGER: i64 = 777;
+    const OWNER: i64 = 42;
     let (_d, s) = open();
     s.write(|tx| pairing::open(tx, "hash", 0, 600_000, 5))
         .unwrap();
     for left in (0..5).rev() {
-        assert_eq!(s.write(pairing::record_wrong).unwrap(), left);
+        assert_eq!(
+            s.write(|tx| pairing::record_wrong(tx, STRANGER, 1))
+                .unwrap(),
+            left
+        );
     }
+    // Further attempts are counted, never below zero.
+    assert_eq!(
+        s.write(|tx| pairing::record_wrong(tx, STRANGER, 2))
+            .unwrap(),
+        0
+    );
     let p = s.read(pairing::current).unwrap().unwrap();
     assert_eq!(
-        (p.state, p.attempts_left, p.expires_ms),
-        (pairing::PairingState::Dead, 0, 600_000)
+        (p.state, p.attempts_per_sender, p.expires_ms),
+        (pairing::PairingState::Open, 5, 600_000),
+        "the code is still open"
     );
+    assert_eq!(s.read(|c| pairing::attempts_left(c, STRANGER)).unwrap(), 0);
+    assert_eq!(
+        s.read(|c| pairing::attempts_left(c, OWNER)).unwrap(),
+        5,
+        "the stranger spent none of the owner's"
+    );
+    assert_eq!(
+        s.write(|tx| pairing::record_wrong(tx, OWNER, 3)).unwrap(),
+        4
+    );
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts {
+            wrong: 7,
+            senders: 2,
+            refused: 1
+        }
+    );
+    // A new code: everyone starts again.
     s.write(|tx| pairing::open(tx, "new", 10, 600_000, 5))
+        .unwrap();
+    assert_eq!(s.read(|c| pairing::attempts_left(c, STRANGER)).unwrap(), 5);
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts::default()
+    );
+    s.write(|tx| pairing::record_wrong(tx, STRANGER, 11))
         .unwrap();
     s.write(pairing::mark_used).unwrap();
     assert_eq!(
         s.read(pairing::current).unwrap().unwrap().state,
         pairing::PairingState::Used
+    );
+    assert_eq!(
+        s.read(pairing::attempts).unwrap(),
+        pairing::Attempts::default(),
+        "forgotten once the code is used"
     );
 }
 
@@ -561,4 +605,60 @@ fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
         .collect();
     assert_eq!(heads, vec![main, other], "the parked topic waits alone");
     assert!(!heads.contains(&behind), "order within the topic is kept");
+}
+
+#[test]
+fn a_row_being_made_holds_pis_later_rows_briefly_and_the_hubs_own_not_at_all() {
+    let (_d, s) = open();
+    let p = json!({});
+    let mk = |identity: Option<&'static str>, purpose: &'static str| NewRow {
+        chat_id: 1,
+        thread_id: None,
+        method: "sendMessage",
+        params: &p,
+        purpose,
+        source_update_id: None,
+        resend_if_unknown: false,
+        identity,
+        turn_id: None,
+        plan: None,
+    };
+    let at = 1_000;
+    let add = |row: NewRow<'_>| {
+        s.write(|tx| outbox::enqueue(tx, &row, at))
+            .unwrap()
+            .unwrap()
+    };
+    let voice = add(mk(Some("/p"), "answer:1:0"));
+    s.write(|tx| outbox::park_making(tx, voice)).unwrap();
+    let next_answer = add(mk(Some("/p"), "answer:2:0"));
+    let menu = add(mk(None, "reply:menu"));
+    let heads = |now: i64| -> Vec<i64> {
+        s.read(|x| outbox::heads(x, now))
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    // The hub's own message goes past the voice being made and the answer it holds; pi's
+    // next answer waits for it...
+    assert_eq!(heads(at), vec![menu]);
+    s.write(|tx| {
+        outbox::mark_sending(tx, menu, at)?;
+        outbox::mark_sent(tx, menu, Some(1), at)
+    })
+    .unwrap();
+    assert_eq!(heads(at), Vec::<i64>::new(), "the answer waits");
+    let hold_ends = at + outbox::MAKING_HOLDS_MS;
+    assert_eq!(
+        s.read(|x| outbox::next_due_ms(x, at)).unwrap(),
+        Some(hold_ends),
+        "the sender wakes when the hold ends"
+    );
+    // ...only so long.
+    assert_eq!(heads(hold_ends + 1), vec![next_answer]);
+    // The voice, released, takes its chat's head again.
+    s.write(|tx| outbox::replan(tx, voice, "sendVoice", &p, &json!({}), "spoken", at))
+        .unwrap();
+    assert_eq!(heads(hold_ends + 1), vec![voice]);
 }

@@ -275,6 +275,14 @@ const ROWS: &[Rows] = &[
             "(2, '/home/a/code/gone', '[]', NULL, 'i4', 'lost', 'its folder no longer exists', 1700000009000, 1700000009500)",
         ],
     },
+    // 11: wrong pairing codes per sender.
+    Rows {
+        since: 11,
+        until: i64::MAX,
+        table: "pairing_attempts",
+        columns: "user_id, wrong, first_ms, last_ms",
+        values: &["(777, 5, 1700000011000, 1700000011400)"],
+    },
 ];
 
 fn fixture(version: i64) -> PathBuf {

@@ -424,6 +424,7 @@ fn write_outcome(
                 markup: None,
                 purpose: &format!("control:{}", c.id),
                 source_update_id: c.source_update_id,
+                resend: false,
             },
             now,
         )?
@@ -591,6 +592,7 @@ fn show(
                 markup,
                 purpose: &purpose,
                 source_update_id: c.source_update_id,
+                resend: false,
             },
             now,
         )?

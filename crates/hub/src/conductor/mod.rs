@@ -280,7 +280,7 @@ impl Conductor {
                 for ((chat, thread), list) in &by_place {
                     let prompts: Vec<String> = list.iter().map(|t| t.text.clone()).collect();
                     let first = list.first().map_or(0, |t| t.id);
-                    outbound::notice(
+                    outbound::prompt_notice(
                         tx,
                         *chat,
                         *thread,
@@ -773,7 +773,7 @@ impl Conductor {
                         .filter(|t| t.instance_id.as_deref() == Some(key.as_str()))
                     {
                         if turns::mark_interrupted(tx, t.id, &detail, now)? {
-                            outbound::notice(
+                            outbound::prompt_notice(
                                 tx,
                                 t.chat_id,
                                 t.thread_id,
@@ -1100,6 +1100,8 @@ impl Conductor {
                                     markup: None,
                                     purpose: &format!("skipped:{}", t.id),
                                     source_update_id: t.source_update_id,
+                                    // The only trace of the message that was dropped.
+                                    resend: true,
                                 },
                                 now,
                             )?;
@@ -1307,7 +1309,7 @@ fn reconcile_reported(
         {
             // The process that had it is gone for good.
             if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
-                outbound::notice(
+                outbound::prompt_notice(
                     tx,
                     t.chat_id,
                     t.thread_id,

@@ -338,7 +338,7 @@ fn pi_command(
     args: &str,
 ) -> Result<String, StoreError> {
     let Some(text) = pi_text(say.tx, cmd, args)? else {
-        say.reply(
+        say.reply_to_prompt(
             msg,
             &texts::unknown_command(cmd),
             None,

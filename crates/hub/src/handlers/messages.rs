@@ -82,7 +82,7 @@ pub(super) fn to_turn_as(
     let unsupported = inbound::media::unsupported(msg.0);
     if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {
         let text = texts::attachment_not_delivered(unsupported.unwrap_or_default(), false);
-        say.reply(msg, &text, None, "reply:text-only")?;
+        say.reply_to_prompt(msg, &text, None, "reply:text-only")?;
         return Ok("replied:text-only".into());
     }
     if let Some(field) = unsupported {
@@ -223,7 +223,8 @@ pub(super) fn to_turn_as(
                 texts::main_chat_chooser()
             };
             let markup = json!({ "inline_keyboard": rows });
-            say.reply(msg, &text, Some(markup), "reply:chooser")?;
+            // The message waits for this choice: without the question it would wait unseen.
+            say.reply_to_prompt(msg, &text, Some(markup), "reply:chooser")?;
             Ok("chooser".into())
         }
         Route::Hold => {

@@ -172,6 +172,30 @@ impl Say<'_> {
         markup: Option<Value>,
         purpose: &str,
     ) -> Result<Option<i64>, StoreError> {
+        self.reply_with(msg, text, markup, purpose, false)
+    }
+
+    /// A reply that is the only trace of what became of `msg` (it did not reach pi, or it
+    /// waits for a choice only this reply offers): sent again, marked, after an unknown
+    /// outcome, like an answer.
+    fn reply_to_prompt(
+        &mut self,
+        msg: &MessageView<'_>,
+        text: &str,
+        markup: Option<Value>,
+        purpose: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        self.reply_with(msg, text, markup, purpose, true)
+    }
+
+    fn reply_with(
+        &mut self,
+        msg: &MessageView<'_>,
+        text: &str,
+        markup: Option<Value>,
+        purpose: &str,
+        resend: bool,
+    ) -> Result<Option<i64>, StoreError> {
         let Some(chat) = msg.chat_id() else {
             return Ok(None);
         };
@@ -185,6 +209,7 @@ impl Say<'_> {
                 markup,
                 purpose,
                 source_update_id: Some(self.entry.update_id),
+                resend,
             },
             self.ctx.now_ms,
         )?;
@@ -210,6 +235,7 @@ impl Say<'_> {
                 markup: None,
                 purpose,
                 source_update_id: Some(self.entry.update_id),
+                resend: false,
             },
             self.ctx.now_ms,
         )?;

@@ -50,6 +50,16 @@ pub(super) fn unpaired(
         say.reply(&msg, &texts::no_code_open(), None, "reply:pairing")?;
         return Ok("pairing:no-code".into());
     };
+    // Refused: this sender used up their attempts with this code and was told so. Not
+    // answered again (a flood must not make the bot talk), not even with the right code.
+    if codes::attempts_left(say.tx, sender)? == 0 {
+        tracing::debug!(
+            update_id = say.entry.update_id,
+            user_id = sender,
+            "ignored a pairing attempt of a sender without attempts left"
+        );
+        return Ok("ignored:pairing-refused".into());
+    }
     if code.is_empty() {
         say.reply(&msg, &texts::code_needed(), None, "reply:pairing")?;
         return Ok("pairing:code-needed".into());
@@ -66,10 +76,15 @@ pub(super) fn unpaired(
         )?;
         return Ok("paired:code".into());
     }
-    let left = codes::record_wrong(say.tx)?;
+    // Counted for this sender only: a stranger's guesses never spend the owner's attempts.
+    let left = codes::record_wrong(say.tx, sender, ctx.now_ms)?;
     tracing::info!(user_id = sender, attempts_left = left, "wrong pairing code");
     say.reply(&msg, &texts::wrong_code(left), None, "reply:pairing")?;
-    Ok("pairing:wrong-code".into())
+    Ok(if left == 0 {
+        "pairing:refused".into()
+    } else {
+        "pairing:wrong-code".into()
+    })
 }
 
 fn become_owner(say: &mut Say<'_>, user: i64) -> Result<(), StoreError> {

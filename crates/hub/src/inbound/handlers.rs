@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// How long one handler may run unless its template says otherwise.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one handler command may run unless its template sets a `timeout`: a voice note
+/// of a few minutes is transcribed in well under that by the usual engines, and a person who
+/// sent one would rather pi get the file than wait longer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most text a handler (or a text file) gives pi.
 const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
@@ -105,14 +107,22 @@ impl Handler {
     }
 }
 
+/// What the handlers made of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Made {
+    /// Text for pi.
+    Text(String),
+    /// Nothing: the file stays a file for pi.
+    Nothing,
+    /// Nothing, and a handler ran out of time: the file stays a file for pi, and the person
+    /// who waited is told.
+    TooSlow,
+}
+
 /// What the handlers make of the file at `path`: the first non-empty output of a matching
-/// handler, else (text files) its content. `None`: nothing (the file stays a file for pi).
-pub async fn output_for(
-    handlers: &[Handler],
-    path: &Path,
-    kind: &str,
-    mime: Option<&str>,
-) -> Option<String> {
+/// handler, else (text files) its content.
+pub async fn output_for(handlers: &[Handler], path: &Path, kind: &str, mime: Option<&str>) -> Made {
+    let mut too_slow = false;
     for h in handlers.iter().filter(|h| h.matches(kind, mime)) {
         let values = cmdtpl::Values::new()
             .with("file", path.display().to_string())
@@ -141,11 +151,12 @@ pub async fn output_for(
                 };
                 if !text.trim().is_empty() {
                     tracing::info!(handler = %h.origin, kind, bytes = text.len(), "an inbound handler made text of a file");
-                    return Some(text.trim().to_owned());
+                    return Made::Text(text.trim().to_owned());
                 }
                 tracing::info!(handler = %h.origin, "an inbound handler produced nothing; trying the next");
             }
             Err(e) => {
+                too_slow |= matches!(e.kind, cmdtpl::RunErrorKind::Timeout { .. });
                 // What the command printed may quote the file's words: only at debug.
                 tracing::warn!(handler = %h.origin, error = %e.without_output(), "an inbound handler failed; trying the next");
                 tracing::debug!(handler = %h.origin, error = %e, "the inbound handler's failure in full");
@@ -153,12 +164,19 @@ pub async fn output_for(
         }
     }
     // Text files speak for themselves.
-    if mime.is_some_and(|m| m.starts_with("text/")) {
-        let bytes = read_off_runtime(path.to_owned()).await.ok()?;
+    if mime.is_some_and(|m| m.starts_with("text/"))
+        && let Ok(bytes) = read_off_runtime(path.to_owned()).await
+    {
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        return (!text.trim().is_empty()).then_some(text);
+        if !text.trim().is_empty() {
+            return Made::Text(text);
+        }
     }
-    None
+    if too_slow {
+        Made::TooSlow
+    } else {
+        Made::Nothing
+    }
 }
 
 /// At most [`MAX_OUTPUT_BYTES`] of the regular file at `path`, read off the runtime (what a
@@ -214,18 +232,24 @@ mod tests {
         ];
         // `printf %s <file>` prints the path: the path reached the command as its last arg.
         let out = output_for(&list, &file, "voice", Some("audio/ogg")).await;
-        assert_eq!(out.as_deref(), Some(file.display().to_string().as_str()));
+        assert_eq!(out, Made::Text(file.display().to_string()));
         let txt = dir.path().join("a.txt");
         std::fs::write(&txt, "plain words\n").unwrap();
         assert_eq!(
-            output_for(&[], &txt, "document", Some("text/plain"))
-                .await
-                .as_deref(),
-            Some("plain words\n")
+            output_for(&[], &txt, "document", Some("text/plain")).await,
+            Made::Text("plain words\n".into())
         );
         assert_eq!(
             output_for(&[], &file, "voice", Some("audio/ogg")).await,
-            None
+            Made::Nothing
+        );
+        // A handler that runs out of time: the file stays a file, and that is said.
+        let slow = vec![handler(
+            json!({ "type": "voice", "template": "sh -c 'sleep 30' {file}", "timeout": 100 }),
+        )];
+        assert_eq!(
+            output_for(&slow, &file, "voice", Some("audio/ogg")).await,
+            Made::TooSlow
         );
     }
 

@@ -3,7 +3,11 @@
 //! this task waits out the group the turn gathers (an album, a forward and its comment, a long
 //! text Telegram split), downloads each file into `<agent-dir>/tmp/telegram/<profile>/`, runs
 //! the configured inbound handlers (speech to text...), composes what pi reads besides the
-//! person's words, and marks the turn ready for the conductor.
+//! person's words, and marks the turn ready for the conductor. Downloads run one at a time;
+//! a turn's handlers run beside the rest (a task per turn, a few at a time), so a slow or hung
+//! transcription holds up no other turn's files, and one that runs out of time
+//! ([`handlers::DEFAULT_TIMEOUT`] unless its template sets a `timeout`) leaves the file to pi
+//! as it is, and the person is told.
 //!
 //! Durable like everything else: a file is downloaded until it is settled (`saved`, `refused`
 //! over a limit, `failed`), and a crash mid-download downloads it again into the same name. A
@@ -16,6 +20,7 @@ pub mod media;
 pub mod names;
 pub mod prompt;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,7 @@ use store::turns::{self, Turn};
 use store::{Connection, StoreError};
 use telegram::{ApiErrorKind, CallError, Client};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::crashpoint;
 use crate::db::Db;
@@ -40,6 +46,9 @@ pub const DEFAULT_RETENTION_DAYS: u64 = 7;
 const MAX_ATTEMPTS: i64 = 5;
 /// How often old files are looked for.
 const CLEANUP_EVERY: Duration = Duration::from_secs(6 * 3600);
+/// Turns whose handlers run at the same time: a hung one holds up none of the others, and a
+/// burst of voice notes does not start a speech-to-text engine for each at once.
+const HANDLING_AT_ONCE: usize = 4;
 
 /// How inbound files are handled.
 #[derive(Debug, Clone)]
@@ -79,6 +88,11 @@ pub async fn run(
         tracing::warn!(dir = %settings.dir.display(), error = %e, "cannot create the download folder; files from Telegram will fail");
     }
     let mut next_cleanup = tokio::time::Instant::now();
+    // Turns whose handlers run, each in its own task. Dropping the set at a stop kills their
+    // commands (cmdtpl kills the process group of a dropped run); the turns stay not ready and
+    // are handled again at the next start.
+    let mut handling: JoinSet<(i64, Result<bool, HubError>)> = JoinSet::new();
+    let mut busy: HashSet<i64> = HashSet::new();
     loop {
         if *stop.borrow() {
             return Ok(());
@@ -90,6 +104,9 @@ pub async fn run(
         let mut wake_at: Option<i64> = None;
         let mut later = |t: i64| wake_at = Some(wake_at.map_or(t, |w: i64| w.min(t)));
         for turn in db.read(turns::preparing).await? {
+            if busy.contains(&turn.id) {
+                continue;
+            }
             let now = db.now_ms();
             if turn.gather_until_ms > now {
                 later(turn.gather_until_ms);
@@ -116,13 +133,19 @@ pub async fn run(
                     return Ok(());
                 }
             }
-            if pending {
+            if pending || busy.len() >= HANDLING_AT_ONCE {
                 continue;
             }
-            handle(&db, &settings, &turn).await?;
-            if finish(&db, &settings, turn.id).await? {
-                wakes.conductor.notify_one();
-            }
+            busy.insert(turn.id);
+            let (db, settings) = (db.clone(), settings.clone());
+            handling.spawn(async move {
+                let id = turn.id;
+                let done = async {
+                    handle(&db, &settings, &turn).await?;
+                    finish(&db, &settings, turn.id).await
+                };
+                (id, done.await)
+            });
         }
         wakes.sender.notify_one();
         let wait =
@@ -132,6 +155,16 @@ pub async fn run(
             () = wakes.inbound.notified() => {}
             () = sleep_for(wait) => {}
             () = tokio::time::sleep_until(next_cleanup) => {}
+            Some(done) = handling.join_next() => {
+                let (id, ready) = done.map_err(|e| HubError::Io {
+                    context: "handling a turn's files".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                busy.remove(&id);
+                if ready? {
+                    wakes.conductor.notify_one();
+                }
+            }
         }
     }
 }
@@ -308,6 +341,7 @@ fn tell_not_saved(
             markup: None,
             purpose: &format!("file:{}", f.id),
             source_update_id: f.source_update_id,
+            resend: false,
         },
         now,
     )
@@ -334,12 +368,41 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
         .unwrap_or_default();
     for f in list {
         let Some(path) = f.path.clone() else { continue };
-        let Some(out) =
-            handlers::output_for(&configured, Path::new(&path), &f.kind, f.mime.as_deref()).await
-        else {
-            continue;
-        };
-        let spoken = matches!(f.kind.as_str(), "voice" | "audio") && turn.text.trim().is_empty();
+        let voice = matches!(f.kind.as_str(), "voice" | "audio");
+        let out =
+            match handlers::output_for(&configured, Path::new(&path), &f.kind, f.mime.as_deref())
+                .await
+            {
+                handlers::Made::Text(out) => out,
+                handlers::Made::Nothing => continue,
+                handlers::Made::TooSlow => {
+                    // pi gets the file as it is; the person learns why no transcript came.
+                    let (t, f) = (turn.clone(), f.clone());
+                    let what = f.name.clone().unwrap_or_else(|| format!("The {}", f.kind));
+                    let now = db.now_ms();
+                    db.write(move |tx| {
+                        files::set_output(tx, f.id, "")?;
+                        outbound::text(
+                            tx,
+                            &outbound::Text {
+                                chat: t.chat_id,
+                                thread: t.thread_id,
+                                text: &crate::texts::handler_too_slow(&what, voice),
+                                reply_to: t.message_id,
+                                markup: None,
+                                purpose: &format!("file-late:{}", f.id),
+                                source_update_id: f.source_update_id,
+                                resend: false,
+                            },
+                            now,
+                        )
+                        .map(drop)
+                    })
+                    .await?;
+                    continue;
+                }
+            };
+        let spoken = voice && turn.text.trim().is_empty();
         let t = turn.clone();
         let now = db.now_ms();
         db.write(move |tx| {
@@ -356,6 +419,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                         markup: None,
                         purpose: &format!("transcript:{}", f.id),
                         source_update_id: f.source_update_id,
+                        resend: false,
                     },
                     now,
                 )?;

@@ -153,12 +153,7 @@ pub fn enqueue_markdown_with(
             now,
         )?;
         if let (Some(id), Some(_)) = (id, spoken) {
-            outbox::hold(
-                tx,
-                id,
-                state::WAITING_FOR_THREAD,
-                crate::voice::SYNTHESIZING,
-            )?;
+            outbox::park_making(tx, id)?;
         }
     }
     Ok(n)
@@ -182,12 +177,7 @@ pub fn enqueue_voice(
     }
     let plan = crate::voice::voice_only(&base, spoken);
     if let Some(id) = enqueue_plan(tx, place, &plan, meta.purpose, meta, now)? {
-        outbox::hold(
-            tx,
-            id,
-            state::WAITING_FOR_THREAD,
-            crate::voice::SYNTHESIZING,
-        )?;
+        outbox::park_making(tx, id)?;
     }
     Ok(())
 }
@@ -292,6 +282,10 @@ pub struct Text<'a> {
     pub purpose: &'a str,
     /// The update behind it.
     pub source_update_id: Option<i64>,
+    /// Sent again, marked as a possible repeat, when the outcome of a send is unknown: for a
+    /// text that is the only trace of what became of a person's message (see
+    /// [`prompt_notice`]). The hub's other texts are not: a second menu is worse than none.
+    pub resend: bool,
 }
 
 /// Queues one of the hub's own messages. Returns its outbox id (`None`: queued already).
@@ -307,14 +301,20 @@ pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, Stor
     if let Some(m) = &t.markup {
         params["reply_markup"] = m.clone();
     }
-    raw(
+    outbox::enqueue(
         tx,
-        t.chat,
-        t.thread,
-        "sendMessage",
-        &params,
-        t.purpose,
-        t.source_update_id,
+        &outbox::NewRow {
+            chat_id: t.chat,
+            thread_id: t.thread,
+            method: "sendMessage",
+            params: &params,
+            purpose: t.purpose,
+            source_update_id: t.source_update_id,
+            resend_if_unknown: t.resend,
+            identity: None,
+            turn_id: None,
+            plan: None,
+        },
         now,
     )
 }
@@ -328,6 +328,33 @@ pub fn notice(
     purpose: &str,
     now: i64,
 ) -> Result<(), StoreError> {
+    notice_with(tx, chat, thread, words, purpose, false, now)
+}
+
+/// A notice that is the only trace of a person's message (the hub restarted while pi worked
+/// on it, pi stopped before answering it): it must arrive, like an answer, so after an unknown
+/// outcome it is sent again, marked as a possible repeat. Without it the person would never
+/// learn that the message came to nothing.
+pub fn prompt_notice(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    words: &str,
+    purpose: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    notice_with(tx, chat, thread, words, purpose, true, now)
+}
+
+fn notice_with(
+    tx: &Connection,
+    chat: i64,
+    thread: Option<i64>,
+    words: &str,
+    purpose: &str,
+    resend: bool,
+    now: i64,
+) -> Result<(), StoreError> {
     text(
         tx,
         &Text {
@@ -338,6 +365,7 @@ pub fn notice(
             markup: None,
             purpose,
             source_update_id: None,
+            resend,
         },
         now,
     )
@@ -362,14 +390,9 @@ pub fn edit(
         "text": words,
         "reply_markup": markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
     });
-    raw(
+    outbox::enqueue(
         tx,
-        chat,
-        None,
-        "editMessageText",
-        &params,
-        purpose,
-        source_update_id,
+        &own(chat, "editMessageText", &params, purpose, source_update_id),
         now,
     )
     .map(drop)
@@ -386,14 +409,15 @@ pub fn edit_markup(
     now: i64,
 ) -> Result<(), StoreError> {
     let params = json!({ "chat_id": chat, "message_id": message_id, "reply_markup": markup });
-    raw(
+    outbox::enqueue(
         tx,
-        chat,
-        None,
-        "editMessageReplyMarkup",
-        &params,
-        "edit:markup",
-        source_update_id,
+        &own(
+            chat,
+            "editMessageReplyMarkup",
+            &params,
+            "edit:markup",
+            source_update_id,
+        ),
         now,
     )
     .map(drop)
@@ -410,46 +434,40 @@ pub fn answer_tap(
     now: i64,
 ) -> Result<(), StoreError> {
     let params = json!({ "callback_query_id": query_id, "text": words });
-    raw(
+    outbox::enqueue(
         tx,
-        0,
-        None,
-        "answerCallbackQuery",
-        &params,
-        "answer:callback",
-        source_update_id,
+        &own(
+            0,
+            "answerCallbackQuery",
+            &params,
+            "answer:callback",
+            source_update_id,
+        ),
         now,
     )
     .map(drop)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn raw(
-    tx: &Connection,
+/// A row of the hub's own outside any topic, not sent again after an unknown outcome.
+fn own<'a>(
     chat: i64,
-    thread: Option<i64>,
-    method: &str,
-    params: &Value,
-    purpose: &str,
+    method: &'a str,
+    params: &'a Value,
+    purpose: &'a str,
     source_update_id: Option<i64>,
-    now: i64,
-) -> Result<Option<i64>, StoreError> {
-    outbox::enqueue(
-        tx,
-        &outbox::NewRow {
-            chat_id: chat,
-            thread_id: thread,
-            method,
-            params,
-            purpose,
-            source_update_id,
-            resend_if_unknown: false,
-            identity: None,
-            turn_id: None,
-            plan: None,
-        },
-        now,
-    )
+) -> outbox::NewRow<'a> {
+    outbox::NewRow {
+        chat_id: chat,
+        thread_id: None,
+        method,
+        params,
+        purpose,
+        source_update_id,
+        resend_if_unknown: false,
+        identity: None,
+        turn_id: None,
+        plan: None,
+    }
 }
 
 /// The parameter under which an outbox row lists the files it uploads (the sender reads them
