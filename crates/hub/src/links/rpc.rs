@@ -390,7 +390,11 @@ async fn run(
                 };
                 let v: Value = match serde_json::from_str(&line) {
                     Ok(v) => v,
-                    Err(_) => continue,
+                    Err(e) => {
+                        // A syntax error's words quote nothing of the line.
+                        tracing::warn!(instance = %id, error = %e, "a line from pi is not JSON; skipped");
+                        continue;
+                    }
                 };
                 for event in translate(&mut rpc, &mut current, v).await {
                     if conductor.send(report(event)).await.is_err() {
