@@ -335,16 +335,30 @@ class Env:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        # hubs started by the extension run detached: stop them by the pids they logged
+        # hubs started by the extension run detached: stop them by the pids they logged, and
+        # every hub whose environment names this agent dir (one still starting, or one whose
+        # folder, log included, a scenario deleted)
+        pids = set()
         for profile in os.listdir(os.path.join(self.agent, "telegram")) if os.path.isdir(os.path.join(self.agent, "telegram")) else []:
-            for pid in {e["pid"] for e in MockHub.read_log(os.path.join(self.pdir(profile), "mock.log"))}:
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        if os.path.abspath(__file__).encode() not in f.read():
-                            continue  # gone, and the pid is someone else's now
-                    os.kill(pid, 9)
-                except (OSError, ProcessLookupError):
-                    pass
+            pids |= {e["pid"] for e in MockHub.read_log(os.path.join(self.pdir(profile), "mock.log"))}
+        wanted = f"PI_CODING_AGENT_DIR={self.agent}".encode()
+        for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if wanted in f.read().split(b"\0"):
+                        pids.add(int(d))
+            except (OSError, ValueError):
+                pass
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+                # a mock hub (this file) or a real one; the pid may be someone else's by now
+                if not (os.path.abspath(__file__).encode() in args or b"serve" in args and args[0].endswith(b"pi-telegram")):
+                    continue
+                os.kill(pid, 9)
+            except (OSError, ProcessLookupError):
+                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -842,6 +856,25 @@ def s_reload(env):
     hub.stop()
 
 
+def s_no_hub_into_a_deleted_folder(env):
+    """A pi whose agent folder is deleted under it (a test's temporary folder) starts no hub there:
+    the hub would recreate the folder and serve nobody. It says why."""
+    pi = Pi(env, extra_env={"PI_TELEGRAM_BIN": env.hub_bin, "PI_TELEGRAM_AUTOSTART_MS": "300"})
+    pi.prompt("/telegram-connect")
+    hub = MockHub(env, spawn=False)
+    hub.start_at = 0
+    wait_for(lambda: hub.ins("hello"), what="hello to the auto-started hub")
+    started = env.hub_calls()
+    mock = hub.entries(lambda e: e["msg"] == "listening")[0]["pid"]
+    shutil.rmtree(env.agent)
+    os.kill(mock, 9)
+    time.sleep(3)  # the extension tries to start a hub every 300 ms: time for several
+    assert env.hub_calls() == started, env.hub_calls()
+    assert not os.path.exists(env.agent), "the agent folder was made again"
+    assert any(f"pi's agent folder {env.agent} is gone" in (n or "") for n in pi.notes), pi.notes
+    pi.close()
+
+
 def s_half_characters(env):
     """Half a character from the model (a lone UTF-16 surrogate; an emoji whose halves come in two
     chunks) reaches the hub as well-formed JSON: U+FFFD for the lone half, the emoji whole."""
@@ -868,7 +901,8 @@ def s_half_characters(env):
 SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
              s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
              s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
-             s_child_tools_mode, s_loaded_twice, s_reload, s_half_characters]
+             s_child_tools_mode, s_loaded_twice, s_reload, s_half_characters,
+             s_no_hub_into_a_deleted_folder]
 
 
 def main():
