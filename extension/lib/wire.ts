@@ -50,6 +50,8 @@ export interface TurnDone {
 	text: string;
 	aborted: boolean;
 	error: string | null;
+	/** pi handled the prompt itself, without a run of the model (an extension's command ran). */
+	handled?: boolean;
 }
 
 /** The hello's state fields; also the `state` message and `get_state`'s answer. */

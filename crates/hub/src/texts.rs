@@ -184,18 +184,26 @@ pub fn turn_interrupted(label: &str, prompt: &str) -> String {
 
 /// The answer to a turn as Markdown: pi's own Markdown, with a label line when several pi
 /// talk in one chat; what the bot says itself (an error, an empty answer) escaped so it shows
-/// as written.
+/// as written. `handled`: the turn's prompt, when pi handled it itself (one of its extensions'
+/// commands ran, without a run of the model).
 pub fn answer_markdown(
     label: Option<&str>,
     text: &str,
     aborted: bool,
     error: Option<&str>,
+    handled: Option<&str>,
 ) -> String {
     use crate::delivery::escape_markdown;
     let body = match (text.trim().is_empty(), error, aborted) {
         (true, Some(e), _) => escape_markdown(&format!("pi reported an error: {e}")),
         (true, None, true) => escape_markdown("⏹ Aborted before answering."),
-        (true, None, false) => escape_markdown("(pi finished without a text answer)"),
+        (true, None, false) => escape_markdown(&match handled.map(command_of) {
+            Some(Some(command)) => {
+                format!("✓ pi ran {command} (a command: what it shows, it shows in pi)")
+            }
+            Some(None) => "✓ pi took the message itself, without a text answer".to_owned(),
+            None => "(pi finished without a text answer)".to_owned(),
+        }),
         // The answer so far, marked.
         (false, _, true) => format!("{}\n\n{}", text.trim(), escape_markdown("⏹ Aborted.")),
         _ => text.trim().to_owned(),
@@ -205,6 +213,12 @@ pub fn answer_markdown(
         Some(l) => format!("{}\n\n{body}", escape_markdown(&format!("[{l}]"))),
         None => body,
     }
+}
+
+/// The command a prompt runs (`/greet-me` of `/greet-me Ada`), if it is one.
+fn command_of(prompt: &str) -> Option<&str> {
+    let command = prompt.split_whitespace().next()?;
+    (command.len() > 1 && command.starts_with('/')).then_some(command)
 }
 
 /// Work pi did that did not come from Telegram (a prompt typed in the terminal, a follow-up

@@ -100,6 +100,10 @@ pub struct TurnResult {
     /// The model's error, when the run failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// pi handled the prompt itself, without a run of the model (one of its extensions'
+    /// commands): there is no text answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handled: bool,
 }
 
 /// The first line a client sends.
@@ -193,6 +197,7 @@ pub fn read_hello(line: &str) -> Result<(Hello, Vec<String>), HelloError> {
             text: field(entry, "text", &mut here).unwrap_or_default(),
             aborted: field(entry, "aborted", &mut here).unwrap_or_default(),
             error: field(entry, "error", &mut here),
+            handled: field(entry, "handled", &mut here).unwrap_or_default(),
         };
         notes.extend(here.into_iter().map(|key| format!("{at}.{key}")));
         Some(result)
@@ -587,6 +592,7 @@ mod tests {
             text: text.into(),
             aborted,
             error: None,
+            handled: false,
         };
         assert_eq!(
             hello.completed_turns,
