@@ -22,6 +22,9 @@ echo "== extension/dist is current"
 bash scripts/build-extension.sh --check
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== no hub left running"
+# A hub a test caused (a pi's extension starts one, detached) must not outlive the tests.
+bash scripts/check-no-hubs-left.sh
 echo "== extension smoke (real pi against a mock hub)"
 # The extension's own end-to-end scenarios (reload, /new, remembered projects, refusals, child
 # tools mode...) with the real pi and a mock hub; Python standard library only.

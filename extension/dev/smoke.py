@@ -90,6 +90,9 @@ def mock_hub_main(argv):
                         log(n, "info", "LINE TOO LONG")
                     msg = json.loads(line)
                     log(n, "in", msg)
+                    if has_lone_surrogate(msg):
+                        # Python reads it; the hub's JSON reader (serde_json) would not.
+                        log(n, "info", "LONE SURROGATE")
                     if not welcomed:
                         if msg.get("type") != "hello":
                             send(n, s, {"type": "refused", "code": "hello", "message": "the first line must be a hello"})
@@ -163,6 +166,21 @@ def mock_hub_main(argv):
         threading.Thread(target=handle, args=(c, n), daemon=True).start()
 
 
+def has_lone_surrogate(v):
+    """Whether a parsed message holds half a UTF-16 character (JSON's lone `\\udxxx` escape)."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+            return False
+        except UnicodeEncodeError:
+            return True
+    if isinstance(v, dict):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(has_lone_surrogate(x) for x in v)
+    return False
+
+
 def tool_answer(msg):
     """What the mock hub answers to a tool_call: a text naming what it got; "FAIL" in a message's
     text is an error, "HANG" no answer at all."""
@@ -182,7 +200,9 @@ def tool_answer(msg):
 class FakeLLM(BaseHTTPRequestHandler):
     """OpenAI chat completions, streamed: answers "echo: <last user text>"; [[slow]] streams word by
     word; [[tool:NAME:{json}]] calls the tool NAME with those arguments; after a tool result it
-    answers "tool said: <result>". Every request body is kept in REQUESTS."""
+    answers "tool said: <result>"; [[lone-surrogate]] streams half a character ("lone \\ud800
+    surrogate") and [[split-emoji]] an emoji's two halves in two chunks ("split 😀 emoji"), as
+    JavaScript strings may hold them. Every request body is kept in REQUESTS."""
 
     REQUESTS = []
 
@@ -221,6 +241,10 @@ class FakeLLM(BaseHTTPRequestHandler):
             if m:
                 tool = (m.group(1), m.group(2))
         words = re.findall(r"\S+\s*", reply)
+        if "[[lone-surrogate]]" in last:
+            words = ["lone ", "\ud800", " surrogate"]
+        elif "[[split-emoji]]" in last:
+            words = ["split ", "\ud83d", "\ude00", " emoji"]
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
@@ -311,16 +335,30 @@ class Env:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        # hubs started by the extension run detached: stop them by the pids they logged
+        # hubs started by the extension run detached: stop them by the pids they logged, and
+        # every hub whose environment names this agent dir (one still starting, or one whose
+        # folder, log included, a scenario deleted)
+        pids = set()
         for profile in os.listdir(os.path.join(self.agent, "telegram")) if os.path.isdir(os.path.join(self.agent, "telegram")) else []:
-            for pid in {e["pid"] for e in MockHub.read_log(os.path.join(self.pdir(profile), "mock.log"))}:
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        if os.path.abspath(__file__).encode() not in f.read():
-                            continue  # gone, and the pid is someone else's now
-                    os.kill(pid, 9)
-                except (OSError, ProcessLookupError):
-                    pass
+            pids |= {e["pid"] for e in MockHub.read_log(os.path.join(self.pdir(profile), "mock.log"))}
+        wanted = f"PI_CODING_AGENT_DIR={self.agent}".encode()
+        for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if wanted in f.read().split(b"\0"):
+                        pids.add(int(d))
+            except (OSError, ValueError):
+                pass
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+                # a mock hub (this file) or a real one; the pid may be someone else's by now
+                if not (os.path.abspath(__file__).encode() in args or b"serve" in args and args[0].endswith(b"pi-telegram")):
+                    continue
+                os.kill(pid, 9)
+            except (OSError, ProcessLookupError):
+                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -818,10 +856,53 @@ def s_reload(env):
     hub.stop()
 
 
+def s_no_hub_into_a_deleted_folder(env):
+    """A pi whose agent folder is deleted under it (a test's temporary folder) starts no hub there:
+    the hub would recreate the folder and serve nobody. It says why."""
+    pi = Pi(env, extra_env={"PI_TELEGRAM_BIN": env.hub_bin, "PI_TELEGRAM_AUTOSTART_MS": "300"})
+    pi.prompt("/telegram-connect")
+    hub = MockHub(env, spawn=False)
+    hub.start_at = 0
+    wait_for(lambda: hub.ins("hello"), what="hello to the auto-started hub")
+    started = env.hub_calls()
+    mock = hub.entries(lambda e: e["msg"] == "listening")[0]["pid"]
+    shutil.rmtree(env.agent)
+    os.kill(mock, 9)
+    time.sleep(3)  # the extension tries to start a hub every 300 ms: time for several
+    assert env.hub_calls() == started, env.hub_calls()
+    assert not os.path.exists(env.agent), "the agent folder was made again"
+    assert any(f"pi's agent folder {env.agent} is gone" in (n or "") for n in pi.notes), pi.notes
+    pi.close()
+
+
+def s_half_characters(env):
+    """Half a character from the model (a lone UTF-16 surrogate; an emoji whose halves come in two
+    chunks) reaches the hub as well-formed JSON: U+FFFD for the lone half, the emoji whole."""
+    hub = MockHub(env)
+    pi = Pi(env)
+    pi.prompt("/telegram-connect")
+    wait_for(lambda: hub.ins("hello"), what="hello")
+    hub.send({"type": "prompt", "turn_id": "t1", "text": "[[lone-surrogate]]"})
+    done = wait_for(lambda: hub.ins("turn_done"), what="t1")[0]
+    assert done["text"] == "lone \ufffd surrogate", done
+    hub.send({"type": "prompt", "turn_id": "t2", "text": "[[split-emoji]]"})
+    done = wait_for(lambda: hub.ins("turn_done")[1:], what="t2")[0]
+    assert done["text"] == "split \U0001F600 emoji", done
+    # The streamed halves too (each delta alone is half an emoji).
+    deltas = [m["event"].get("assistantMessageEvent", {}).get("delta") for m in hub.ins("event")
+              if m["turn_id"] == "t2" and m["event"]["type"] == "message_update"]
+    assert "\ufffd" in deltas, deltas
+    assert not hub.entries(lambda e: e["msg"] == "LONE SURROGATE"), "a line with half a character"
+    assert pi.assistant_texts()[-2] == "lone \ud800 surrogate", "pi itself keeps what the model sent"
+    pi.close()
+    hub.stop()
+
+
 SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
              s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
              s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
-             s_child_tools_mode, s_loaded_twice, s_reload]
+             s_child_tools_mode, s_loaded_twice, s_reload, s_half_characters,
+             s_no_hub_into_a_deleted_folder]
 
 
 def main():

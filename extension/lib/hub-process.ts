@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { errorText } from "./log.ts";
-import { ensurePrivateDir, hubBinary, INSTALL_HINT, type ProfilePaths } from "./paths.ts";
+import { agentDir, ensurePrivateDir, hubBinary, INSTALL_HINT, type ProfilePaths } from "./paths.ts";
 
 export interface SpawnReports {
 	/** The hub could not be started at all (binary missing, not executable, …): why. */
@@ -22,6 +22,13 @@ export interface SpawnReports {
 const EARLY_EXIT_MS = 60_000;
 
 export function spawnHub(profile: string, paths: ProfilePaths, reports: SpawnReports): void {
+	const agent = agentDir();
+	if (!fs.existsSync(agent)) {
+		// Deleted under a running pi (a test's temporary folder, a profile wiped by hand): a hub
+		// started here would recreate it and serve nobody.
+		reports.failed(`not starting the hub: pi's agent folder ${agent} is gone`);
+		return;
+	}
 	const { bin, source } = hubBinary();
 	const spawnedAt = Date.now();
 	let fd: number | undefined;

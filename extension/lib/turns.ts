@@ -12,7 +12,7 @@ import type { BeforeAgentStartEvent, InputEvent, MessageEndEvent } from "@earend
 import { assistantText } from "./events.ts";
 import type { Outbox } from "./link.ts";
 import type { Session } from "./session.ts";
-import { ackCompleted, addCompleted, globalState, markReceived, RECEIVED_CAP, type TurnDone } from "./state.ts";
+import { ackCompleted, addCompleted, type GlobalState, globalState, markReceived, RECEIVED_CAP, type TurnDone } from "./state.ts";
 import type { InstanceHelloFields, Prompt, TurnDoneMessage } from "./wire.ts";
 
 /**
@@ -22,6 +22,13 @@ import type { InstanceHelloFields, Prompt, TurnDoneMessage } from "./wire.ts";
  * extension's input handler is invisible to extensions, so only time tells.
  */
 const START_WATCHDOG_MS = 30_000;
+/**
+ * How long after a hub turn that runs an extension's command pi must stay without a run for the
+ * turn to be done. The command's handler runs without `agent_start` (and without `input`), and
+ * its end is invisible to other extensions; a handler that starts a run (`pi.sendUserMessage`)
+ * does so at once, and that run's answer is the turn's.
+ */
+const COMMAND_SETTLE_MS = 1000;
 /** While hub turns wait in the local queue, how often pi is checked for idleness. */
 const QUEUE_POLL_MS = 2000;
 /** Budget of the hello's `completed_turns` (the rest follow as `turn_done` after the welcome). */
@@ -230,6 +237,14 @@ export class TurnRunner {
 			return false;
 		}
 		this.clearWatchdog();
+		if (this.runsExtensionCommand(turn.text, turn.images)) {
+			this.watchdog = setTimeout(
+				this.s.problems.guard("a command's end", () => this.commandRan(starting)),
+				COMMAND_SETTLE_MS,
+			);
+			this.watchdog.unref?.();
+			return true;
+		}
 		this.watchdog = setTimeout(
 			this.s.problems.guard("the start watchdog", () => {
 				this.watchdog = undefined;
@@ -252,6 +267,30 @@ export class TurnRunner {
 		);
 		this.watchdog.unref?.();
 		return true;
+	}
+
+	/** Whether `text` (from Telegram: `/name args`) runs one of pi's extension commands. */
+	private runsExtensionCommand(text: string, images: unknown[] | undefined): boolean {
+		if (!text.startsWith("/") || (images && images.length > 0)) return false;
+		const name = text.slice(1).split(/\s/, 1)[0];
+		try {
+			return this.s.pi.getCommands().some((c) => c.source === "extension" && c.name === name);
+		} catch (e) {
+			this.s.problems.record("listing pi's commands", e);
+			return false;
+		}
+	}
+
+	/** A hub turn that ran an extension's command and started no run: done, handled by pi. */
+	private commandRan(starting: NonNullable<GlobalState["starting"]>): void {
+		this.watchdog = undefined;
+		const G = this.G;
+		if (G.starting !== starting) return; // a run started: its answer is the turn's
+		G.starting = undefined;
+		const done: TurnDone = { turn_id: starting.turn_id, text: "", aborted: false, error: null, handled: true };
+		addCompleted(G, done);
+		this.sendTurnDone(done);
+		this.scheduleDispatch();
 	}
 
 	private clearWatchdog(): void {

@@ -50,6 +50,8 @@ export interface TurnDone {
 	text: string;
 	aborted: boolean;
 	error: string | null;
+	/** pi handled the prompt itself, without a run of the model (an extension's command ran). */
+	handled?: boolean;
 }
 
 /** The hello's state fields; also the `state` message and `get_state`'s answer. */
@@ -406,9 +408,22 @@ export function encodeLine(msg: ClientMessage, fallback?: () => ClientMessage): 
 
 function safeStringify(obj: object): string {
 	try {
-		return JSON.stringify(obj);
+		return wellFormed(JSON.stringify(obj));
 	} catch {
 		// cycles or bigints: pi's events are plain JSON (RPC mode prints them), so this is a guard only
 		return JSON.stringify({ type: String((obj as Json).type ?? "unknown"), unserializable: true });
 	}
+}
+
+/**
+ * `json` (from `JSON.stringify`) with every lone UTF-16 surrogate as U+FFFD. A JavaScript string
+ * may hold half a character (a provider streaming an emoji's halves in two chunks, a string cut
+ * at a length), which `JSON.stringify` writes as a `\udxxx` escape: not Unicode, and refused by
+ * strict JSON readers (older hubs closed the connection over it). It never escapes a whole pair
+ * (the character is written as itself), so every such escape not itself escaped (`\\ud800` is
+ * text) is a lone half.
+ */
+export function wellFormed(json: string): string {
+	if (!json.includes("\\ud")) return json;
+	return json.replace(/\\\\|\\ud[89a-f][0-9a-f]{2}/g, (m) => (m === "\\\\" ? m : "\\ufffd"));
 }

@@ -13,6 +13,12 @@
 //! | `[[tool:NAME:{json}]]` | a call to the tool NAME with those arguments |
 //! | `[[error:CODE]]` | HTTP CODE with an OpenAI-style error body |
 //! | `[[reply:TEXT]]` | exactly TEXT (may span lines) |
+//! | `[[lone-surrogate]]` | `lone `, half a character (`\ud800`), ` surrogate`, in three chunks |
+//! | `[[split-emoji]]` | `split 😀 emoji`, the emoji's two UTF-16 halves in two chunks |
+//!
+//! The last two stream what JavaScript strings may hold and Rust strings cannot (see
+//! [`Reply::Utf16`]). Request bodies are read leniently: a lone surrogate escape in the
+//! conversation (after such an answer) is read as U+FFFD, not refused.
 //!
 //! When the last message is a tool result the answer is `tool said: <result>`, and pi's
 //! compaction/summary calls get [`plan::SUMMARY_TEXT`] whatever they quote. Tests can queue

@@ -29,6 +29,14 @@ pub enum Reply {
         /// Text the same message has before the call.
         text: Option<String>,
     },
+    /// An assistant text streamed as these pieces of UTF-16 code units, one chunk each, written
+    /// with `\uXXXX` escapes: a piece may hold half a character, as a JavaScript string can (a
+    /// lone surrogate; an emoji whose halves a provider streams in two chunks), which a Rust
+    /// string cannot.
+    Utf16 {
+        /// The chunks.
+        pieces: Vec<Vec<u16>>,
+    },
     /// An HTTP error with an OpenAI-style error body.
     Error {
         /// HTTP status code.
@@ -212,6 +220,17 @@ pub fn plan(body: &Value) -> Reply {
     if let Some(reply) = find_tool_marker(&user) {
         return reply;
     }
+    if user.contains("[[lone-surrogate]]") {
+        return Reply::Utf16 {
+            pieces: vec![utf16("lone "), vec![0xD800], utf16(" surrogate")],
+        };
+    }
+    if user.contains("[[split-emoji]]") {
+        // 😀 is U+1F600: D83D DE00 in UTF-16.
+        return Reply::Utf16 {
+            pieces: vec![utf16("split "), vec![0xD83D], vec![0xDE00], utf16(" emoji")],
+        };
+    }
     if let Some(text) = find_marker(&user, "[[reply:") {
         return Reply::Text {
             text: text.to_owned(),
@@ -222,6 +241,26 @@ pub fn plan(body: &Value) -> Reply {
         text: format!("echo: {}", user.trim()),
         slow,
     }
+}
+
+fn utf16(text: &str) -> Vec<u16> {
+    text.encode_utf16().collect()
+}
+
+/// UTF-16 code units as a JSON string (quotes included): ASCII as itself, everything else as
+/// `\uXXXX`, so that a unit without its other half survives.
+pub fn json_utf16(units: &[u16]) -> String {
+    let mut out = String::from("\"");
+    for &u in units {
+        match u8::try_from(u) {
+            Ok(b'"') => out.push_str("\\\""),
+            Ok(b'\\') => out.push_str("\\\\"),
+            Ok(b) if (0x20..0x7f).contains(&b) => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\u{u:04x}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The text between the first `open` and the next `]]` (which may span lines).
@@ -365,6 +404,23 @@ mod tests {
                 slow: true
             }
         );
+    }
+
+    #[test]
+    fn half_characters() {
+        let Reply::Utf16 { pieces } = plan(&user("[[lone-surrogate]]")) else {
+            panic!("not a UTF-16 reply")
+        };
+        let json: Vec<String> = pieces.iter().map(|p| json_utf16(p)).collect();
+        assert_eq!(json, [r#""lone ""#, r#""\ud800""#, r#"" surrogate""#]);
+        let Reply::Utf16 { pieces } = plan(&user("[[split-emoji]]")) else {
+            panic!("not a UTF-16 reply")
+        };
+        assert_eq!(
+            String::from_utf16(&pieces.concat()).ok().as_deref(),
+            Some("split 😀 emoji")
+        );
+        assert_eq!(json_utf16(&utf16("a\"b\\c\né")), r#""a\"b\\c\u000a\u00e9""#);
     }
 
     #[test]

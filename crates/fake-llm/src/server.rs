@@ -213,7 +213,10 @@ fn unix_now() -> u64 {
 }
 
 async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let body: Value = match serde_json::from_slice(&body) {
+    // Read like a lenient provider: a conversation that holds half a character (a lone
+    // surrogate escape, from an earlier `[[lone-surrogate]]` answer) is still a conversation.
+    let text = String::from_utf8_lossy(&body);
+    let body: Value = match serde_json::from_str(&wire::repair_surrogates(&text)) {
         Ok(v) => v,
         Err(e) => {
             return error_response(
@@ -231,6 +234,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
             args,
             text: text.as_deref(),
         },
+        Reply::Utf16 { pieces } => Answer::Utf16 { pieces },
         Reply::Error { status, message } => {
             let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             return error_response(status, message, "fake_error");
@@ -265,6 +269,17 @@ enum Answer<'a> {
         args: &'a Value,
         text: Option<&'a str>,
     },
+    Utf16 {
+        pieces: &'a [Vec<u16>],
+    },
+}
+
+/// `value` serialized, its string `"content":""` (the one there is) replaced by `content`,
+/// a JSON string written by [`plan::json_utf16`].
+fn with_raw_content(value: &Value, content: &str) -> String {
+    value
+        .to_string()
+        .replacen("\"content\":\"\"", &format!("\"content\":{content}"), 1)
 }
 
 struct Ids {
@@ -297,18 +312,29 @@ fn plain_response(answer: &Answer<'_>, ids: &Ids, prompt_tokens: u64) -> Respons
             "tool_calls",
             10,
         ),
+        Answer::Utf16 { pieces } => (
+            json!({ "role": "assistant", "content": "" }),
+            "stop",
+            pieces.len() as u64,
+        ),
     };
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "id": ids.completion,
-            "object": "chat.completion",
-            "created": ids.created,
-            "model": ids.model,
-            "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
-            "usage": usage(prompt_tokens, completion_tokens),
-        }),
-    )
+    let body = json!({
+        "id": ids.completion,
+        "object": "chat.completion",
+        "created": ids.created,
+        "model": ids.model,
+        "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
+        "usage": usage(prompt_tokens, completion_tokens),
+    });
+    match answer {
+        Answer::Utf16 { pieces } => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            with_raw_content(&body, &plan::json_utf16(&pieces.concat())),
+        )
+            .into_response(),
+        _ => json_response(StatusCode::OK, &body),
+    }
 }
 
 fn sse_event(data: &Value) -> Bytes {
@@ -374,6 +400,20 @@ fn stream_response(
                 ));
             }
             ("tool_calls", 10)
+        }
+        Answer::Utf16 { pieces } => {
+            for piece in *pieces {
+                let data = json!({
+                    "id": ids.completion,
+                    "object": "chat.completion.chunk",
+                    "created": ids.created,
+                    "model": ids.model,
+                    "choices": [{ "index": 0, "delta": { "content": "" }, "finish_reason": null }],
+                });
+                let line = with_raw_content(&data, &plan::json_utf16(piece));
+                events.push((Duration::ZERO, Bytes::from(format!("data: {line}\n\n"))));
+            }
+            ("stop", pieces.len() as u64)
         }
     };
     events.push((Duration::ZERO, chunk(json!({}), Some(finish))));

@@ -420,3 +420,35 @@ fn start_needs_a_runtime_but_start_background_does_not() {
     stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
+
+#[tokio::test]
+async fn half_characters_are_streamed_as_escapes_and_read_back_leniently() {
+    let llm = start();
+    let (status, _, text) = post(&llm, &chat_body("[[split-emoji]]", true)).await;
+    assert_eq!(status, 200, "{text}");
+    // Each half in a chunk of its own, as JavaScript's JSON.parse reads them.
+    assert!(text.contains(r#""content":"\ud83d""#), "{text}");
+    assert!(text.contains(r#""content":"\ude00""#), "{text}");
+    let (status, _, text) = post(&llm, &chat_body("[[lone-surrogate]]", false)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains(r#""content":"lone \ud800 surrogate""#),
+        "{text}"
+    );
+    // The next request carries that answer back, as pi writes it: not refused.
+    let body = r#"{"model":"fake-model","stream":false,"messages":[{"role":"assistant","content":"lone \ud800 surrogate"},{"role":"user","content":"next"}]}"#;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/chat/completions", llm.base_url()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "echo: next");
+    assert_eq!(
+        llm.requests()[2]["messages"][0]["content"],
+        "lone \u{FFFD} surrogate"
+    );
+}

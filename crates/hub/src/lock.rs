@@ -28,7 +28,8 @@ pub enum LockError {
 /// The held lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct ProfileLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
 }
 
 fn open(path: &Path) -> Result<File, LockError> {
@@ -79,7 +80,36 @@ impl ProfileLock {
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
         file.sync_all().map_err(io)?;
-        Ok(Self { _file: file })
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Why this lock no longer guards its profile, if it does not: its file (or the folder
+    /// holding it) was deleted, or replaced by another. The hub then serves a profile nobody can
+    /// reach (the socket and the secret went with the folder), and a hub started for the
+    /// profile meanwhile takes a new lock beside it.
+    pub fn lost(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let ours = self.file.metadata().ok()?;
+        match std::fs::metadata(&self.path) {
+            Ok(now) if (now.dev(), now.ino()) == (ours.dev(), ours.ino()) => None,
+            Ok(_) => Some(format!(
+                "{} was replaced by another file",
+                self.path.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let folder = self.path.parent().unwrap_or(&self.path);
+                Some(if folder.exists() {
+                    format!("{} was deleted", self.path.display())
+                } else {
+                    format!("the profile folder {} was deleted", folder.display())
+                })
+            }
+            // Unreadable for now (a permission changed, a mount hiccup): not proof of anything.
+            Err(_) => None,
+        }
     }
 
     /// The pid of the hub holding the lock at `path`, or `None` when no hub runs.
@@ -119,6 +149,38 @@ mod tests {
         assert_eq!(ProfileLock::holder(&path)?, Some(std::process::id()));
         drop(held);
         assert_eq!(ProfileLock::holder(&path)?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_lock_whose_file_or_folder_is_gone_says_so() -> Result<(), LockError> {
+        let io = |source| LockError::Io {
+            path: "tmp".into(),
+            source,
+        };
+        let dir = tempfile::tempdir().map_err(io)?;
+        let profile = dir.path().join("default");
+        std::fs::create_dir(&profile).map_err(io)?;
+        let path = profile.join("hub.lock");
+        let held = ProfileLock::acquire(&path)?;
+        assert_eq!(held.lost(), None);
+        // Replaced: another file under the name (a second hub's, after a deletion).
+        std::fs::remove_file(&path).map_err(io)?;
+        assert!(
+            held.lost()
+                .is_some_and(|w| w.ends_with("hub.lock was deleted"))
+        );
+        std::fs::write(&path, "1\n").map_err(io)?;
+        assert!(
+            held.lost()
+                .is_some_and(|w| w.ends_with("was replaced by another file"))
+        );
+        std::fs::remove_dir_all(&profile).map_err(io)?;
+        let why = held.lost().unwrap_or_default();
+        assert_eq!(
+            why,
+            format!("the profile folder {} was deleted", profile.display())
+        );
         Ok(())
     }
 }

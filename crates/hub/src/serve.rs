@@ -46,6 +46,9 @@ pub struct Tuning {
     /// The age after which finished rows are pruned, instead of the profile's
     /// `historyRetentionDays` (`PI_TELEGRAM_HISTORY_RETENTION_SECS`; benches and tests).
     pub retention_age: Option<Duration>,
+    /// How often the hub checks that its profile folder and lock file are still there
+    /// (`PI_TELEGRAM_PROFILE_CHECK_SECS`, default 60): a hub whose folder was deleted stops.
+    pub profile_check_every: Duration,
 }
 
 impl Tuning {
@@ -68,6 +71,9 @@ impl Tuning {
                     .max(1),
             ),
             retention_age: num("PI_TELEGRAM_HISTORY_RETENTION_SECS").map(Duration::from_secs),
+            profile_check_every: Duration::from_secs(
+                num("PI_TELEGRAM_PROFILE_CHECK_SECS").unwrap_or(60).max(1),
+            ),
         }
     }
 }
@@ -141,7 +147,7 @@ pub async fn serve(
             Err(e) => tracing::warn!(error = %e, "could not start the service; serving here"),
         }
     }
-    let _lock = ProfileLock::acquire(&paths.lock_file())?;
+    let lock = ProfileLock::acquire(&paths.lock_file())?;
     // Starting a hub is as deliberate as stopping one: the extension may start it again.
     if let Err(e) = crate::lifecycle::clear_stopped(&paths) {
         tracing::warn!(error = %e, "could not remove the stop marker");
@@ -472,8 +478,15 @@ pub async fn serve(
     let mut inbound_task = inbound_task;
     let mut voice_task = voice_task;
     let mut retention_task = retention_task;
+    let profile_lost = profile_lost(&lock, opts.tuning.profile_check_every);
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
+        why = profile_lost => {
+            // A hub nobody can reach (its socket and secret went with the folder), which would
+            // otherwise poll for ever: a test's temporary folder, a profile deleted by hand.
+            tracing::warn!(reason = %why, "stopping: this hub's profile is gone");
+            None
+        }
         r = &mut poll => Some(joined(r)),
         r = &mut work => Some(joined(r)),
         r = &mut send => Some(joined(r)),
@@ -564,6 +577,19 @@ pub fn take_over(
         )?;
     }
     Ok((epoch, (resent, ambiguous)))
+}
+
+/// Resolves, with the reason, once `lock` no longer guards the profile: checked every `every`
+/// (a stat; nothing on the message path waits for it).
+async fn profile_lost(lock: &ProfileLock, every: Duration) -> String {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Some(why) = lock.lost() {
+            return why;
+        }
+    }
 }
 
 fn joined(r: Result<Result<(), HubError>, tokio::task::JoinError>) -> Result<(), HubError> {

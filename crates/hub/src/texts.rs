@@ -187,19 +187,27 @@ pub fn turn_interrupted(label: &str, prompt: &str) -> String {
 
 /// The answer to a turn as Markdown: pi's own Markdown, with a label line when several pi
 /// talk in one chat; what the bot says itself (an error, an empty answer) escaped so it shows
-/// as written.
+/// as written. `handled`: the turn's prompt, when pi handled it itself (one of its extensions'
+/// commands ran, without a run of the model).
 pub fn answer_markdown(
     label: Option<&str>,
     text: &str,
     aborted: bool,
     error: Option<&str>,
+    handled: Option<&str>,
 ) -> String {
     use crate::delivery::escape_markdown;
     let text = trim_invisible(text);
     let body = match (text.is_empty(), error, aborted) {
         (true, Some(e), _) => escape_markdown(&format!("pi reported an error: {e}")),
         (true, None, true) => escape_markdown("⏹ Aborted before answering."),
-        (true, None, false) => escape_markdown("(pi finished without a text answer)"),
+        (true, None, false) => escape_markdown(&match handled.map(command_of) {
+            Some(Some(command)) => {
+                format!("✓ pi ran {command} (a command: what it shows, it shows in pi)")
+            }
+            Some(None) => "✓ pi took the message itself, without a text answer".to_owned(),
+            None => "(pi finished without a text answer)".to_owned(),
+        }),
         // The answer so far, marked.
         (false, _, true) => {
             // Cut short inside a code block: the mark goes after the block, not into it.
@@ -254,6 +262,12 @@ pub fn trim_invisible(text: &str) -> &str {
         start += line.len();
     }
     text[start..].trim_end()
+}
+
+/// The command a prompt runs (`/greet-me` of `/greet-me Ada`), if it is one.
+fn command_of(prompt: &str) -> Option<&str> {
+    let command = prompt.split_whitespace().next()?;
+    (command.len() > 1 && command.starts_with('/')).then_some(command)
 }
 
 /// Work pi did that did not come from Telegram (a prompt typed in the terminal, a follow-up
@@ -720,7 +734,7 @@ mod tests {
 
     #[test]
     fn an_aborted_answer_cut_inside_code_gets_its_mark_after_the_code() {
-        let md = answer_markdown(None, "Here:\n\n```rust\nfn main() {", true, None);
+        let md = answer_markdown(None, "Here:\n\n```rust\nfn main() {", true, None, None);
         assert!(md.ends_with("fn main() {\n```\n\n⏹ Aborted\\."), "{md}");
         let blocks = tg_format::markdown::parse::parse(&md);
         assert!(matches!(
@@ -728,17 +742,17 @@ mod tests {
             Some(tg_format::markdown::doc::Block::Paragraph(_))
         ));
         // An indented fence is closed at its own indentation.
-        let md = answer_markdown(None, "  ~~~~\n  x", true, None);
+        let md = answer_markdown(None, "  ~~~~\n  x", true, None, None);
         assert!(md.contains("  x\n  ~~~~\n\n"), "{md}");
     }
 
     #[test]
     fn an_answer_that_shows_nothing_is_shown_as_written() {
-        let md = answer_markdown(None, "[foo]: /url \"t\"", false, None);
+        let md = answer_markdown(None, "[foo]: /url \"t\"", false, None, None);
         assert!(md.contains("```\n[foo]: /url \"t\"\n```"), "{md}");
         assert!(!tg_format::markdown::shows_nothing(&md));
         // Backticks in it need a longer fence.
-        let md = answer_markdown(None, "```\n```", false, None);
+        let md = answer_markdown(None, "```\n```", false, None, None);
         assert!(md.contains("````\n```\n```\n````"), "{md}");
     }
 }

@@ -446,6 +446,7 @@ impl Sim {
                 text: format!("answer {turn}"),
                 aborted: false,
                 error: None,
+                handled: false,
             };
             self.conductor
                 .send(ConductorMsg::Link(id.clone(), LinkEvent::TurnDone(result)))

@@ -57,7 +57,7 @@ fn examples() -> Vec<Example> {
 /// The messages the hub sends for an answer `markdown` from pi.
 fn plans(markdown: &str, mode: Mode) -> Vec<delivery::Plan> {
     let extracted = hub::markup::extract(markdown);
-    let answer = hub::texts::answer_markdown(None, &extracted.text, false, None);
+    let answer = hub::texts::answer_markdown(None, &extracted.text, false, None, None);
     let rendering = match mode {
         Mode::Rich => Rendering::Rich,
         Mode::Html => Rendering::Html,

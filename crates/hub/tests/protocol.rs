@@ -140,3 +140,80 @@ async fn a_peer_that_stops_reading_is_dropped_without_blocking_the_others() {
     drop(stuck.lines);
     hub.stop().await;
 }
+
+/// The state of the instances `hub` knows, by label.
+fn instance_states(hub: &TestHub) -> Vec<(String, String)> {
+    hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap()
+    .instances
+    .into_iter()
+    .map(|i| (i.label, i.state))
+    .collect()
+}
+
+/// Half a UTF-16 character, as JavaScript's `JSON.stringify` writes it (a lone surrogate
+/// escape: an emoji's halves streamed in two chunks, a string cut inside a character), in what
+/// an instance sends: read as U+FFFD and never a reason to close the link. A hello whose
+/// completed turn holds one, and a field of the wrong type, is welcomed and answered: refused,
+/// it would be refused at every reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_characters_and_unreadable_hello_fields_close_nothing() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 41).await;
+    hub.say("stream something");
+    let p = pi.recv_type("prompt").await;
+    let turn = p["turn_id"].as_str().unwrap().to_owned();
+    pi.start(&p).await;
+    for half in [r"\ud83d", r"\ude00"] {
+        let delta = format!(
+            r#"{{"type":"event","turn_id":"{turn}","event":{{"type":"message_update","assistantMessageEvent":{{"type":"text_delta","delta":"{half}"}}}}}}"#
+        );
+        pi.send_raw(&format!("{delta}\n")).await;
+    }
+    let settled = json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_settled", "aborted": false } });
+    pi.send(&settled).await;
+    let done = format!(
+        r#"{{"type":"turn_done","turn_id":"{turn}","text":"lone \ud800 half","aborted":false,"error":null}}"#
+    );
+    pi.send_raw(&format!("{done}\n")).await;
+    hub.wait_for_bot("the answer", |m| {
+        m.iter().any(|(_, t, _)| t == "lone \u{FFFD} half")
+    })
+    .await;
+
+    // The same link takes the next prompt; pi loses its connection while working on it.
+    hub.say("and now");
+    let p = pi.recv_type("prompt").await;
+    let turn = p["turn_id"].as_str().unwrap().to_owned();
+    pi.start(&p).await;
+    drop(pi);
+    common::eventually("the link gone", || {
+        instance_states(&hub)
+            .iter()
+            .all(|(_, state)| state == "gone")
+            .then_some(())
+    })
+    .await;
+    // Back, with the result: half a character in its text, `aborted` of the wrong type.
+    let mut back = Shim::connect(&hub.paths).await;
+    let mut h = hello(&hub.secret(), "/work/web", 41, json!([turn]), json!([]));
+    h["completed_turns"] = json!([{ "turn_id": turn, "text": "TEXT", "aborted": "no" }]);
+    let line = h.to_string().replace("TEXT", r"back \udc00 again");
+    back.send_raw(&format!("{line}\n")).await;
+    back.recv_type("welcome").await;
+    hub.wait_for_bot("the answer from the hello", |m| {
+        m.iter().any(|(_, t, _)| t == "back \u{FFFD} again")
+    })
+    .await;
+    hub.say("third");
+    let p = back.recv_type("prompt").await;
+    back.answer(&p, "third answer").await;
+    hub.wait_for_bot("the third answer", |m| {
+        m.iter().any(|(_, t, _)| t == "third answer")
+    })
+    .await;
+    hub.stop().await;
+}

@@ -747,6 +747,7 @@ impl Sim {
             text: format!("Done: ANS{turn}Z"),
             aborted: false,
             error: None,
+            handled: false,
         };
         self.pis[i].completed.push(result.clone());
         let id = self.pis[i].conn.as_ref().unwrap().id.clone();

@@ -41,12 +41,19 @@ fn bot_texts_in(hub: &TestHub, thread: Option<i64>) -> Vec<String> {
 }
 
 /// The live topic whose name ends with `project`.
+/// The topic of `project`'s pi once it exists at Telegram and its binding is committed: a
+/// message written into it before the commit belongs to no pi yet (the hub offers a chooser).
 async fn topic_of(hub: &TestHub, project: &str) -> i64 {
-    eventually(&format!("a topic for {project}"), || {
-        live_topics(hub)
+    eventually(&format!("a bound topic for {project}"), || {
+        let thread = live_topics(hub)
             .into_iter()
             .find(|t| t.name.ends_with(&format!("· {project}")))
-            .map(|t| t.thread_id)
+            .map(|t| t.thread_id)?;
+        status(hub)
+            .threads
+            .iter()
+            .any(|b| b.thread_id == thread && b.state == "active")
+            .then_some(thread)
     })
     .await
 }

@@ -275,3 +275,38 @@ fn service_install_writes_a_unit_systemd_accepts_and_the_extension_starts_the_se
     let st: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(st["installed"], Value::Null);
 }
+
+/// A hub whose profile folder is deleted (a test's temporary folder, a profile removed by hand)
+/// serves nobody: its socket and secret went with the folder. It stops by itself and says why,
+/// and so does one whose lock file alone is deleted.
+#[test]
+fn a_hub_whose_profile_folder_is_deleted_stops_by_itself() {
+    let env = Env::new();
+    env.preset_owner();
+    for deleted in [env.profile_dir(), env.profile_dir().join("hub.lock")] {
+        let mut hub = env.serve_with(&[("PI_TELEGRAM_PROFILE_CHECK_SECS", "1")]);
+        wait_for("the hub socket", 20, || {
+            std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+        });
+        if deleted.is_dir() {
+            std::fs::remove_dir_all(&deleted).unwrap();
+        } else {
+            std::fs::remove_file(&deleted).unwrap();
+        }
+        assert_eq!(
+            hub.wait(Duration::from_secs(30)),
+            Some(0),
+            "{}",
+            hub.log_text()
+        );
+        let log = hub.log_text();
+        assert!(
+            log.contains("stopping: this hub's profile is gone"),
+            "{log}"
+        );
+        assert!(
+            log.contains(&format!("{} was deleted", deleted.display())),
+            "{log}"
+        );
+    }
+}

@@ -216,3 +216,79 @@ fn common_now() -> String {
         .as_millis();
     hub::logging::time::format_ms(i64::try_from(ms).unwrap())
 }
+
+/// A refused hello is logged with the reason, and so is a hello read in part; neither log line,
+/// nor the one of a link closed over a malformed line, quotes what the client sent.
+#[test]
+fn refused_and_repaired_hellos_are_logged_with_the_reason_and_no_text() {
+    use common::shim::{Shim, hello};
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    env.preset_owner();
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+    });
+    let refused = |line: &str| {
+        let mut s =
+            std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        BufReader::new(s).read_line(&mut answer).unwrap();
+        serde_json::from_str::<Value>(&answer).unwrap()
+    };
+    assert_eq!(
+        refused(&format!("{MARKER} is no hello\n"))["code"],
+        json!("hello")
+    );
+    let not_hello = json!({ "type": "ack", "turn_id": MARKER }).to_string() + "\n";
+    assert_eq!(refused(&not_hello)["code"], json!("hello"));
+    // Read in part: fields of the wrong type (one with the marker as its value) are left out.
+    let mut h = hello(&env, "/work/web", 7, json!([]), json!([]));
+    h["session_name"] = json!(42);
+    h["completed_turns"] = json!([{ "turn_id": "t99", "text": { "private": MARKER } }]);
+    let mut s = Shim::connect(&env, &h);
+    // Then a line the hub cannot read as a message, which closes the link.
+    s.send(&json!({ "type": "turn_done", "turn_id": "t99", "text": "x", "aborted": MARKER }));
+    assert_eq!(s.recv_type("error")["type"], json!("error"));
+    wait_for("the link closed", 20, || {
+        env.status()["instances"]
+            .as_array()
+            .is_some_and(|l| l.iter().all(|i| i["state"] == "gone"))
+    });
+    assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
+
+    let text = std::fs::read_to_string(log_dir(&env).join("hub.jsonl")).unwrap();
+    assert!(!text.contains(MARKER), "client text in the log:\n{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let refusals: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "refused a client's hello")
+        .map(|l| &l["fields"])
+        .collect();
+    assert_eq!(refusals.len(), 2, "{text}");
+    assert_eq!(refusals[0]["code"], json!("hello"));
+    assert!(
+        refusals[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("the first line is not JSON")),
+        "{text}"
+    );
+    assert_eq!(
+        refusals[1]["reason"],
+        json!("the first line must be a hello")
+    );
+    let repaired = lines
+        .iter()
+        .find(|l| l["message"] == "a hello had fields that could not be read; they were left out")
+        .unwrap_or_else(|| panic!("no line about the hello read in part:\n{text}"));
+    assert_eq!(repaired["level"], json!("WARN"));
+    let fields = repaired["fields"]["fields"].as_str().unwrap_or_default();
+    assert!(
+        fields.contains("session_name") && fields.contains("completed_turns[0].text"),
+        "{repaired}"
+    );
+}

@@ -1039,3 +1039,124 @@ fn answered(env: &Env) -> usize {
         .filter(|r| r.status == Some(200))
         .count()
 }
+
+// ------------------------------------------------ extension commands and skills as commands
+
+/// An extension in pi's agent dir with the commands `greet-me` (it appends its arguments to
+/// `greeted.txt` in pi's folder and shows a notification) and `ask-model` (it starts a run of
+/// the model), and the skill `lint-rules`.
+fn commands_and_skill(s: &PiSetup) {
+    let extensions = s.pi.agent_dir().join("extensions");
+    std::fs::create_dir_all(&extensions).unwrap();
+    std::fs::write(
+        extensions.join("greet.js"),
+        r#"import * as fs from "node:fs";
+import * as path from "node:path";
+
+export default function (pi) {
+	pi.registerCommand("greet-me", {
+		description: "Greet someone (a test command)",
+		handler: async (args, ctx) => {
+			fs.appendFileSync(path.join(ctx.cwd, "greeted.txt"), `${args}\n`);
+			ctx.ui.notify(`greeted ${args}`, "info");
+		},
+	});
+	pi.registerCommand("ask-model", {
+		description: "Ask the model on the person's behalf (a test command)",
+		handler: async (args) => {
+			pi.sendUserMessage(`asked by a command: ${args}`);
+		},
+	});
+}
+"#,
+    )
+    .unwrap();
+    let skill = s.pi.agent_dir().join("skills").join("lint-rules");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: lint-rules\ndescription: How this project lints. Use before any commit.\n---\n\nRun the linter twice, then SKILL-BODY-7f3a.\n",
+    )
+    .unwrap();
+}
+
+/// They are published under Telegram-safe names, and running them from Telegram does what pi
+/// does for them: the command's handler runs (and the person is told it ran; a command that
+/// starts a run answers with that run's answer), the skill's instructions reach the model with
+/// the arguments.
+fn commands_and_skill_run_from_telegram(s: &PiSetup, folder: &std::path::Path) {
+    let env = &s.env;
+    wait_for("pi's commands in the bot's commands", 30, || {
+        let published = published_commands(env);
+        published.contains(&"greet_me".to_owned())
+            && published.contains(&"skill_lint_rules".to_owned())
+    });
+    env.say("/greet_me Ada Lovelace");
+    wait_for("the command's handler", 30, || {
+        std::fs::read_to_string(folder.join("greeted.txt")).is_ok_and(|t| t == "Ada Lovelace\n")
+    });
+    wait_text(env, "the command's outcome", |t| {
+        t == "✓ pi ran /greet-me (a command: what it shows, it shows in pi)"
+    });
+    env.say("/ask_model what time is it");
+    wait_text(env, "the answer of the command's run", |t| {
+        t == "echo: asked by a command: what time is it"
+    });
+    let asked = s.llm.requests().len();
+    env.say("/skill_lint_rules check main.rs");
+    let answer = wait_text(env, "the skill's answer", |t| t.contains("SKILL-BODY-7f3a"));
+    assert!(answer.contains("check main.rs"), "{answer}");
+    let request = s
+        .llm
+        .requests()
+        .into_iter()
+        .skip(asked)
+        .find(|r| r.to_string().contains("SKILL-BODY-7f3a"))
+        .unwrap();
+    assert!(
+        request
+            .to_string()
+            .contains("<skill name=\\\"lint-rules\\\""),
+        "{request}"
+    );
+    // Each command ran once; greet-me asked the model nothing.
+    assert_eq!(
+        std::fs::read_to_string(folder.join("greeted.txt")).unwrap(),
+        "Ada Lovelace\n"
+    );
+    assert_eq!(prompts_containing(&s.llm, "greet"), 0);
+    assert_eq!(prompts_containing(&s.llm, "asked by a command"), 1);
+    let said = bot_messages(env);
+    let said: Vec<&str> = said.iter().filter_map(|m| m.text.as_deref()).collect();
+    assert!(
+        !said
+            .iter()
+            .any(|t| t.contains("/ask-model") || t.contains("From the terminal")),
+        "the run's answer is the command's: {said:#?}"
+    );
+}
+
+#[test]
+fn extension_commands_and_skills_are_telegram_commands() {
+    let Some(s) = setup() else { return };
+    commands_and_skill(&s);
+    let mut hub = start(&s);
+    let folder = project(&s.pi, "web");
+    s.env.spawn_pi(&folder);
+    commands_and_skill_run_from_telegram(&s, std::path::Path::new(&folder));
+    assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn with_the_extension_extension_commands_and_skills_are_telegram_commands_too() {
+    let Some(s) = setup() else { return };
+    commands_and_skill(&s);
+    install(&s);
+    let mut hub = start(&s);
+    let mut pi = s.pi.spawn_rpc(["--no-session"]).unwrap();
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || live_shims(&s.env) == 1);
+    commands_and_skill_run_from_telegram(&s, s.pi.work_dir());
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}

@@ -508,3 +508,52 @@ fn without_draft_previews_typing_says_pi_works_and_stops_at_the_answer() {
     );
     assert_eq!(hub.stop(), Some(0));
 }
+
+/// Half a character from the model (a lone UTF-16 surrogate; an emoji whose two halves the
+/// provider streams in separate chunks) reaches Telegram (U+FFFD for the lone half, the emoji
+/// whole), and the pi stays connected: the next prompt is answered too.
+fn half_characters_are_answered(s: &PiSetup, hub: &common::Hub) {
+    let env = &s.env;
+    env.say("[[lone-surrogate]]");
+    wait_text(env, "the answer with a lone half", |t| {
+        t == "lone \u{FFFD} surrogate"
+    });
+    env.say("[[split-emoji]]");
+    wait_text(env, "the answer with the emoji", |t| t == "split 😀 emoji");
+    env.say("and after that");
+    wait_text(env, "the next answer", |t| t == "echo: and after that");
+    let instances = env.status()["instances"].clone();
+    let instances = instances.as_array().unwrap();
+    assert_eq!(instances.len(), 1, "one link all along: {instances:#?}");
+    assert_ne!(instances[0]["state"], json!("gone"));
+    let log = hub.log_text();
+    assert!(
+        !log.contains("malformed") && !log.contains("not JSON"),
+        "{log}"
+    );
+}
+
+#[test]
+fn half_a_character_from_the_model_is_answered_by_headless_pi() {
+    let Some(s) = setup(false) else { return };
+    let mut hub = start(&s);
+    s.env.spawn_pi(&project(&s.pi, "web"));
+    wait_text(&s.env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    half_characters_are_answered(&s, &hub);
+    assert_eq!(hub.stop(), Some(0));
+}
+
+#[test]
+fn half_a_character_from_the_model_is_answered_by_pi_with_the_extension() {
+    let Some(s) = setup(false) else { return };
+    let mut hub = start(&s);
+    let pi = pi_with_extension(&s, &project(&s.pi, "web"));
+    wait_text(&s.env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    half_characters_are_answered(&s, &hub);
+    let _ = pi.close(Duration::from_secs(20));
+    assert_eq!(hub.stop(), Some(0));
+}

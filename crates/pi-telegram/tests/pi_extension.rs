@@ -327,3 +327,26 @@ fn two_pi_sessions_with_the_extension_each_answer_their_own_messages() {
     wait_for("both gone", 30, || live_shims(&s) == 0);
     assert_eq!(hub.stop(), Some(0));
 }
+
+/// The hub a pi's extension started runs detached and outlives that pi: the test's environment
+/// stops it when it goes, also when the test fails (it ran on, its folder deleted, for as long
+/// as the machine did).
+#[test]
+fn a_hub_the_extension_started_is_stopped_with_the_test() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let mut pi = start_pi(&s);
+    connect(&mut pi);
+    wait_for("pi to connect", 30, || live_shims(&s) == 1);
+    let hub = s.env.status()["hub"]["pid"].as_i64().unwrap() as u32;
+    drop(pi);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(common::is_serve(hub), "the hub outlives its pi");
+    // A test failing now: its environment goes as the panic unwinds.
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _s = s;
+        panic!("a test failing with the hub running (expected)");
+    }));
+    assert!(failed.is_err());
+    wait_for("the hub to be stopped", 20, || !common::is_serve(hub));
+}

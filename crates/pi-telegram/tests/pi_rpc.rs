@@ -199,7 +199,7 @@ fn extension_dialogs_are_declined_and_pi_commands_finish_their_turn() {
     wait_for("the command's turn to finish", 30, || {
         env.bot_texts(OWNER)
             .iter()
-            .any(|t| t.contains("pi ran it as a command"))
+            .any(|t| t == "✓ pi ran /probe (a command: what it shows, it shows in pi)")
     });
     // The instance is free again: the next message is answered.
     env.say("after the dialog");

@@ -3,8 +3,9 @@
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::event::PiEvent;
 
@@ -99,6 +100,10 @@ pub struct TurnResult {
     /// The model's error, when the run failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// pi handled the prompt itself, without a run of the model (one of its extensions'
+    /// commands): there is no text answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handled: bool,
 }
 
 /// The first line a client sends.
@@ -123,6 +128,133 @@ pub struct Hello {
     /// Role `tools`: the token the hub gave the child it spawned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+}
+
+/// Why a connection's first line is not a hello the hub can answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HelloError {
+    /// Not a JSON object.
+    #[error("the first line is not JSON ({0})")]
+    NotJson(String),
+    /// Another message, or no `type`.
+    #[error("the first line must be a hello")]
+    NotHello,
+    /// No protocol version the hub could compare with its own.
+    #[error("the hello has no protocol version")]
+    NoProtocol,
+    /// A role the hub does not know.
+    #[error("the hello's role is none of instance, control, tools")]
+    NoRole,
+}
+
+/// Reads a connection's first line as a hello, field by field: a field that cannot be read is
+/// left out (its name in the returned list; a `completed_turns` entry without a readable
+/// `turn_id` is dropped, one with an unreadable part keeps the rest) instead of refusing the
+/// connection. A refusal would come back at every reconnect: the extension sends the same
+/// state and the same `completed_turns` until the hub acknowledges them. Only what the hub
+/// cannot answer without (the protocol version and the role) refuses the hello.
+pub fn read_hello(line: &str) -> Result<(Hello, Vec<String>), HelloError> {
+    let v: Value = serde_json::from_str(line).map_err(|e| HelloError::NotJson(e.to_string()))?;
+    let Some(obj) = v.as_object() else {
+        return Err(HelloError::NotHello);
+    };
+    if obj.get("type").and_then(Value::as_str) != Some("hello") {
+        return Err(HelloError::NotHello);
+    }
+    let protocol = obj
+        .get("protocol")
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+        .ok_or(HelloError::NoProtocol)?;
+    let role = obj
+        .get("role")
+        .and_then(|r| Role::deserialize(r).ok())
+        .ok_or(HelloError::NoRole)?;
+    let mut left_out = Vec::new();
+    let notes = &mut left_out;
+    let state = InstanceState {
+        pid: field(obj, "pid", notes),
+        cwd: field(obj, "cwd", notes),
+        mode: field(obj, "mode", notes),
+        reason: field(obj, "reason", notes),
+        session_id: field(obj, "session_id", notes),
+        session_file: field(obj, "session_file", notes),
+        session_name: field(obj, "session_name", notes),
+        model: field(obj, "model", notes),
+        thinking_level: field(obj, "thinking_level", notes),
+        idle: field(obj, "idle", notes),
+        pending: field(obj, "pending", notes),
+    };
+    let received_turns = entries(obj, "received_turns", notes, |entry, _, _| {
+        TurnId::deserialize(entry).ok()
+    });
+    let completed_turns = entries(obj, "completed_turns", notes, |entry, at, notes| {
+        let entry = entry.as_object()?;
+        let turn_id = field(entry, "turn_id", &mut Vec::new())?;
+        let mut here = Vec::new();
+        let result = TurnResult {
+            turn_id,
+            text: field(entry, "text", &mut here).unwrap_or_default(),
+            aborted: field(entry, "aborted", &mut here).unwrap_or_default(),
+            error: field(entry, "error", &mut here),
+            handled: field(entry, "handled", &mut here).unwrap_or_default(),
+        };
+        notes.extend(here.into_iter().map(|key| format!("{at}.{key}")));
+        Some(result)
+    });
+    let hello = Hello {
+        protocol,
+        role,
+        secret: field(obj, "secret", notes).unwrap_or_default(),
+        state,
+        received_turns,
+        completed_turns,
+        token: field(obj, "token", notes),
+    };
+    Ok((hello, left_out))
+}
+
+/// `obj[key]` as a `T`; `None` when it is missing or null, or (noted) when it is not a `T`.
+fn field<T: DeserializeOwned>(
+    obj: &Map<String, Value>,
+    key: &str,
+    notes: &mut Vec<String>,
+) -> Option<T> {
+    match obj.get(key) {
+        None | Some(Value::Null) => None,
+        Some(v) => T::deserialize(v)
+            .inspect_err(|_| notes.push(key.to_owned()))
+            .ok(),
+    }
+}
+
+/// The entries of the list `obj[key]` that `read` makes something of; the others are noted
+/// (`key[i]`), as is a value that is no list.
+fn entries<T>(
+    obj: &Map<String, Value>,
+    key: &str,
+    notes: &mut Vec<String>,
+    read: impl Fn(&Value, &str, &mut Vec<String>) -> Option<T>,
+) -> Vec<T> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .filter_map(|(i, entry)| {
+                let at = format!("{key}[{i}]");
+                let read = read(entry, &at, notes);
+                if read.is_none() {
+                    notes.push(at);
+                }
+                read
+            })
+            .collect(),
+        Some(_) => {
+            notes.push(key.to_owned());
+            Vec::new()
+        }
+    }
 }
 
 /// Client (instance or CLI) to hub.
@@ -412,6 +544,79 @@ mod tests {
             "{\"type\":\"prompt\",\"turn_id\":\"t12\",\"text\":\"hi\"}\n"
         );
         assert_eq!(TurnId("t12".into()).number(), Some(12));
+    }
+
+    #[test]
+    fn a_hello_is_read_field_by_field() {
+        let good = json!({"type":"hello","protocol":1,"role":"instance","secret":"ab","pid":7,"cwd":"/p",
+            "received_turns":["t3"],"completed_turns":[{"turn_id":"t3","text":"done"}]});
+        let strict: ClientMsg = serde_json::from_value(good.clone()).unwrap_or(ClientMsg::Unknown);
+        let read = read_hello(&good.to_string());
+        assert_eq!(read.clone().map(|(h, _)| ClientMsg::Hello(h)), Ok(strict));
+        assert_eq!(read.map(|(_, notes)| notes), Ok(Vec::new()));
+
+        let bad = json!({"type":"hello","protocol":1,"role":"instance","secret":"ab","pid":"seven",
+            "cwd":"/p","idle":"yes","model":{"provider":3},
+            "received_turns":["t1", 2, "t2"],
+            "completed_turns":[{"turn_id":"t1","text":5,"aborted":true}, {"text":"no id"},
+                               {"turn_id":"t2","text":"fine","error":["x"]}, "t9"]});
+        // The derived (strict) reading refuses all of it.
+        assert!(serde_json::from_value::<ClientMsg>(bad.clone()).is_err());
+        let Ok((hello, notes)) = read_hello(&bad.to_string()) else {
+            panic!("the hello was refused")
+        };
+        assert_eq!(
+            notes,
+            [
+                "pid",
+                "model",
+                "idle",
+                "received_turns[1]",
+                "completed_turns[0].text",
+                "completed_turns[1]",
+                "completed_turns[2].error",
+                "completed_turns[3]"
+            ]
+        );
+        assert_eq!(
+            (hello.state.pid, hello.state.idle, hello.state.model),
+            (None, None, None)
+        );
+        assert_eq!(hello.state.cwd.as_deref(), Some("/p"));
+        assert_eq!(
+            hello.received_turns,
+            [TurnId("t1".into()), TurnId("t2".into())]
+        );
+        let turn = |id: &str, text: &str, aborted| TurnResult {
+            turn_id: TurnId(id.into()),
+            text: text.into(),
+            aborted,
+            error: None,
+            handled: false,
+        };
+        assert_eq!(
+            hello.completed_turns,
+            [turn("t1", "", true), turn("t2", "fine", false)]
+        );
+
+        assert_eq!(
+            read_hello("{nope"),
+            Err(HelloError::NotJson(
+                "key must be a string at line 1 column 2".into()
+            ))
+        );
+        assert_eq!(
+            read_hello(r#"{"type":"ack"}"#).map(|_| ()),
+            Err(HelloError::NotHello)
+        );
+        assert_eq!(
+            read_hello(r#"{"type":"hello","role":"instance"}"#).map(|_| ()),
+            Err(HelloError::NoProtocol)
+        );
+        assert_eq!(
+            read_hello(r#"{"type":"hello","protocol":1,"role":"boss"}"#).map(|_| ()),
+            Err(HelloError::NoRole)
+        );
     }
 
     #[test]

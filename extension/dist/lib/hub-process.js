@@ -2,9 +2,14 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { errorText } from "./log.js";
-import { ensurePrivateDir, hubBinary, INSTALL_HINT } from "./paths.js";
+import { agentDir, ensurePrivateDir, hubBinary, INSTALL_HINT } from "./paths.js";
 const EARLY_EXIT_MS = 60_000;
 export function spawnHub(profile, paths, reports) {
+    const agent = agentDir();
+    if (!fs.existsSync(agent)) {
+        reports.failed(`not starting the hub: pi's agent folder ${agent} is gone`);
+        return;
+    }
     const { bin, source } = hubBinary();
     const spawnedAt = Date.now();
     let fd;

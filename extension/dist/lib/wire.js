@@ -138,9 +138,14 @@ export function encodeLine(msg, fallback) {
 }
 function safeStringify(obj) {
     try {
-        return JSON.stringify(obj);
+        return wellFormed(JSON.stringify(obj));
     }
     catch {
         return JSON.stringify({ type: String(obj.type ?? "unknown"), unserializable: true });
     }
+}
+export function wellFormed(json) {
+    if (!json.includes("\\ud"))
+        return json;
+    return json.replace(/\\\\|\\ud[89a-f][0-9a-f]{2}/g, (m) => (m === "\\\\" ? m : "\\ufffd"));
 }

@@ -1400,7 +1400,14 @@ fn finish(
         tracing::info!(turn = t.id, line = rejected.line, kind = %rejected.kind, "an action comment in an answer was not understood");
         tracing::debug!(turn = t.id, problem = %rejected, "the action comment's problem");
     }
-    let markdown = texts::answer_markdown(label, &extracted.text, r.aborted, r.error.as_deref());
+    let handled = r.handled.then_some(t.text.as_str());
+    let markdown = texts::answer_markdown(
+        label,
+        &extracted.text,
+        r.aborted,
+        r.error.as_deref(),
+        handled,
+    );
     let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id);
     let markup =
         crate::menu::prompt_buttons(tx, ctx.clock, owner, ctx.identity, &extracted.buttons, now)?;

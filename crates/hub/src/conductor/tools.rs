@@ -3,10 +3,10 @@
 //! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
 //!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
 //!   to the instance's chat or topic. Each file is copied when the tool is called (pi may
-//!   change or delete it afterwards) into a name of its own in `out/`; a missing file, a
-//!   directory, anything but a regular file or one over the limit is a tool error the model
-//!   sees. The sender removes a copy once its message is settled (`sender`), retention what a
-//!   crash left behind (`retention`).
+//!   change or delete it afterwards), off the runtime, counting the bytes; a missing file,
+//!   anything but a regular file (a folder, a FIFO, a device), a file of `/proc` or `/sys`, or
+//!   one over the limit (as it says, or as it grows while copied) is a tool error the model
+//!   sees, and no copy of it stays.
 //! - `telegram_message(text, chat_id?, thread_id?, thread?)`: Markdown sent now (a progress
 //!   note during a turn arrives before the answer), to the instance's place or, by name, to
 //!   another live instance's topic. `telegram_button` comments in it become its buttons.
@@ -160,78 +160,23 @@ impl Job {
             .get("caption")
             .and_then(Value::as_str)
             .map(|c| c.chars().take(CAPTION_CHARS).collect());
-        // Check every file before sending any: one bad path fails the whole call.
-        let mut checked = Vec::new();
-        for p in &paths {
-            let path = Path::new(&self.cwd).join(p);
-            let meta = tokio::fs::metadata(&path)
-                .await
-                .map_err(|_| format!("{}: no such file", path.display()))?;
-            if meta.is_dir() {
-                return Err(format!(
-                    "{} is a folder; attach the files in it",
-                    path.display()
-                ));
-            }
-            if !meta.is_file() {
-                return Err(format!("{} is not a regular file", path.display()));
-            }
-            if meta.len() > self.settings.max_bytes {
-                return Err(format!(
-                    "{} is {}, over the {} limit for files sent to Telegram",
-                    path.display(),
-                    human_size(meta.len() as i64),
-                    limit_text(self.settings.max_bytes)
-                ));
-            }
-            checked.push(path);
-        }
-        let mut files: Vec<OutFile> = Vec::new();
-        for path in checked {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "file".into());
-            let stem = format!(
-                "{}-{}",
-                self.db.now_ms(),
-                names::safe_name(Some(&name), "file", mime_of(&path))
-            );
-            let (from, dir, max) = (
-                path.clone(),
-                self.settings.out_dir.clone(),
-                self.settings.max_bytes,
-            );
-            let copied = tokio::task::spawn_blocking(move || copy_in(&from, &dir, &stem, max))
-                .await
-                .unwrap_or_else(|e| Err(CopyError::Io(std::io::Error::other(e))));
-            let (copy, size) = match copied {
-                Ok(c) => c,
-                Err(e) => {
-                    forget_copies(&files).await;
-                    return Err(match e {
-                        CopyError::Prepare(e) => format!("cannot prepare the upload: {e}"),
-                        CopyError::Io(e) => format!("{} could not be read: {e}", path.display()),
-                        CopyError::TooBig => format!(
-                            "{} grew over the {} limit for files sent to Telegram",
-                            path.display(),
-                            limit_text(self.settings.max_bytes)
-                        ),
-                    });
-                }
-            };
-            files.push(OutFile {
-                path: copy.display().to_string(),
-                name,
-                mime: mime_of(&path).map(str::to_owned),
-                size: size as i64,
-            });
-        }
+        let paths: Vec<PathBuf> = paths.iter().map(|p| Path::new(&self.cwd).join(p)).collect();
+        let (out_dir, max, stamp) = (
+            self.settings.out_dir.clone(),
+            self.settings.max_bytes,
+            self.db.now_ms(),
+        );
+        // Reading files may block for as long as the disk (or a network mount) takes: off the
+        // runtime's threads.
+        let files = tokio::task::spawn_blocking(move || copy_all(&paths, &out_dir, max, stamp))
+            .await
+            .map_err(|e| format!("the copy failed: {e}"))??;
         let listed = files
             .iter()
             .map(|f| format!("{} ({})", f.name, human_size(f.size)))
             .collect::<Vec<_>>()
             .join(", ");
+        let copies: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let (identity, turn) = (self.identity.clone(), self.turn);
         let args = args.clone();
         let now = self.db.now_ms();
@@ -286,18 +231,17 @@ impl Job {
                     }
                 }
             })
-            .await;
-        let sent_now = match sent_now {
-            Ok(sent) => sent,
-            Err(e) => {
-                // Nothing refers to the copies: they would only wait for retention.
-                forget_copies(&files).await;
-                return Err(match e {
+            .await
+            .map_err(|e| {
+                // Nothing refers to the copies: none may stay.
+                for copy in &copies {
+                    let _ = std::fs::remove_file(copy);
+                }
+                match e {
                     StoreError::Corrupt(why) => why,
                     other => format!("the hub could not record it: {other}"),
-                });
-            }
-        };
+                }
+            })?;
         if sent_now {
             self.sender.notify_one();
             Ok(format!("Sent to Telegram: {listed}."))
@@ -382,6 +326,195 @@ impl Job {
     }
 }
 
+/// Checks every file, then copies each into `out_dir` (`<stamp>-<n>-<safe name>`): one bad path
+/// fails the whole call, and then no copy is left behind.
+fn copy_all(
+    paths: &[PathBuf],
+    out_dir: &Path,
+    max: u64,
+    stamp: i64,
+) -> Result<Vec<OutFile>, String> {
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{}: no such file", path.display()),
+            _ => format!("{} could not be read: {e}", path.display()),
+        })?;
+        sendable(path, &meta, max)?;
+    }
+    make_private_dir(out_dir).map_err(|e| format!("cannot prepare the upload: {e}"))?;
+    let mut files: Vec<OutFile> = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "file".into());
+        // Numbered: two files of one call may have the same name.
+        let stem = format!(
+            "{stamp}-{i}-{}",
+            names::safe_name(Some(&name), "file", mime_of(path))
+        );
+        match copy_one(path, out_dir, &stem, max) {
+            Ok((copy, size)) => files.push(OutFile {
+                path: copy.display().to_string(),
+                name,
+                mime: mime_of(path).map(str::to_owned),
+                size: size as i64,
+            }),
+            Err(why) => {
+                for f in &files {
+                    let _ = std::fs::remove_file(&f.path);
+                }
+                return Err(why);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Whether what `path` resolves to (`meta`) can be sent: a regular file within `max`.
+fn sendable(path: &Path, meta: &std::fs::Metadata, max: u64) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let other = if kind.is_dir() {
+        return Err(format!(
+            "{} is a folder; attach the files in it",
+            path.display()
+        ));
+    } else if kind.is_fifo() {
+        Some("a named pipe (FIFO)")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if !kind.is_file() {
+        Some("not a file")
+    } else {
+        None
+    };
+    if let Some(other) = other {
+        return Err(format!(
+            "{} is {other}, not a regular file: only files are sent",
+            path.display()
+        ));
+    }
+    if meta.len() > max {
+        return Err(over_limit(path, meta.len(), max));
+    }
+    Ok(())
+}
+
+fn over_limit(path: &Path, size: u64, max: u64) -> String {
+    format!(
+        "{} is {}, over the {} limit for files sent to Telegram",
+        path.display(),
+        human_size(size as i64),
+        limit_text(max)
+    )
+}
+
+/// Copies `path` into a new file of `dir` named `stem` (or `<n>-stem` when another call took
+/// that name in the same millisecond: every copy is its row's alone, the sender removes it once
+/// that row is settled), at most `max` bytes: a file may report one size and hold more (it
+/// grows while it is copied; a kernel file says 0 and never ends). On any failure the partial
+/// copy is removed.
+fn copy_one(path: &Path, dir: &Path, stem: &str, max: u64) -> Result<(PathBuf, u64), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: std::io::Error| format!("{} could not be read: {e}", path.display());
+    // Non-blocking: a FIFO put in the file's place since the check must not hang the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(unreadable)?;
+    // What was opened, not what the path named a moment ago.
+    sendable(path, &file.metadata().map_err(unreadable)?, max)?;
+    if let Some(fs) = kernel_file_system(&file) {
+        return Err(format!(
+            "{} is a file of {fs}, whose size says nothing of what it holds: it is not sent",
+            path.display()
+        ));
+    }
+    let (copy, mut out) =
+        new_file(dir, stem).map_err(|e| format!("cannot prepare the upload: {e}"))?;
+    let copy = copy.as_path();
+    let copied = copy_at_most(file, &mut out, max);
+    drop(out);
+    match copied {
+        Ok(Some(size)) => Ok((copy.to_owned(), size)),
+        Ok(None) => {
+            let _ = std::fs::remove_file(copy);
+            Err(format!(
+                "{} grew past the {} limit for files sent to Telegram while it was copied",
+                path.display(),
+                limit_text(max)
+            ))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(copy);
+            Err(unreadable(e))
+        }
+    }
+}
+
+/// A file of `dir` made now, 0600, named `stem` or, when that is taken, `<n>-stem`.
+fn new_file(dir: &Path, stem: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for n in 0..1000 {
+        let to = if n == 0 {
+            dir.join(stem)
+        } else {
+            dir.join(format!("{n}-{stem}"))
+        };
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&to)
+        {
+            Ok(f) => return Ok((to, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("no free name for {stem} in {}", dir.display()),
+    ))
+}
+
+/// Copies `from` into `to`: the number of bytes, or `None` as soon as there are more than
+/// `max`.
+fn copy_at_most(
+    from: impl std::io::Read,
+    to: &mut impl std::io::Write,
+    max: u64,
+) -> std::io::Result<Option<u64>> {
+    let copied = std::io::copy(&mut from.take(max.saturating_add(1)), to)?;
+    Ok((copied <= max).then_some(copied))
+}
+
+/// The kernel's file system `file` lives on when it is one whose files report sizes unrelated
+/// to their content (`/proc`, `/sys` and their kin).
+#[cfg(target_os = "linux")]
+// The magic's type is i64 here, u32 or i32 on other targets.
+#[allow(clippy::unnecessary_cast)]
+fn kernel_file_system(file: &std::fs::File) -> Option<&'static str> {
+    let magic = rustix::fs::fstatfs(file).ok()?.f_type as i64;
+    Some(match magic {
+        m if m == rustix::fs::PROC_SUPER_MAGIC as i64 => "/proc",
+        0x6265_6572 => "/sys",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7365_6373 => "securityfs",
+        _ => return None,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_file_system(_file: &std::fs::File) -> Option<&'static str> {
+    None
+}
+
 /// A live instance by the name the person sees (its label), case-insensitively.
 fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
     let live = store::instances::live(tx)?;
@@ -405,71 +538,6 @@ fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
     }
 }
 
-/// Why a file could not be copied for sending.
-enum CopyError {
-    /// The folder for the copies.
-    Prepare(std::io::Error),
-    /// The file itself.
-    Io(std::io::Error),
-    /// Over the limit by the time it was copied.
-    TooBig,
-}
-
-/// Copies the regular file at `from` (opened without waiting: a FIFO swapped in after the
-/// check is refused, not waited on) into `dir` under `stem`, or `<n>-stem` when that name is
-/// taken: every copy is its row's alone (the sender removes it once that row is settled), also
-/// for two files of the same name in one call. At most `max` bytes. Blocks on the disk.
-fn copy_in(from: &Path, dir: &Path, stem: &str, max: u64) -> Result<(PathBuf, u64), CopyError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let src = crate::regular::open(from).map_err(CopyError::Io)?;
-    make_private_dir(dir).map_err(CopyError::Prepare)?;
-    for n in 0..1000 {
-        let to = if n == 0 {
-            dir.join(stem)
-        } else {
-            dir.join(format!("{n}-{stem}"))
-        };
-        let mut dst = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&to)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(CopyError::Prepare(e)),
-        };
-        let copied = std::io::copy(&mut (&src).take(max.saturating_add(1)), &mut dst);
-        return match copied {
-            Ok(size) if size <= max => Ok((to, size)),
-            Ok(_) => {
-                let _ = std::fs::remove_file(&to);
-                Err(CopyError::TooBig)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(&to);
-                Err(CopyError::Io(e))
-            }
-        };
-    }
-    Err(CopyError::Prepare(std::io::Error::new(
-        std::io::ErrorKind::AlreadyExists,
-        format!("no free name for {stem} in {}", dir.display()),
-    )))
-}
-
-/// Removes copies no row refers to (the call failed after making them).
-async fn forget_copies(files: &[OutFile]) {
-    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-    let _ = tokio::task::spawn_blocking(move || {
-        for p in paths {
-            let _ = std::fs::remove_file(p);
-        }
-    })
-    .await;
-}
-
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     #[cfg(unix)]
@@ -478,4 +546,52 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_stops_at_the_limit() {
+        let mut to = Vec::new();
+        assert_eq!(copy_at_most(&b"12345"[..], &mut to, 5).unwrap(), Some(5));
+        assert_eq!(to, b"12345");
+        // Endless, as a file that grows while it is copied (or a kernel file) may be.
+        let mut to = Vec::new();
+        assert_eq!(
+            copy_at_most(std::io::repeat(b'x'), &mut to, 1000).unwrap(),
+            None
+        );
+        assert_eq!(to.len(), 1001, "one byte past the limit, no more");
+    }
+
+    #[test]
+    fn what_is_opened_is_checked_again_and_leaves_no_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("grows.log");
+        std::fs::write(&file, vec![b'a'; 100]).unwrap();
+        let out = dir.path().join("out");
+        // Within the limit when the path was checked, past it when opened (it grew meanwhile).
+        let meta = std::fs::metadata(&file).unwrap();
+        assert!(sendable(&file, &meta, 150).is_ok());
+        make_private_dir(&out).unwrap();
+        let err = copy_one(&file, &out, "copy", 50).unwrap_err();
+        assert!(err.contains("over the 50 B limit"), "{err}");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+        // Two files of one name: two copies.
+        let files = copy_all(&[file.clone(), file.clone()], &out, 1000, 7).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_ne!(files[0].path, files[1].path);
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
+        // Another call in the same millisecond: a name of its own.
+        let again = copy_all(std::slice::from_ref(&file), &out, 1000, 7).unwrap();
+        assert!(
+            again[0].path.ends_with("1-7-0-grows.log"),
+            "{}",
+            again[0].path
+        );
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+    }
 }

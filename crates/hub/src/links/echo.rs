@@ -50,6 +50,7 @@ pub async fn start(
                         ),
                         aborted: false,
                         error: None,
+                        handled: false,
                     })
                 }
                 Command::Close(why) => LinkEvent::Gone(GoneReason::Closed(why)),

@@ -270,10 +270,19 @@ struct Current {
     cwd: String,
     turn: Option<TurnId>,
     prompt_request: Option<String>,
+    /// A run started since the prompt (`agent_start`): its end finishes the turn.
+    running: bool,
+    /// pi ran the prompt as one of its extensions' commands and no run started yet: done at
+    /// this instant unless one starts (the command's own, whose answer is the turn's).
+    handled_until: Option<tokio::time::Instant>,
     text: String,
     error: Option<String>,
     requests: HashMap<String, Pending>,
 }
+
+/// How long after pi ran a prompt as a command it must stay without a run for the turn to be
+/// done: a command that starts a run (`pi.sendUserMessage`) does so at once.
+const COMMAND_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A hub request in progress: the RPC commands still to send, and what the answers said.
 struct Pending {
@@ -384,11 +393,30 @@ async fn run(
                 };
                 let v: Value = match serde_json::from_str(&line) {
                     Ok(v) => v,
-                    Err(_) => continue,
+                    Err(e) => {
+                        // A syntax error's words quote nothing of the line.
+                        tracing::warn!(instance = %id, error = %e, "a line from pi is not JSON; skipped");
+                        continue;
+                    }
                 };
                 for event in translate(&mut rpc, &mut current, v).await {
                     if conductor.send(report(event)).await.is_err() {
                         break;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(current.handled_until.unwrap_or_else(tokio::time::Instant::now)), if current.handled_until.is_some() => {
+                current.handled_until = None;
+                if let Some(turn) = current.turn.take() {
+                    let done = TurnResult {
+                        turn_id: turn,
+                        text: String::new(),
+                        aborted: false,
+                        error: None,
+                        handled: true,
+                    };
+                    if conductor.send(report(LinkEvent::TurnDone(done))).await.is_err() {
+                        break Some(GoneReason::Closed("the hub is stopping".into()));
                     }
                 }
             }
@@ -534,18 +562,11 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
             return Vec::new();
         };
         if v.get("success").and_then(Value::as_bool) == Some(true) {
-            // A pi command (an extension's `/name`) runs without an agent run: no
-            // `agent_settled` will come, so the turn is done now.
+            // A pi command (an extension's `/name`) runs without an agent run: unless it starts
+            // one, no `agent_settled` will come, and the turn is done after a moment (`run`).
             let handled = v.pointer("/data/disposition").and_then(Value::as_str) == Some("handled");
-            if handled {
-                current.turn = None;
-                let done = TurnResult {
-                    turn_id: turn.clone(),
-                    text: "(pi ran it as a command; there is no text answer)".into(),
-                    aborted: false,
-                    error: None,
-                };
-                return vec![LinkEvent::Acked { turn }, LinkEvent::TurnDone(done)];
+            if handled && !current.running {
+                current.handled_until = Some(tokio::time::Instant::now() + COMMAND_SETTLE);
             }
             return vec![LinkEvent::Acked { turn }];
         }
@@ -573,10 +594,16 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
             }
             return out;
         }
-        EventKind::AgentStart => out.push(LinkEvent::State {
-            idle: Some(false),
-            pending: None,
-        }),
+        EventKind::AgentStart => {
+            if current.turn.is_some() {
+                current.running = true;
+                current.handled_until = None;
+            }
+            out.push(LinkEvent::State {
+                idle: Some(false),
+                pending: None,
+            });
+        }
         EventKind::QueueUpdate => out.push(LinkEvent::State {
             idle: None,
             pending: Some(event.queued_count() > 0),
@@ -606,6 +633,7 @@ async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEv
                 text: std::mem::take(&mut current.text),
                 aborted,
                 error: current.error.take(),
+                handled: false,
             }));
         }
         out.push(LinkEvent::State {

@@ -146,6 +146,36 @@ impl Conn {
     }
 }
 
+/// What the peer and the log are told of a line that is no message: serde_json's words for a
+/// syntax error, and only the place of a value of the wrong type (those words quote the value,
+/// and the log holds no message text).
+fn malformed(e: &serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Data => format!(
+            "malformed line: a field is missing or of the wrong type (line {} column {})",
+            e.line(),
+            e.column()
+        ),
+        _ => format!("malformed line: {e}"),
+    }
+}
+
+/// Refuses a connection's hello: says why to the client and in the log (the hub's own words,
+/// never what the client sent), then closes.
+async fn refuse(conn: Conn, peer: Peer, code: &str, message: String) {
+    match peer {
+        Peer::Local => tracing::warn!(code, reason = %message, "refused a client's hello"),
+        Peer::Remote(addr) => {
+            tracing::warn!(peer = %addr, code, reason = %message, "refused a remote client's hello");
+        }
+    }
+    conn.close_with(&HubMsg::Refused {
+        code: code.into(),
+        message,
+    })
+    .await;
+}
+
 /// One connection, from its hello to its end. `unauthenticated` is held until the hello is
 /// settled (the TLS listener bounds how many strangers may wait at once).
 pub async fn connection<S>(
@@ -170,10 +200,6 @@ pub async fn connection<S>(
         out,
         writer,
     };
-    let refuse = |code: &str, message: String| HubMsg::Refused {
-        code: code.into(),
-        message,
-    };
     let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
         Ok(Ok(Some(line))) => line,
         Ok(Ok(None)) => {
@@ -185,55 +211,40 @@ pub async fn connection<S>(
             return;
         }
         Ok(Err(e)) => {
-            return conn
-                .close_with(&refuse("hello", format!("unreadable first line: {e}")))
-                .await;
+            return refuse(conn, peer, "hello", format!("unreadable first line: {e}")).await;
         }
         Err(_) => {
-            return conn
-                .close_with(&refuse("hello", "no hello within 5 seconds".into()))
-                .await;
+            return refuse(conn, peer, "hello", "no hello within 5 seconds".into()).await;
         }
     };
-    let hello = match serde_json::from_str::<ClientMsg>(&first) {
-        Ok(ClientMsg::Hello(h)) => h,
-        _ => {
-            return conn
-                .close_with(&refuse("hello", "the first line must be a hello".into()))
-                .await;
+    let hello = match wire::read_hello(&first) {
+        Ok((hello, left_out)) => {
+            if !left_out.is_empty() {
+                // The rest still counts: a refusal would be repeated at every reconnect.
+                tracing::warn!(fields = ?left_out, role = ?hello.role, "a hello had fields that could not be read; they were left out");
+            }
+            hello
         }
+        Err(e) => return refuse(conn, peer, "hello", e.to_string()).await,
     };
     if hello.protocol != PROTOCOL {
         let message = format!(
             "this hub speaks protocol {PROTOCOL}; the client speaks {}: update pi-telegram and the extension to the same version",
             hello.protocol
         );
-        tracing::warn!(
-            client_protocol = hello.protocol,
-            "refused a client with another protocol version"
-        );
-        return conn.close_with(&refuse("protocol", message)).await;
+        return refuse(conn, peer, "protocol", message).await;
     }
     if !secrets_match(&hello.secret, &secret) {
-        match peer {
-            Peer::Local => tracing::warn!("refused a client with a wrong hub secret"),
-            Peer::Remote(addr) => {
-                tracing::warn!(peer = %addr, "refused a remote client with a wrong hub secret");
-            }
-        }
-        return conn
-            .close_with(&refuse("secret", "wrong hub secret".into()))
-            .await;
+        return refuse(conn, peer, "secret", "wrong hub secret".into()).await;
     }
     drop(unauthenticated);
     match (hello.role, peer) {
         (Role::Instance, _) => instance(conn, hello, peer, conductor).await,
         // Spawning pi or resolving topics from another machine would hand it this machine's
         // processes and files; a headless child is always local.
-        (Role::Control | Role::Tools, Peer::Remote(addr)) => {
-            tracing::warn!(peer = %addr, role = ?hello.role, "refused a remote client of a local-only role");
+        (Role::Control | Role::Tools, Peer::Remote(_)) => {
             let message = "only pi instances connect from other machines; run the pi-telegram CLI on the hub's machine".to_owned();
-            conn.close_with(&refuse("role", message)).await;
+            refuse(conn, peer, "role", message).await;
         }
         (Role::Control, Peer::Local) => control(conn, conductor).await,
         (Role::Tools, Peer::Local) => tools(conn, hello, conductor).await,
@@ -288,11 +299,13 @@ fn hub_msg(cmd: Command) -> HubMsg {
 
 async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<ConductorMsg>) {
     let Some(cwd) = hello.state.cwd.clone().filter(|c| !c.is_empty()) else {
-        let msg = HubMsg::Refused {
-            code: "hello".into(),
-            message: "an instance hello needs its cwd".into(),
-        };
-        return conn.close_with(&msg).await;
+        return refuse(
+            conn,
+            peer,
+            "hello",
+            "an instance hello needs its cwd".into(),
+        )
+        .await;
     };
     let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
     let attach = Attach {
@@ -355,7 +368,7 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
                 let msg = match serde_json::from_str::<ClientMsg>(&line) {
                     Ok(m) => m,
                     Err(e) => {
-                        let message = format!("malformed line: {e}");
+                        let message = malformed(&e);
                         conn.send(&HubMsg::Error { message: message.clone() });
                         break GoneReason::Closed(message);
                     }
@@ -478,14 +491,9 @@ fn tool_call(
 /// A headless child's tools: they connect with the token the hub gave the child and call
 /// tools for that instance; nothing else.
 async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
-    let refuse = |message: &str| HubMsg::Refused {
-        code: "token".into(),
-        message: message.into(),
-    };
     let Some(token) = hello.token.clone() else {
-        return conn
-            .close_with(&refuse("a tools hello needs the token"))
-            .await;
+        let message = "a tools hello needs the token".into();
+        return refuse(conn, Peer::Local, "token", message).await;
     };
     let (reply, rx) = oneshot::channel();
     let id = match conductor.send(ConductorMsg::ToolsHello(token, reply)).await {
@@ -493,9 +501,8 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
         Err(_) => None,
     };
     let Some(id) = id else {
-        return conn
-            .close_with(&refuse("no headless pi has this token"))
-            .await;
+        let message = "no headless pi has this token".into();
+        return refuse(conn, Peer::Local, "token", message).await;
     };
     conn.send(&HubMsg::Welcome {
         protocol: PROTOCOL,
@@ -512,7 +519,7 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        conn.send(&HubMsg::Error { message: format!("malformed line: {e}") });
+                        conn.send(&HubMsg::Error { message: malformed(&e) });
                         break;
                     }
                 }
@@ -612,7 +619,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
             Ok(_) => continue,
             Err(e) => {
                 conn.send(&HubMsg::Error {
-                    message: format!("malformed line: {e}"),
+                    message: malformed(&e),
                 });
                 break;
             }

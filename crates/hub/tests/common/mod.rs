@@ -45,6 +45,7 @@ pub fn tuning() -> Tuning {
         probe_every: Duration::from_millis(300),
         retention_every: Duration::from_secs(600),
         retention_age: None,
+        profile_check_every: Duration::from_millis(200),
     }
 }
 

@@ -258,6 +258,98 @@ impl Env {
     }
 }
 
+/// A pi's extension starts a hub (detached) when none runs: at the end of a test, passed or
+/// failed, that hub would outlive the test and its deleted folder.
+impl Drop for Env {
+    fn drop(&mut self) {
+        stop_hubs_of(&self.agent);
+    }
+}
+
+/// The `pi-telegram serve` processes of agent dir `agent`: those holding one of its profiles'
+/// locks and (where `/proc` tells) those whose environment names it, which catches a hub still
+/// starting up.
+pub fn hubs_of(agent: &Path) -> Vec<u32> {
+    let mut pids = std::collections::BTreeSet::new();
+    if let Ok(profiles) = std::fs::read_dir(agent.join("telegram")) {
+        for p in profiles.flatten() {
+            if let Ok(Some(pid)) = hub::lock::ProfileLock::holder(&p.path().join("hub.lock"))
+                && is_serve(pid)
+            {
+                pids.insert(pid);
+            }
+        }
+    }
+    let wanted = format!("PI_CODING_AGENT_DIR={}", agent.display());
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            // Only our own processes' environments are readable.
+            let Ok(environ) = std::fs::read(p.path().join("environ")) else {
+                continue;
+            };
+            if environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()) && is_serve(pid) {
+                pids.insert(pid);
+            }
+        }
+    }
+    pids.into_iter().collect()
+}
+
+/// Whether `pid` runs `pi-telegram serve` (a pid alone may be someone else's by now).
+pub fn is_serve(pid: u32) -> bool {
+    if pid == 0 || pid == std::process::id() {
+        return false;
+    }
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        // No /proc (macOS): the lock's holder is trusted.
+        return !Path::new("/proc/self").exists();
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.first().is_some_and(|a| a.ends_with(b"pi-telegram")) && args.contains(&&b"serve"[..])
+}
+
+/// Stops the hubs of `agent` ([`hubs_of`]): SIGTERM, SIGKILL for those still there after 10 s.
+pub fn stop_hubs_of(agent: &Path) {
+    let pids = hubs_of(agent);
+    if pids.is_empty() {
+        return;
+    }
+    let signal = |sig: &str, pids: &[u32]| {
+        for pid in pids {
+            let _ = Command::new("kill")
+                .args([sig, &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    };
+    signal("-TERM", &pids);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = |pids: &[u32]| -> Vec<u32> {
+        let proc_fs = Path::new("/proc/self").exists();
+        pids.iter()
+            .copied()
+            .filter(|p| {
+                if proc_fs {
+                    is_serve(*p)
+                } else {
+                    Command::new("kill")
+                        .args(["-0", &p.to_string()])
+                        .stderr(Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success())
+                }
+            })
+            .collect()
+    };
+    while !alive(&pids).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal("-KILL", &alive(&pids));
+}
+
 pub struct Hub {
     pub child: Option<Child>,
     pub log: PathBuf,
