@@ -24,6 +24,14 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
+    // The release this binary reports (`--version`, the hub's welcome): the package's, unless
+    // the build is told otherwise (the registry test builds a "next" release from this tree).
+    println!("cargo:rerun-if-env-changed=PI_TELEGRAM_BUILD_VERSION");
+    let version = std::env::var("PI_TELEGRAM_BUILD_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| std::env::var("CARGO_PKG_VERSION").unwrap_or_default());
+    println!("cargo:rustc-env=PI_TELEGRAM_VERSION={version}");
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest.join("../../extension");
     println!("cargo:rerun-if-changed={}", root.display());

@@ -7,7 +7,8 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { errorText } from "./log.ts";
-import { agentDir, ensurePrivateDir, hubBinary, INSTALL_HINT, type ProfilePaths } from "./paths.ts";
+import { agentDir, ensurePrivateDir, type ProfilePaths } from "./paths.ts";
+import { hubBinary, installHint } from "./release.ts";
 
 export interface SpawnReports {
 	/** The hub could not be started at all (binary missing, not executable, …): why. */
@@ -29,7 +30,12 @@ export function spawnHub(profile: string, paths: ProfilePaths, reports: SpawnRep
 		reports.failed(`not starting the hub: pi's agent folder ${agent} is gone`);
 		return;
 	}
-	const { bin, source } = hubBinary();
+	const found = hubBinary();
+	if ("problem" in found) {
+		reports.failed(`cannot start the hub: ${found.problem}`);
+		return;
+	}
+	const { bin, source } = found;
 	const spawnedAt = Date.now();
 	let fd: number | undefined;
 	try {
@@ -44,7 +50,7 @@ export function spawnHub(profile: string, paths: ProfilePaths, reports: SpawnRep
 		});
 		child.on("error", (e: NodeJS.ErrnoException) => {
 			if (e.code === "ENOENT") {
-				reports.failed(`the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`);
+				reports.failed(`the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`);
 			} else {
 				reports.failed(`could not start the hub "${bin}" (from ${source}): ${e.message}`);
 			}

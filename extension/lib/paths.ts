@@ -45,33 +45,6 @@ export function ensurePrivateDir(dir: string): void {
 	fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
 }
 
-/**
- * The hub binary: `$PI_TELEGRAM_BIN`, else the top-level `"hubBinary"` string in
- * `<agent-dir>/telegram.json`, else `pi-telegram` from PATH.
- */
-export function hubBinary(): { bin: string; source: string } {
-	const env = process.env.PI_TELEGRAM_BIN;
-	if (env) return { bin: env, source: "PI_TELEGRAM_BIN" };
-	const file = path.join(agentDir(), "telegram.json");
-	try {
-		const cfg: unknown = JSON.parse(fs.readFileSync(file, "utf8"));
-		if (cfg && typeof cfg === "object" && "hubBinary" in cfg && typeof cfg.hubBinary === "string" && cfg.hubBinary) {
-			return { bin: cfg.hubBinary, source: `"hubBinary" in ${file}` };
-		}
-	} catch (e) {
-		// missing: PATH it is; unreadable or not JSON: PATH too, and the messages that name the
-		// source say why telegram.json was not used
-		if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
-			return { bin: "pi-telegram", source: `PATH (${file} could not be read: ${e instanceof Error ? e.message : String(e)})` };
-		}
-	}
-	return { bin: "pi-telegram", source: "PATH" };
-}
-
-export const INSTALL_HINT =
-	"install the hub (`cargo install --path crates/pi-telegram` in the pi-telegram repository) so `pi-telegram` is on PATH, " +
-	'or set PI_TELEGRAM_BIN (or "hubBinary" in <agent-dir>/telegram.json) to the binary';
-
 /** The last non-empty line of a file (at most its last 16 KiB are read), without ANSI colours. */
 export function lastLine(file: string): string | undefined {
 	try {

@@ -6,7 +6,9 @@
 import { execFile } from "node:child_process";
 import type { ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "./log.ts";
-import { DEFAULT_PROFILE, hubBinary, INSTALL_HINT, isProfileName } from "./paths.ts";
+import { DEFAULT_PROFILE, isProfileName } from "./paths.ts";
+import { hubBinary, installHint } from "./release.ts";
+import { SecretInput } from "./secret-input.ts";
 import type { Session } from "./session.ts";
 
 /** What `pi-telegram setup --json` prints last (the fields this command reads). */
@@ -31,15 +33,27 @@ export async function telegramSetup(
 		s.notify(`"${profile}" is not a profile name (1-32 lowercase letters or digits)`, "error", c);
 		return;
 	}
-	const token = (await c.ui.input(`Telegram bot token for profile ${profile} (from @BotFather)`, "123456789:AA…"))?.trim();
+	// Before the token is asked: without a hub there is nothing to set up.
+	const found = hubBinary();
+	if ("problem" in found) {
+		s.notify(`telegram-setup: ${found.problem}`, "error", c);
+		return;
+	}
+	const { bin, source } = found;
+	const title = `Telegram bot token for profile ${profile} (from @BotFather)`;
+	// In the terminal the token is never shown; elsewhere (RPC) the client asks as it sees fit.
+	const typed =
+		c.mode === "tui"
+			? await c.ui.custom<string | undefined>((_tui, _theme, _keys, done) => new SecretInput(title, done))
+			: await c.ui.input(title, "123456789:AA…");
+	const token = typed?.trim();
 	if (!token) {
 		s.notify("telegram-setup: cancelled", "info", c);
 		return;
 	}
-	const { bin, source } = hubBinary();
 	const res = await run(bin, ["setup", "--profile", profile, "--json"], { TELEGRAM_BOT_TOKEN: token });
 	if (res.notFound) {
-		s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`, "error", c);
+		s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`, "error", c);
 		return;
 	}
 	if (res.code !== 0) {

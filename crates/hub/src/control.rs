@@ -29,6 +29,7 @@ pub async fn request(paths: &ProfilePaths, msg: ClientMsg, id: &str) -> Result<V
         received_turns: Vec::new(),
         completed_turns: Vec::new(),
         token: None,
+        version: None,
     });
     let io = HubError::io("talking to the hub");
     wr.write_all(encode(&hello).as_bytes()).await.map_err(io)?;

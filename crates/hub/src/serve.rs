@@ -100,6 +100,8 @@ pub struct ServeOptions {
     pub instances_at_start: Vec<StartInstance>,
     /// The extension's entry file headless children load (`-e`) for pi's Telegram tools.
     pub child_extension: Option<PathBuf>,
+    /// This hub's release (the binary's version), told to every client and kept for `status`.
+    pub version: &'static str,
 }
 
 /// Runs the hub until `shutdown` resolves (a signal) or a fatal error.
@@ -168,8 +170,19 @@ pub async fn serve(
         let db = Db::new(store);
         let pid = i64::from(std::process::id());
         let now = db.now_ms();
+        let version = opts.version;
+        // Which binary this is, for `status` (a person with the hub from npm and from cargo
+        // wants to know which one runs).
+        let binary = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         let (epoch, (resent, ambiguous)) = db
-            .write(move |tx| take_over(tx, pid, started_by.as_str(), now))
+            .write(move |tx| {
+                let taken = take_over(tx, pid, started_by.as_str(), now)?;
+                kv::set(tx, kv::HUB_VERSION, version)?;
+                kv::set(tx, kv::HUB_BINARY, &binary)?;
+                Ok(taken)
+            })
             .await?;
         if resent + ambiguous > 0 {
             tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
@@ -388,6 +401,7 @@ pub async fn serve(
         secret,
         write_timeout: opts.tuning.write_timeout,
         conductor: conductor_tx.clone(),
+        version: Arc::from(opts.version),
     };
     let sock = tokio::spawn(links::socket::serve(
         listener,

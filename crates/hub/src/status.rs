@@ -35,6 +35,10 @@ pub struct HubStatus {
     pub started_by: Option<String>,
     /// Since when (Unix ms).
     pub started_ms: Option<i64>,
+    /// Its release (`0.2.0`).
+    pub version: Option<String>,
+    /// Its executable (the npm package's, a `cargo install`'s...).
+    pub binary: Option<String>,
     /// Where its log is.
     pub log: Option<String>,
     /// Stopped on purpose (`pi-telegram stop` or Ctrl-C): a pi's extension does not start it
@@ -229,6 +233,8 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             epoch: None,
             started_by: None,
             started_ms: None,
+            version: None,
+            binary: None,
             log: None,
             stopped_on_purpose: crate::lifecycle::stopped(&paths).map(|m| m.how),
         },
@@ -285,6 +291,8 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         st.hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
         st.hub.started_by = kv::get(c, kv::HUB_STARTED_BY)?;
         st.hub.started_ms = kv::get_i64(c, kv::HUB_STARTED_MS)?;
+        st.hub.version = kv::get(c, kv::HUB_VERSION)?;
+        st.hub.binary = kv::get(c, kv::HUB_BINARY)?;
         st.hub.log = st
             .hub
             .started_by
@@ -423,6 +431,10 @@ pub fn render(st: &Status) -> String {
         (None, _) => hub,
     };
     out.push_str(&format!("hub          {hub}\n"));
+    if let Some(binary) = st.hub.binary.as_deref().filter(|b| !b.is_empty()) {
+        let version = st.hub.version.as_deref().unwrap_or("?");
+        out.push_str(&format!("binary       {binary} ({version})\n"));
+    }
     if let Some(log) = &st.hub.log {
         out.push_str(&format!("log          {log}\n"));
     }

@@ -122,6 +122,7 @@ fn main() {
         tuning,
         instances_at_start: vec![StartInstance::Echo(project.display().to_string())],
         child_extension: None,
+        version: env!("CARGO_PKG_VERSION"),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let hub = rt.spawn(serve(opts, async move {

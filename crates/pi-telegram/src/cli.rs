@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 
 /// Telegram companion hub for live pi sessions.
 #[derive(Parser, Debug)]
-#[command(name = "pi-telegram", version, about)]
+#[command(name = "pi-telegram", version = env!("PI_TELEGRAM_VERSION"), about)]
 pub struct Cli {
     /// Bot profile ([a-z0-9]{1,32}); profiles are kept in <agent-dir>/telegram.json.
     #[arg(long, global = true, default_value = "default")]

@@ -94,6 +94,7 @@ pub async fn run() -> Result<(), HubError> {
         tuning: Tuning::from_env(),
         instances_at_start: vec![instance],
         child_extension: crate::install::child_extension(&AgentDir::at(&agent)),
+        version: env!("PI_TELEGRAM_VERSION"),
     };
     let hub = tokio::spawn(serve(opts, async move {
         let _ = stop_rx.await;

@@ -141,6 +141,7 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
                 tuning: serve::Tuning::from_env(),
                 instances_at_start: Vec::new(),
                 child_extension,
+                version: env!("PI_TELEGRAM_VERSION"),
             };
             runtime.block_on(async {
                 // Registered before anything else, so a signal during start-up is not lost.

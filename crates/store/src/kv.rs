@@ -17,6 +17,10 @@ pub const BOT_USERNAME: &str = "bot.username";
 pub const BOT_TOPICS: &str = "bot.has_topics_enabled";
 /// Key of who started the running (or last) hub: `service`, `extension` or `shell`.
 pub const HUB_STARTED_BY: &str = "hub.started_by";
+/// The running (else the last) hub's release.
+pub const HUB_VERSION: &str = "hub.version";
+/// The running (else the last) hub's executable.
+pub const HUB_BINARY: &str = "hub.binary";
 /// Key of when the running (or last) hub started (Unix ms).
 pub const HUB_STARTED_MS: &str = "hub.started_ms";
 

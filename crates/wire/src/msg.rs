@@ -128,6 +128,10 @@ pub struct Hello {
     /// Role `tools`: the token the hub gave the child it spawned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The client's release (`0.2.0`: the extension's package version), for the log; the
+    /// extension compares it with the hub's (`Welcome::hub_version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Why a connection's first line is not a hello the hub can answer.
@@ -210,6 +214,7 @@ pub fn read_hello(line: &str) -> Result<(Hello, Vec<String>), HelloError> {
         received_turns,
         completed_turns,
         token: field(obj, "token", notes),
+        version: field(obj, "version", notes),
     };
     Ok((hello, left_out))
 }
@@ -370,6 +375,10 @@ pub enum HubMsg {
         /// This connection's instance id (instances only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         instance_id: Option<String>,
+        /// The hub's release (`0.2.0`): an extension of another release replaces a hub it can
+        /// (docs/wire-protocol.md, "Releases").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hub_version: Option<String>,
     },
     /// Handshake refused; the connection closes.
     Refused {

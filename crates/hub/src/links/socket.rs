@@ -71,6 +71,8 @@ pub struct Shared {
     pub write_timeout: Duration,
     /// The conductor.
     pub conductor: mpsc::Sender<ConductorMsg>,
+    /// This hub's release, in every welcome.
+    pub version: Arc<str>,
 }
 
 /// Where a connection comes from.
@@ -130,6 +132,8 @@ struct Conn {
     lines: LineReader<BufReader<ReadHalf>>,
     out: mpsc::Sender<String>,
     writer: tokio::task::JoinHandle<()>,
+    /// The hub's release, for the welcome.
+    version: Arc<str>,
 }
 
 impl Conn {
@@ -190,6 +194,7 @@ pub async fn connection<S>(
         secret,
         write_timeout,
         conductor,
+        version,
     } = shared;
     let (rd, wr) = tokio::io::split(stream);
     let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
@@ -199,6 +204,7 @@ pub async fn connection<S>(
         lines: LineReader::new(BufReader::new(rd)),
         out,
         writer,
+        version,
     };
     let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
         Ok(Ok(Some(line))) => line,
@@ -236,6 +242,13 @@ pub async fn connection<S>(
     }
     if !secrets_match(&hello.secret, &secret) {
         return refuse(conn, peer, "secret", "wrong hub secret".into()).await;
+    }
+    if let Some(theirs) = hello.version.as_deref()
+        && theirs != &*conn.version
+    {
+        // The extension replaces a hub of another release when it can (its own binary is of
+        // its release); until then both speak the same protocol.
+        tracing::info!(client = theirs, hub = %conn.version, role = ?hello.role, "a client of another release connected");
     }
     drop(unauthenticated);
     match (hello.role, peer) {
@@ -344,6 +357,7 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
         protocol: PROTOCOL,
         hub_pid: std::process::id(),
         instance_id: Some(id.0.clone()),
+        hub_version: Some(conn.version.to_string()),
     });
     if let Peer::Remote(addr) = peer {
         tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
@@ -508,6 +522,7 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
         protocol: PROTOCOL,
         hub_pid: std::process::id(),
         instance_id: Some(id.0.clone()),
+        hub_version: Some(conn.version.to_string()),
     });
     loop {
         tokio::select! {
@@ -566,6 +581,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
         protocol: PROTOCOL,
         hub_pid: std::process::id(),
         instance_id: None,
+        hub_version: Some(conn.version.to_string()),
     });
     loop {
         let line = match conn.lines.next_line().await {

@@ -130,6 +130,7 @@ impl TestHub {
             tuning,
             instances_at_start: Vec::new(),
             child_extension: None,
+            version: env!("CARGO_PKG_VERSION"),
         };
         let (tx, rx) = oneshot::channel::<()>();
         self.stop = Some(tx);
