@@ -20,6 +20,28 @@ echo "== tsc"
 echo "== extension/dist is current"
 # The JavaScript pi loads (and the Rust build embeds) is what the TypeScript compiles to.
 bash scripts/build-extension.sh --check
+echo "== cargo package (the crates cargo install pi-telegram builds)"
+# Every crate not marked `publish = false`, together: cargo packages each against the others'
+# packaged copies, so the manifests, the path dependencies' versions and what each .crate holds
+# are checked here. --no-verify: building the packaged crates is a second cold build of the whole
+# tree (about 9.5 minutes on CI's 2 cores); the release does it (README, "cargo install").
+# --allow-dirty: what is checked is the working tree, committed or not.
+published=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"] if p["publish"] != []))')
+# shellcheck disable=SC2086 # one word per argument
+cargo package --locked --allow-dirty --no-verify $published
+version=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "pi-telegram"))')
+# The binary embeds the extension from inside its crate (build.rs): the .crate must carry it.
+crate_files=$(tar -tzf "target/package/pi-telegram-$version.crate")
+for f in extension/package.json extension/dist/index.js; do
+  if ! grep -qx "pi-telegram-$version/$f" <<<"$crate_files"; then
+    echo "target/package/pi-telegram-$version.crate has no $f" >&2
+    exit 1
+  fi
+done
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== no hub left running"

@@ -949,8 +949,9 @@ fn document() -> String {
          outcome from tg-fake's request log and transcript and the hub's status.\n\n",
     );
     out.push_str(
-        "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test -p hub \
-         --test fault_matrix` rewrites it; otherwise the test fails when this file differs.\n\n",
+        "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test \
+         -p pi-telegram-hub --test fault_matrix` rewrites it; otherwise the test fails when \
+         this file differs.\n\n",
     );
     let total = MATRIX.len() * KINDS.len();
     let na_count = MATRIX
@@ -1077,7 +1078,7 @@ fn the_document_is_the_table() {
     assert!(
         committed == doc,
         "docs/fault-matrix.md differs from the table in crates/hub/tests/fault_matrix.rs: run \
-         FAULT_MATRIX_WRITE=1 cargo test -p hub --test fault_matrix the_document_is_the_table"
+         FAULT_MATRIX_WRITE=1 cargo test -p pi-telegram-hub --test fault_matrix the_document_is_the_table"
     );
 }
 

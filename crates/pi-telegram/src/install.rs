@@ -47,11 +47,6 @@ pub fn child_extension(agent_dir: &AgentDir) -> Option<PathBuf> {
 
 /// Writes the embedded extension files into `<agent-dir>/telegram/extension/`.
 fn write_files(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
-    if EXTENSION_FILES.is_empty() {
-        return Err(HubError::Usage(
-            "this binary was built without the extension files".into(),
-        ));
-    }
     let dir = agent_dir.path().join("telegram").join("extension");
     for (rel, bytes) in EXTENSION_FILES {
         let path = dir.join(rel);

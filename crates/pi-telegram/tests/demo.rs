@@ -120,7 +120,26 @@ fn install_extension_writes_the_extension_and_registers_it_with_pi() {
         String::from_utf8_lossy(&out.stderr)
     );
     let ext = dir.path().join("telegram/extension");
-    assert!(ext.join("index.ts").exists() && ext.join("package.json").exists());
+    // What pi loads, as the repository has it, and nothing else: no sources, no dev tools.
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../extension");
+    let mut expected = vec!["package.json".to_owned()];
+    expected.extend(
+        files_under(&repo.join("dist"))
+            .into_iter()
+            .map(|f| format!("dist/{f}")),
+    );
+    expected.sort();
+    assert!(
+        expected.contains(&"dist/index.js".to_owned()),
+        "{expected:?}"
+    );
+    assert_eq!(files_under(&ext), expected);
+    for f in &expected {
+        assert!(
+            std::fs::read(ext.join(f)).unwrap() == std::fs::read(repo.join(f)).unwrap(),
+            "the installed {f} is not the repository's extension/{f}"
+        );
+    }
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("settings.json")).unwrap())
             .unwrap();
@@ -144,4 +163,22 @@ fn install_extension_writes_the_extension_and_registers_it_with_pi() {
             .unwrap()
             .ends_with("pi-telegram")
     );
+}
+
+/// The files under `dir`, as sorted relative paths.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
 }

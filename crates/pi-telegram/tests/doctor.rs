@@ -489,7 +489,7 @@ fn warnings_leave_the_exit_code_at_zero() {
     // An extension installed, then changed; the fake's clock ten minutes ahead.
     assert!(env.run(&["install-extension"]).status.success());
     std::fs::write(
-        env.agent_dir().join("telegram/extension/index.ts"),
+        env.agent_dir().join("telegram/extension/dist/index.js"),
         "// old\n",
     )
     .unwrap();

@@ -4,8 +4,8 @@
 //! `tests/fixtures/v<N>.sql` is a full dump (schema as SQLite stored it, rows, AUTOINCREMENT
 //! counters) of a database at schema version N holding the rows of [`ROWS`] that version had.
 //! The dumps are text so a review sees what they hold; they are written once by
-//! `cargo test -p store --test upgrade -- --ignored write_missing_fixtures` when a migration is
-//! added and never rewritten, so they keep the schema as it was released: the tests check that
+//! `cargo test -p pi-telegram-store --test upgrade -- --ignored write_missing_fixtures` when a
+//! migration is added and never rewritten, so they keep the schema as it was released: the tests check that
 //! each fixture's schema is what `migrate_to(N)` makes today (a released migration was not
 //! edited) and that upgrading it gives exactly the schema of a new database.
 #![allow(clippy::unwrap_used)]
@@ -320,7 +320,7 @@ fn migrated(path: &Path, version: i64) -> Connection {
 fn dump(conn: &Connection, version: i64) -> String {
     let mut out = format!(
         "-- pi-telegram state database at schema version {version}, with a few rows of every\n\
-         -- table. Written once by `cargo test -p store --test upgrade -- --ignored\n\
+         -- table. Written once by `cargo test -p pi-telegram-store --test upgrade -- --ignored\n\
          -- write_missing_fixtures`; never edit or rewrite it: it is the schema as released.\n\
          BEGIN;\n"
     );
@@ -422,7 +422,7 @@ fn write_missing_fixtures() {
 fn from_fixture(dir: &Path, version: i64) -> PathBuf {
     let sql = std::fs::read_to_string(fixture(version)).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; write it with `cargo test -p store --test upgrade -- --ignored write_missing_fixtures`",
+            "{}: {e}; write it with `cargo test -p pi-telegram-store --test upgrade -- --ignored write_missing_fixtures`",
             fixture(version).display()
         )
     });

@@ -171,7 +171,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some("pi-telegram-extension"))
     });
-    if !dir.join("index.ts").exists() {
+    if !dir.join("package.json").exists() {
         if let Some(other) = elsewhere.filter(|_| !registered_here) {
             return Check::pass(
                 EXTENSION.0,

@@ -1,0 +1,124 @@
+import { CHILD_TOKEN_ENV, startToolsChild } from "./lib/child.js";
+import { registerCommands, registerInertCommands, remembered } from "./lib/commands.js";
+import { Forwarder } from "./lib/forwarder.js";
+import { InstanceLink } from "./lib/link.js";
+import { Requests } from "./lib/requests.js";
+import { Session } from "./lib/session.js";
+import { claimProcess } from "./lib/state.js";
+import { registerTools, ToolCalls } from "./lib/tools.js";
+import { TurnRunner } from "./lib/turns.js";
+export default function piTelegram(pi) {
+    const release = claimProcess(() => {
+        try {
+            pi.on("session_shutdown", () => undefined)();
+            return false;
+        }
+        catch {
+            return true;
+        }
+    });
+    if (!release)
+        return;
+    const s = new Session(pi);
+    const token = process.env[CHILD_TOKEN_ENV];
+    if (token) {
+        startToolsChild(pi, s, token, release);
+        return;
+    }
+    if (process.env.PI_TELEGRAM_CHILD === "1") {
+        registerInertCommands(pi, "PI_TELEGRAM_CHILD=1");
+        pi.on("session_shutdown", () => release());
+        return;
+    }
+    const link = new InstanceLink(s, {
+        helloTurns: () => turns.helloTurns(),
+        onWelcome: () => turns.afterWelcome(),
+        onMessage: (m) => route(m),
+        onDisconnected: () => tools.failAll("the connection to the pi-telegram hub was lost"),
+    });
+    const turns = new TurnRunner(s, link);
+    const forwarder = new Forwarder(s, turns, link);
+    const requests = new Requests(s, link);
+    const tools = new ToolCalls({
+        unavailable: () => link.unavailable(),
+        refuses: (tool) => link.refuses(tool),
+        send: (msg) => link.send(msg),
+        turnId: () => turns.activeTurnId(),
+    });
+    const route = (m) => {
+        switch (m.type) {
+            case "prompt":
+                turns.onPrompt(m);
+                return;
+            case "abort":
+                requests.abort(m);
+                return;
+            case "get_state":
+                requests.getState(m);
+                return;
+            case "get_stats":
+            case "get_models":
+            case "set_model":
+            case "get_thinking_levels":
+            case "set_thinking_level":
+            case "get_commands":
+            case "compact":
+            case "new_session":
+            case "get_sessions":
+            case "switch_session":
+                void requests.answer(m);
+                return;
+            case "notify":
+                s.notify(m.text, m.level);
+                requests.respond(m.id, true);
+                return;
+            case "set_status":
+                link.setHubStatus(m.text);
+                requests.respond(m.id, true);
+                return;
+            case "done_ack":
+                if (m.turn_id !== undefined)
+                    turns.doneAck(m.turn_id);
+                requests.respond(m.id, true);
+                return;
+            case "error":
+                s.notify(`telegram hub: ${m.message}`, "error");
+                return;
+            case "response":
+                tools.onResponse(m);
+                return;
+        }
+    };
+    forwarder.register(pi);
+    registerTools(pi, () => tools);
+    registerCommands(pi, s, link, turns, () => tools);
+    pi.on("before_agent_start", s.problems.guard("adding the Telegram note to the system prompt", (event) => {
+        const systemPrompt = turns.systemPromptFor(event);
+        return systemPrompt === undefined ? undefined : { systemPrompt };
+    }));
+    pi.on("session_start", s.problems.guard("starting the session", (event, c) => {
+        s.live = true;
+        s.ctx = c;
+        s.reason = String(event.reason ?? "startup");
+        link.resetFooter();
+        if (c.mode === "print" || c.mode === "json")
+            return;
+        const profile = remembered(s, c.cwd);
+        if (profile)
+            link.open(profile, true).start();
+        link.updateFooter();
+        if (turns.hasQueued())
+            turns.scheduleDispatch();
+    }));
+    const shutdown = s.problems.guard("ending the session", () => {
+        forwarder.releaseAgentEnd(false);
+        turns.shutdown();
+        link.close("shutdown");
+        s.live = false;
+        s.ctx = undefined;
+    });
+    pi.on("session_shutdown", () => {
+        shutdown();
+        release();
+    });
+}
