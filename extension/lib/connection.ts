@@ -12,6 +12,7 @@ import * as fs from "node:fs";
 import type * as net from "node:net";
 import { otherHubAlive, spawnHub } from "./hub-process.ts";
 import { lastLine, type ProfilePaths, profilePaths } from "./paths.ts";
+import { binaryVersion, hubBinary, ownVersion } from "./release.ts";
 import { globalState } from "./state.ts";
 import { describeTarget, type HubTarget, isRemote, localTarget, openTransport, resolveTarget } from "./transport.ts";
 import {
@@ -33,6 +34,8 @@ export type Role = "instance" | "tools";
 export interface WelcomeInfo {
 	hub_pid: number | null;
 	instance_id: string | null;
+	/** The hub's release; null from a hub that does not say. */
+	hub_version: string | null;
 }
 
 export interface ConnectOutcome {
@@ -77,6 +80,8 @@ const BACKOFF_MAX_MS = 10_000;
 const FAST_RETRY_MS = 250;
 const HUB_START_WAIT_MS = 10_000;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** How often a hub being replaced is looked at until it is gone (it stops within a second or two). */
+const REPLACE_POLL_MS = 100;
 /** How often a missing hub is started again (no stop marker); tests shorten it. */
 const AUTO_START_INTERVAL_MS = Number(process.env.PI_TELEGRAM_AUTOSTART_MS) || 30_000;
 /** Refusals that retrying cannot fix: stop until the next connect command or session start. */
@@ -116,6 +121,11 @@ export class HubConnection {
 	 * profile") while the winner answers.
 	 */
 	private hubExitError: string | undefined;
+	/**
+	 * The pid of a hub of another release this connection stopped (SIGTERM) to start its own
+	 * release in its place, until that process is gone.
+	 */
+	private replacing: number | undefined;
 
 	constructor(
 		profile: string,
@@ -320,7 +330,9 @@ export class HubConnection {
 			ready: () => {
 				if (this.sock !== s) return;
 				this.phase = "handshake";
-				s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", ...this.cb.hello() }));
+				s.write(
+					encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), ...this.cb.hello() }),
+				);
 				this.handshakeTimer = setTimeout(() => {
 					if (this.sock === s && this.phase === "handshake") {
 						this.setDetail("the hub did not answer the hello");
@@ -413,7 +425,7 @@ export class HubConnection {
 			this.fastUntil = 0;
 			this.hubExitError = undefined;
 			this.lastShown.clear();
-			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id };
+			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version };
 			this.detail = "connected";
 			try {
 				this.cb.onWelcome(this.welcome);
@@ -426,6 +438,7 @@ export class HubConnection {
 			for (const l of lines) if (s.writable) s.write(l);
 			this.cb.onStatus();
 			this.settleWaiter({ ok: true, message: this.connectedText() });
+			void this.checkRelease(this.welcome);
 			return;
 		}
 		const text = `the hub of profile ${this.profile} refused this pi: ${msg.message}`;
@@ -450,7 +463,71 @@ export class HubConnection {
 		else this.showOnce(text, "error");
 	}
 
+	/**
+	 * After a welcome from a hub of another release (pi-telegram was updated; the running hub
+	 * is the binary from before): when the binary this extension would start is of its own
+	 * release, the old hub is stopped cleanly (SIGTERM: everything waiting is in its database)
+	 * and ours started in its place (`hubNotRunning`). Otherwise the person is told once what
+	 * differs. A hub on another machine is never stopped from here.
+	 */
+	private async checkRelease(welcome: WelcomeInfo): Promise<void> {
+		const ours = ownVersion();
+		if (this.role !== "instance" || welcome.hub_version === ours || ours === "unknown") return;
+		const theirs = welcome.hub_version ?? "of an older release";
+		const pid = welcome.hub_pid;
+		if (isRemote(this.target) || pid === null) {
+			this.showOnce(`telegram: the hub is ${theirs}, this pi's pi-telegram ${ours}: update the hub's machine to ${ours}`, "warning");
+			return;
+		}
+		const found = hubBinary();
+		const would = "bin" in found ? await binaryVersion(found.bin) : undefined;
+		// Something else happened meanwhile (disconnected, another hub): the next welcome decides.
+		if (this.phase !== "connected" || this.welcome !== welcome) return;
+		if (!("bin" in found) || would !== ours) {
+			const binary = "bin" in found ? `${found.bin} (${found.source}) is ${would ?? "of an unknown release"}` : found.problem;
+			this.showOnce(
+				`telegram: this pi runs pi-telegram ${ours} and the hub ${theirs}; ${binary}. Restart pi (or /reload) after updating so both are one release`,
+				"warning",
+			);
+			return;
+		}
+		this.cb.notify(
+			`telegram: replacing the running hub (${theirs}, pid ${pid}) with ${ours} from ${found.source}; nothing waiting for pi is lost`,
+			"info",
+		);
+		this.replacing = pid;
+		try {
+			process.kill(pid, "SIGTERM");
+		} catch (e) {
+			this.replacing = undefined;
+			this.cb.problem(`stopping the hub of release ${theirs}`, e);
+		}
+	}
+
+	/** Whether process `pid` still exists. */
+	private static alive(pid: number): boolean {
+		try {
+			process.kill(pid, 0);
+			return true;
+		} catch (e) {
+			return (e as NodeJS.ErrnoException).code === "EPERM";
+		}
+	}
+
 	private hubNotRunning(explicit: boolean): void {
+		if (this.replacing !== undefined) {
+			if (HubConnection.alive(this.replacing)) {
+				// It finishes what it was sending and lets go of its lock; ours starts after it.
+				this.setDetail("waiting for the old hub to stop…");
+				this.attemptSoon(REPLACE_POLL_MS);
+				return;
+			}
+			this.replacing = undefined;
+			globalState().lastAutoStart = Date.now();
+			this.startHub();
+			this.scheduleRetry();
+			return;
+		}
 		if (this.hubExitError) {
 			this.setDetail("hub not running");
 			this.reportHubExit();

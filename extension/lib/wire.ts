@@ -93,7 +93,8 @@ export interface ToolsHelloFields {
 
 export type HelloFields = InstanceHelloFields | ToolsHelloFields;
 
-export type Hello = { type: "hello"; protocol: number; secret: string } & HelloFields;
+/** `version`: this extension's release (its package.json), which the hub logs. */
+export type Hello = { type: "hello"; protocol: number; secret: string; version: string } & HelloFields;
 
 export interface Ack {
 	type: "ack";
@@ -166,6 +167,8 @@ export interface Welcome {
 	protocol: unknown;
 	hub_pid: number | null;
 	instance_id: string | null;
+	/** The hub's release (`0.2.0`); null from a hub that does not say (before 0.2). */
+	hub_version: string | null;
 }
 
 export interface Refused {
@@ -282,6 +285,7 @@ export function decodeHandshake(m: Json): Handshake | undefined {
 			protocol: m.protocol,
 			hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
 			instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
+			hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
 		};
 	}
 	if (m.type === "refused") return { type: "refused", code: str(m.code), message: str(m.message, str(m.code)) };

@@ -24,6 +24,7 @@ export function decodeHandshake(m) {
             protocol: m.protocol,
             hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
             instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
+            hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
         };
     }
     if (m.type === "refused")

@@ -1,6 +1,7 @@
 import * as fs from "node:fs";
 import { otherHubAlive, spawnHub } from "./hub-process.js";
 import { lastLine, profilePaths } from "./paths.js";
+import { binaryVersion, hubBinary, ownVersion } from "./release.js";
 import { globalState } from "./state.js";
 import { describeTarget, isRemote, localTarget, openTransport, resolveTarget } from "./transport.js";
 import { decodeHandshake, decodeHubMessage, encodeLine, LineReader, PROTOCOL, } from "./wire.js";
@@ -12,6 +13,7 @@ const BACKOFF_MAX_MS = 10_000;
 const FAST_RETRY_MS = 250;
 const HUB_START_WAIT_MS = 10_000;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
+const REPLACE_POLL_MS = 100;
 const AUTO_START_INTERVAL_MS = Number(process.env.PI_TELEGRAM_AUTOSTART_MS) || 30_000;
 const HALTING_REFUSALS = new Set(["protocol", "secret", "token"]);
 export class HubConnection {
@@ -35,6 +37,7 @@ export class HubConnection {
     lastShown = new Set();
     waiter;
     hubExitError;
+    replacing;
     constructor(profile, cb, opts) {
         this.cb = cb;
         this.profile = profile;
@@ -223,7 +226,7 @@ export class HubConnection {
                 if (this.sock !== s)
                     return;
                 this.phase = "handshake";
-                s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", ...this.cb.hello() }));
+                s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), ...this.cb.hello() }));
                 this.handshakeTimer = setTimeout(() => {
                     if (this.sock === s && this.phase === "handshake") {
                         this.setDetail("the hub did not answer the hello");
@@ -326,7 +329,7 @@ export class HubConnection {
             this.fastUntil = 0;
             this.hubExitError = undefined;
             this.lastShown.clear();
-            this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id };
+            this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version };
             this.detail = "connected";
             try {
                 this.cb.onWelcome(this.welcome);
@@ -342,6 +345,7 @@ export class HubConnection {
                     s.write(l);
             this.cb.onStatus();
             this.settleWaiter({ ok: true, message: this.connectedText() });
+            void this.checkRelease(this.welcome);
             return;
         }
         const text = `the hub of profile ${this.profile} refused this pi: ${msg.message}`;
@@ -367,7 +371,57 @@ export class HubConnection {
         else
             this.showOnce(text, "error");
     }
+    async checkRelease(welcome) {
+        const ours = ownVersion();
+        if (this.role !== "instance" || welcome.hub_version === ours || ours === "unknown")
+            return;
+        const theirs = welcome.hub_version ?? "of an older release";
+        const pid = welcome.hub_pid;
+        if (isRemote(this.target) || pid === null) {
+            this.showOnce(`telegram: the hub is ${theirs}, this pi's pi-telegram ${ours}: update the hub's machine to ${ours}`, "warning");
+            return;
+        }
+        const found = hubBinary();
+        const would = "bin" in found ? await binaryVersion(found.bin) : undefined;
+        if (this.phase !== "connected" || this.welcome !== welcome)
+            return;
+        if (!("bin" in found) || would !== ours) {
+            const binary = "bin" in found ? `${found.bin} (${found.source}) is ${would ?? "of an unknown release"}` : found.problem;
+            this.showOnce(`telegram: this pi runs pi-telegram ${ours} and the hub ${theirs}; ${binary}. Restart pi (or /reload) after updating so both are one release`, "warning");
+            return;
+        }
+        this.cb.notify(`telegram: replacing the running hub (${theirs}, pid ${pid}) with ${ours} from ${found.source}; nothing waiting for pi is lost`, "info");
+        this.replacing = pid;
+        try {
+            process.kill(pid, "SIGTERM");
+        }
+        catch (e) {
+            this.replacing = undefined;
+            this.cb.problem(`stopping the hub of release ${theirs}`, e);
+        }
+    }
+    static alive(pid) {
+        try {
+            process.kill(pid, 0);
+            return true;
+        }
+        catch (e) {
+            return e.code === "EPERM";
+        }
+    }
     hubNotRunning(explicit) {
+        if (this.replacing !== undefined) {
+            if (HubConnection.alive(this.replacing)) {
+                this.setDetail("waiting for the old hub to stop…");
+                this.attemptSoon(REPLACE_POLL_MS);
+                return;
+            }
+            this.replacing = undefined;
+            globalState().lastAutoStart = Date.now();
+            this.startHub();
+            this.scheduleRetry();
+            return;
+        }
         if (this.hubExitError) {
             this.setDetail("hub not running");
             this.reportHubExit();

@@ -2,10 +2,21 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { errorText } from "./log.js";
-import { ensurePrivateDir, hubBinary, INSTALL_HINT } from "./paths.js";
+import { agentDir, ensurePrivateDir } from "./paths.js";
+import { hubBinary, installHint } from "./release.js";
 const EARLY_EXIT_MS = 60_000;
 export function spawnHub(profile, paths, reports) {
-    const { bin, source } = hubBinary();
+    const agent = agentDir();
+    if (!fs.existsSync(agent)) {
+        reports.failed(`not starting the hub: pi's agent folder ${agent} is gone`);
+        return;
+    }
+    const found = hubBinary();
+    if ("problem" in found) {
+        reports.failed(`cannot start the hub: ${found.problem}`);
+        return;
+    }
+    const { bin, source } = found;
     const spawnedAt = Date.now();
     let fd;
     try {
@@ -18,7 +29,7 @@ export function spawnHub(profile, paths, reports) {
         });
         child.on("error", (e) => {
             if (e.code === "ENOENT") {
-                reports.failed(`the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`);
+                reports.failed(`the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`);
             }
             else {
                 reports.failed(`could not start the hub "${bin}" (from ${source}): ${e.message}`);

@@ -24,26 +24,6 @@ export function profilePaths(profile) {
 export function ensurePrivateDir(dir) {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
 }
-export function hubBinary() {
-    const env = process.env.PI_TELEGRAM_BIN;
-    if (env)
-        return { bin: env, source: "PI_TELEGRAM_BIN" };
-    const file = path.join(agentDir(), "telegram.json");
-    try {
-        const cfg = JSON.parse(fs.readFileSync(file, "utf8"));
-        if (cfg && typeof cfg === "object" && "hubBinary" in cfg && typeof cfg.hubBinary === "string" && cfg.hubBinary) {
-            return { bin: cfg.hubBinary, source: `"hubBinary" in ${file}` };
-        }
-    }
-    catch (e) {
-        if (e.code !== "ENOENT") {
-            return { bin: "pi-telegram", source: `PATH (${file} could not be read: ${e instanceof Error ? e.message : String(e)})` };
-        }
-    }
-    return { bin: "pi-telegram", source: "PATH" };
-}
-export const INSTALL_HINT = "install the hub (`cargo install --path crates/pi-telegram` in the pi-telegram repository) so `pi-telegram` is on PATH, " +
-    'or set PI_TELEGRAM_BIN (or "hubBinary" in <agent-dir>/telegram.json) to the binary';
 export function lastLine(file) {
     try {
         const fd = fs.openSync(file, "r");

@@ -1,21 +1,32 @@
 import { execFile } from "node:child_process";
 import { errorText } from "./log.js";
-import { DEFAULT_PROFILE, hubBinary, INSTALL_HINT, isProfileName } from "./paths.js";
+import { DEFAULT_PROFILE, isProfileName } from "./paths.js";
+import { hubBinary, installHint } from "./release.js";
+import { SecretInput } from "./secret-input.js";
 export async function telegramSetup(s, args, c, current) {
     const profile = (args ?? "").trim() || current.profile || DEFAULT_PROFILE;
     if (!isProfileName(profile)) {
         s.notify(`"${profile}" is not a profile name (1-32 lowercase letters or digits)`, "error", c);
         return;
     }
-    const token = (await c.ui.input(`Telegram bot token for profile ${profile} (from @BotFather)`, "123456789:AA…"))?.trim();
+    const found = hubBinary();
+    if ("problem" in found) {
+        s.notify(`telegram-setup: ${found.problem}`, "error", c);
+        return;
+    }
+    const { bin, source } = found;
+    const title = `Telegram bot token for profile ${profile} (from @BotFather)`;
+    const typed = c.mode === "tui"
+        ? await c.ui.custom((_tui, _theme, _keys, done) => new SecretInput(title, done))
+        : await c.ui.input(title, "123456789:AA…");
+    const token = typed?.trim();
     if (!token) {
         s.notify("telegram-setup: cancelled", "info", c);
         return;
     }
-    const { bin, source } = hubBinary();
     const res = await run(bin, ["setup", "--profile", profile, "--json"], { TELEGRAM_BOT_TOKEN: token });
     if (res.notFound) {
-        s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${INSTALL_HINT}.`, "error", c);
+        s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`, "error", c);
         return;
     }
     if (res.code !== 0) {

@@ -1,6 +1,7 @@
 import { assistantText } from "./events.js";
 import { ackCompleted, addCompleted, globalState, markReceived, RECEIVED_CAP } from "./state.js";
 const START_WATCHDOG_MS = 30_000;
+const COMMAND_SETTLE_MS = 1000;
 const QUEUE_POLL_MS = 2000;
 const HELLO_COMPLETED_BUDGET = 700 * 1024;
 const TURN_DONE_MAX_BYTES = 1000 * 1024;
@@ -178,6 +179,11 @@ export class TurnRunner {
             return false;
         }
         this.clearWatchdog();
+        if (this.runsExtensionCommand(turn.text, turn.images)) {
+            this.watchdog = setTimeout(this.s.problems.guard("a command's end", () => this.commandRan(starting)), COMMAND_SETTLE_MS);
+            this.watchdog.unref?.();
+            return true;
+        }
         this.watchdog = setTimeout(this.s.problems.guard("the start watchdog", () => {
             this.watchdog = undefined;
             if (G.starting !== starting)
@@ -197,6 +203,29 @@ export class TurnRunner {
         }), START_WATCHDOG_MS);
         this.watchdog.unref?.();
         return true;
+    }
+    runsExtensionCommand(text, images) {
+        if (!text.startsWith("/") || (images && images.length > 0))
+            return false;
+        const name = text.slice(1).split(/\s/, 1)[0];
+        try {
+            return this.s.pi.getCommands().some((c) => c.source === "extension" && c.name === name);
+        }
+        catch (e) {
+            this.s.problems.record("listing pi's commands", e);
+            return false;
+        }
+    }
+    commandRan(starting) {
+        this.watchdog = undefined;
+        const G = this.G;
+        if (G.starting !== starting)
+            return;
+        G.starting = undefined;
+        const done = { turn_id: starting.turn_id, text: "", aborted: false, error: null, handled: true };
+        addCompleted(G, done);
+        this.sendTurnDone(done);
+        this.scheduleDispatch();
     }
     clearWatchdog() {
         if (this.watchdog)

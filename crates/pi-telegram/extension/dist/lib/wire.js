@@ -24,6 +24,7 @@ export function decodeHandshake(m) {
             protocol: m.protocol,
             hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
             instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
+            hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
         };
     }
     if (m.type === "refused")
@@ -138,9 +139,14 @@ export function encodeLine(msg, fallback) {
 }
 function safeStringify(obj) {
     try {
-        return JSON.stringify(obj);
+        return wellFormed(JSON.stringify(obj));
     }
     catch {
         return JSON.stringify({ type: String(obj.type ?? "unknown"), unserializable: true });
     }
+}
+export function wellFormed(json) {
+    if (!json.includes("\\ud"))
+        return json;
+    return json.replace(/\\\\|\\ud[89a-f][0-9a-f]{2}/g, (m) => (m === "\\\\" ? m : "\\ufffd"));
 }
