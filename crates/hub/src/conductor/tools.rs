@@ -2,11 +2,13 @@
 //!
 //! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
 //!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
-//!   to the instance's chat or topic. Each file is copied when the tool is called (pi may
-//!   change or delete it afterwards) into a name of its own in `out/`; a missing file, a
-//!   directory, anything but a regular file or one over the limit is a tool error the model
-//!   sees. The sender removes a copy once its message is settled (`sender`), retention what a
-//!   crash left behind (`retention`).
+//!   to the instance's chat or topic. Whether the turn still waits for its answer is decided in
+//!   the transaction that records the files: a turn answered meanwhile has taken its files
+//!   already, so these go now, in its place, after its answer. Each file is copied
+//!   when the tool is called (pi may change or delete it afterwards) into a name of its own in
+//!   `out/`; a missing file, a directory, anything but a regular file or one over the limit is
+//!   a tool error the model sees. The sender removes a copy once its message is settled
+//!   (`sender`), retention what a crash left behind (`retention`).
 //! - `telegram_message(text, chat_id?, thread_id?, thread?)`: Markdown sent now (a progress
 //!   note during a turn arrives before the answer), to the instance's place or, by name, to
 //!   another live instance's topic. `telegram_button` comments in it become its buttons.
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use store::turns::{self, TurnState};
 use store::{Connection, StoreError, attachments, kv};
 use tokio::sync::Notify;
 
@@ -49,8 +52,19 @@ struct Job {
     assistant: Arc<Watched>,
     identity: String,
     cwd: String,
-    /// The Telegram turn the instance is working on.
+    /// The Telegram turn the instance was working on when the call arrived.
     turn: Option<i64>,
+}
+
+/// Where `telegram_attach`'s files went.
+enum Recorded {
+    /// Waiting for the answer of the turn, which is still open.
+    WithAnswer,
+    /// Queued now, in the turn's place: it was answered before they could wait for its
+    /// answer.
+    AfterAnswer,
+    /// Queued now: no turn, or a place pi chose.
+    Now,
 }
 
 impl Conductor {
@@ -236,7 +250,7 @@ impl Job {
         let args = args.clone();
         let now = self.db.now_ms();
         let recorded = files.clone();
-        let sent_now = self
+        let went = self
             .db
             .write(move |tx| {
                 let files = recorded;
@@ -244,14 +258,19 @@ impl Job {
                     StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
                 })?;
                 let explicit = explicit_place(tx, &args, owner).map_err(StoreError::Corrupt)?;
-                match (explicit, turn) {
-                    // With the answer of the turn pi works on.
-                    (None, Some(turn)) => {
+                if let Some(place) = explicit {
+                    enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
+                    return Ok(Recorded::Now);
+                }
+                // Read in this transaction: the turn's answer, queued in another, takes the
+                // files recorded before it and none after it.
+                match turn.map_or(Ok(None), |n| turns::get(tx, n))? {
+                    Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
                         for (i, f) in files.iter().enumerate() {
                             attachments::create(
                                 tx,
                                 &attachments::NewAttachment {
-                                    turn_id: turn,
+                                    turn_id: t.id,
                                     path: &f.path,
                                     name: &f.name,
                                     mime: f.mime.as_deref(),
@@ -261,34 +280,35 @@ impl Job {
                                 now,
                             )?;
                         }
-                        Ok(false)
+                        Ok(Recorded::WithAnswer)
                     }
-                    (place, _) => {
-                        let place = match place {
-                            Some(p) => p,
-                            None => outbound::place_of_instance(tx, &identity, owner)?,
+                    Some(t) => {
+                        // Where its answer went, after it (rows of a place go in order).
+                        let place = Place {
+                            reply_to: None,
+                            ..outbound::place_of_turn(tx, &t, &identity)?
                         };
-                        outbound::enqueue_files(
+                        enqueue_now(
                             tx,
                             place,
                             &files,
                             caption.as_deref(),
-                            outbound::Meta {
-                                purpose: &format!("attach:{identity}:{now}"),
-                                source_update_id: None,
-                                identity: &identity,
-                                turn_id: None,
-                                resend: false,
-                            },
+                            &identity,
+                            Some(t.id),
                             now,
                         )?;
-                        Ok(true)
+                        Ok(Recorded::AfterAnswer)
+                    }
+                    None => {
+                        let place = outbound::place_of_instance(tx, &identity, owner)?;
+                        enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
+                        Ok(Recorded::Now)
                     }
                 }
             })
             .await;
-        let sent_now = match sent_now {
-            Ok(sent) => sent,
+        let went = match went {
+            Ok(went) => went,
             Err(e) => {
                 // Nothing refers to the copies: they would only wait for retention.
                 forget_copies(&files).await;
@@ -298,13 +318,20 @@ impl Job {
                 });
             }
         };
-        if sent_now {
-            self.sender.notify_one();
-            Ok(format!("Sent to Telegram: {listed}."))
-        } else {
-            Ok(format!(
+        match went {
+            Recorded::WithAnswer => Ok(format!(
                 "Will be sent to Telegram right after your answer: {listed}."
-            ))
+            )),
+            Recorded::AfterAnswer => {
+                self.sender.notify_one();
+                Ok(format!(
+                    "Sent to Telegram after your answer, which was on its way already: {listed}."
+                ))
+            }
+            Recorded::Now => {
+                self.sender.notify_one();
+                Ok(format!("Sent to Telegram: {listed}."))
+            }
         }
     }
 
@@ -380,6 +407,37 @@ impl Job {
         self.sender.notify_one();
         Ok(format!("Sent to Telegram ({to})."))
     }
+}
+
+/// `files` queued to go now, at `place`.
+fn enqueue_now(
+    tx: &Connection,
+    place: Place,
+    files: &[OutFile],
+    caption: Option<&str>,
+    identity: &str,
+    turn: Option<i64>,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let purpose = match turn {
+        Some(t) => format!("attach:{t}:{now}"),
+        None => format!("attach:{identity}:{now}"),
+    };
+    outbound::enqueue_files(
+        tx,
+        place,
+        files,
+        caption,
+        outbound::Meta {
+            purpose: &purpose,
+            // No cause to be unique for: two calls in one millisecond are two sends.
+            source_update_id: None,
+            identity,
+            turn_id: turn,
+            resend: false,
+        },
+        now,
+    )
 }
 
 /// A live instance by the name the person sees (its label), case-insensitively.
