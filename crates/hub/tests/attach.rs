@@ -42,6 +42,13 @@ fn position_of_text(msgs: &[TranscriptEntry], text: &str) -> usize {
         .unwrap_or_else(|| panic!("no message {text:?} in {msgs:#?}"))
 }
 
+/// A file of its own in the test's folder, by its absolute path.
+fn file(hub: &TestHub, name: &str) -> String {
+    let path = hub.dir.path().join(name);
+    std::fs::write(&path, format!("contents of {name}")).unwrap();
+    path.display().to_string()
+}
+
 fn attach(call: &str, turn: &Value, paths: &[String]) -> Value {
     json!({ "type": "tool_call", "id": call, "tool": "telegram_attach", "turn_id": turn,
             "args": { "paths": paths } })
@@ -55,6 +62,62 @@ async fn tool_result(pi: &mut Shim, call: &str) -> String {
     r["data"]["text"].as_str().unwrap().to_owned()
 }
 
+/// A turn answered, the next one under way, and then a call for the first: the decision is
+/// the one the race of a call with its turn's end needs (the turn's answer was queued before
+/// the files could wait for it), made here in a fixed order. The files go now, after the first
+/// answer, not with the second turn's answer (which may never come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_for_a_turn_already_answered_follows_that_answer_at_once() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    let first = hub.say("first");
+    let p1 = pi.recv_type("prompt").await;
+    pi.answer(&p1, "the first answer").await;
+    pi.recv_type("done_ack").await;
+    hub.say("second");
+    let p2 = pi.recv_type("prompt").await;
+    pi.start(&p2).await;
+    let path = file(&hub, "late.txt");
+    pi.send(&attach("c1", &p1["turn_id"], &[path])).await;
+    let told = tool_result(&mut pi, "c1").await;
+    assert!(
+        told.starts_with("Sent to Telegram after your answer"),
+        "the model is told where its file went: {told}"
+    );
+    let (at, msgs) = arrived(&hub, "late.txt").await;
+    let answer = &msgs[position_of_text(&msgs, "the first answer")];
+    assert!(
+        position_of_text(&msgs, "the first answer") < at,
+        "after the answer of its turn: {msgs:#?}"
+    );
+    assert_eq!(answer.reply_to_message_id, Some(first.message_id));
+    assert_eq!(
+        (msgs[at].thread_id, msgs[at].reply_to_message_id),
+        (answer.thread_id, None),
+        "in the answer's place, after it (as files with an answer go)"
+    );
+    assert!(
+        !msgs
+            .iter()
+            .any(|m| m.text.as_deref() == Some("the second answer")),
+        "the second turn is still open"
+    );
+    pi.answer(&p2, "the second answer").await;
+    hub.wait_for_bot("the second answer", |m| {
+        m.iter().any(|(_, t, _)| t == "the second answer")
+    })
+    .await;
+    let copies = bot_messages(&hub)
+        .iter()
+        .filter(|m| file_name(m) == Some("late.txt"))
+        .count();
+    assert_eq!(copies, 1, "sent once");
+    hub.stop().await;
+}
+
+/// The race as it happens: pi calls the tool with many files, and the turn ends (an abort: the
+/// extension stops waiting for the call, pi ends the run) while the hub is still copying them.
+/// The answer is queued first and has taken the files waiting then; these are sent as soon as
 /// their copies are made, after the answer, and the model is told so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_still_being_copied_when_their_turn_ends_are_sent_after_the_answer() {
@@ -98,5 +161,33 @@ async fn files_still_being_copied_when_their_turn_ends_are_sent_after_the_answer
             "part {n} after the answer: {msgs:#?}"
         );
     }
+    hub.stop().await;
+}
+
+/// A run typed in pi (the call's `turn_id` is `null`) while a Telegram turn waits in pi's
+/// queue: its files are that run's, sent now, not held for the waiting turn's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_from_a_run_typed_in_pi_is_sent_now() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.say("later, please");
+    let p = pi.recv_type("prompt").await;
+    pi.send(&json!({ "type": "ack", "turn_id": p["turn_id"], "disposition": "queued" }))
+        .await;
+    let path = file(&hub, "local.txt");
+    pi.send(&attach("c1", &Value::Null, &[path])).await;
+    let told = tool_result(&mut pi, "c1").await;
+    assert!(told.starts_with("Sent to Telegram: local.txt"), "{told}");
+    arrived(&hub, "local.txt").await;
+    pi.answer(&p, "the answer").await;
+    hub.wait_for_bot("the answer", |m| {
+        m.iter().any(|(_, t, _)| t == "the answer")
+    })
+    .await;
+    let copies = bot_messages(&hub)
+        .iter()
+        .filter(|m| file_name(m) == Some("local.txt"))
+        .count();
+    assert_eq!(copies, 1, "sent once, not again with the answer");
     hub.stop().await;
 }

@@ -2,9 +2,11 @@
 //!
 //! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
 //!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
-//!   to the instance's chat or topic. Whether the turn still waits for its answer is decided in
-//!   the transaction that records the files: a turn answered meanwhile has taken its files
-//!   already, so these go now, in its place, after its answer. Each file is copied
+//!   to the instance's chat or topic. The turn is the one pi names in the call (`null`: a run
+//!   typed in pi, none; a headless child names none: the one the instance works on), and
+//!   whether it still waits for its answer is decided in the transaction that records the
+//!   files: a turn answered (or interrupted) meanwhile has taken its files already, so these go
+//!   now, in its place, after its answer. Each file is copied
 //!   when the tool is called (pi may change or delete it afterwards) into a name of its own in
 //!   `out/`; a missing file, a directory, anything but a regular file or one over the limit is
 //!   a tool error the model sees. The sender removes a copy once its message is settled
@@ -19,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use store::turns::{self, TurnState};
+use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, attachments, kv};
 use tokio::sync::Notify;
 
@@ -52,16 +54,39 @@ struct Job {
     assistant: Arc<Watched>,
     identity: String,
     cwd: String,
+    /// What pi says of the call's run.
+    said: Said,
     /// The Telegram turn the instance was working on when the call arrived.
-    turn: Option<i64>,
+    outstanding: Option<i64>,
+}
+
+/// What a tool call says of the run that made it (`turn_id`).
+#[derive(Debug, Clone, Copy)]
+enum Said {
+    /// Nothing (a headless child's tools): the turn is the instance's.
+    Nothing,
+    /// A run typed in pi, while a Telegram turn may wait in pi's queue.
+    Local,
+    /// Telegram turn number n.
+    Turn(i64),
+}
+
+impl Said {
+    fn of(turn: Option<&Option<wire::TurnId>>) -> Self {
+        match turn {
+            None => Self::Nothing,
+            Some(None) => Self::Local,
+            Some(Some(t)) => t.number().map_or(Self::Nothing, Self::Turn),
+        }
+    }
 }
 
 /// Where `telegram_attach`'s files went.
 enum Recorded {
     /// Waiting for the answer of the turn, which is still open.
     WithAnswer,
-    /// Queued now, in the turn's place: it was answered before they could wait for its
-    /// answer.
+    /// Queued now, in the turn's place: it was answered (or interrupted) before they could
+    /// wait for its answer.
     AfterAnswer,
     /// Queued now: no turn, or a place pi chose.
     Now,
@@ -83,7 +108,8 @@ impl Conductor {
             assistant: self.assistant.clone(),
             identity: l.identity.clone(),
             cwd: l.cwd.clone(),
-            turn: l.outstanding,
+            said: Said::of(call.turn.as_ref()),
+            outstanding: l.outstanding,
         };
         tokio::spawn(async move {
             let result = match call.tool.as_str() {
@@ -246,7 +272,7 @@ impl Job {
             .map(|f| format!("{} ({})", f.name, human_size(f.size)))
             .collect::<Vec<_>>()
             .join(", ");
-        let (identity, turn) = (self.identity.clone(), self.turn);
+        let (identity, said, outstanding) = (self.identity.clone(), self.said, self.outstanding);
         let args = args.clone();
         let now = self.db.now_ms();
         let recorded = files.clone();
@@ -264,7 +290,7 @@ impl Job {
                 }
                 // Read in this transaction: the turn's answer, queued in another, takes the
                 // files recorded before it and none after it.
-                match turn.map_or(Ok(None), |n| turns::get(tx, n))? {
+                match call_turn(tx, said, outstanding, &identity)? {
                     Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
                         for (i, f) in files.iter().enumerate() {
                             attachments::create(
@@ -407,6 +433,27 @@ impl Job {
         self.sender.notify_one();
         Ok(format!("Sent to Telegram ({to})."))
     }
+}
+
+/// The turn a call belongs to: the one pi names when it is this identity's (pi's own view of
+/// its run, right however late the call reaches the conductor: the link hands calls over in a
+/// task of their own), none for a run typed in pi, else the one the instance was working on
+/// when the call arrived.
+fn call_turn(
+    tx: &Connection,
+    said: Said,
+    outstanding: Option<i64>,
+    identity: &str,
+) -> Result<Option<Turn>, StoreError> {
+    match said {
+        Said::Local => return Ok(None),
+        Said::Turn(n) => match turns::get(tx, n)? {
+            Some(t) if t.identity.as_deref() == Some(identity) => return Ok(Some(t)),
+            _ => tracing::debug!(turn = n, "a tool call named a turn that is not its pi's"),
+        },
+        Said::Nothing => {}
+    }
+    outstanding.map_or(Ok(None), |n| turns::get(tx, n))
 }
 
 /// `files` queued to go now, at `place`.
