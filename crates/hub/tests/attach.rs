@@ -1,6 +1,6 @@
 //! `telegram_attach` against the end of its turn, with the scripted extension: files recorded
-//! for a turn go with its answer while it is open; once its answer is queued they go at once,
-//! in its place, after that answer. Whatever the order in which
+//! for a turn go with its answer while it is open; once its answer is queued (or it was
+//! interrupted) they go at once, in its place, after that answer. Whatever the order in which
 //! the call and the turn's end reach the hub, every file arrives and the model was told the
 //! truth.
 #![allow(clippy::unwrap_used)]
@@ -189,5 +189,36 @@ async fn a_file_from_a_run_typed_in_pi_is_sent_now() {
         .filter(|m| file_name(m) == Some("local.txt"))
         .count();
     assert_eq!(copies, 1, "sent once, not again with the answer");
+    hub.stop().await;
+}
+
+/// Files waiting for an answer that will not come (pi closed its session mid-turn) go when the
+/// turn is interrupted, after the notice that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_of_an_interrupted_turn_are_sent() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.say("make a report");
+    let p = pi.recv_type("prompt").await;
+    pi.start(&p).await;
+    let path = file(&hub, "report.txt");
+    pi.send(&attach("c1", &p["turn_id"], &[path])).await;
+    let told = tool_result(&mut pi, "c1").await;
+    assert!(
+        told.starts_with("Will be sent to Telegram right after your answer"),
+        "{told}"
+    );
+    pi.send(&json!({ "type": "bye", "reason": "shutdown" }))
+        .await;
+    let (at, msgs) = arrived(&hub, "report.txt").await;
+    let notice = msgs
+        .iter()
+        .position(|m| {
+            m.text
+                .as_deref()
+                .is_some_and(|t| t.contains("make a report"))
+        })
+        .unwrap_or_else(|| panic!("no notice of the interrupted turn: {msgs:#?}"));
+    assert!(notice < at, "{msgs:#?}");
     hub.stop().await;
 }

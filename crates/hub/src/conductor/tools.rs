@@ -487,6 +487,59 @@ fn enqueue_now(
     )
 }
 
+/// The files waiting for turn `turn_id`'s answer, marked queued, and the caption pi gave them.
+pub(super) fn take_waiting(
+    tx: &Connection,
+    turn_id: i64,
+) -> Result<(Vec<OutFile>, Option<String>), StoreError> {
+    let waiting = attachments::take_waiting(tx, turn_id)?;
+    let caption = waiting.iter().find_map(|a| a.caption.clone());
+    let files = waiting
+        .into_iter()
+        .map(|a| OutFile {
+            path: a.path,
+            name: a.name,
+            mime: a.mime,
+            size: a.size,
+        })
+        .collect();
+    Ok((files, caption))
+}
+
+/// In the transaction that interrupts turn `t` of `identity`: the files pi attached during it,
+/// which waited for an answer that may never come, go now, in its place (a late answer comes
+/// after them).
+pub(super) fn send_waiting(
+    tx: &Connection,
+    t: &Turn,
+    identity: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let (files, caption) = take_waiting(tx, t.id)?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let place = Place {
+        reply_to: None,
+        ..outbound::place_of_turn(tx, t, identity)?
+    };
+    outbound::enqueue_files(
+        tx,
+        place,
+        &files,
+        caption.as_deref(),
+        outbound::Meta {
+            purpose: &format!("attach:{}:interrupted", t.id),
+            source_update_id: t.source_update_id,
+            identity,
+            turn_id: Some(t.id),
+            resend: false,
+        },
+        now,
+    )?;
+    Ok(())
+}
+
 /// A live instance by the name the person sees (its label), case-insensitively.
 fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
     let live = store::instances::live(tx)?;
