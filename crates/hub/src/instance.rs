@@ -231,6 +231,8 @@ pub struct ToolCall {
     pub tool: String,
     /// Its arguments.
     pub args: serde_json::Value,
+    /// What pi says of the call's run: a turn, a run typed in pi (`Some(None)`), or nothing.
+    pub turn: Option<Option<TurnId>>,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Result<String, String>>,
 }

@@ -189,15 +189,17 @@ async fn a_claimed_answer_is_sent_without_a_pick_of_the_senders_own() {
     .await;
     let db = s.db.clone();
     eventually("the send recorded", || state(&db, id) == State::Sent).await;
+    // A commit is seen before `Store::write` has synced it: only once the sender is past its
+    // record (waiting again) must the record be on disk.
+    eventually("the sender to wait idle again", || {
+        s.handoff.open().is_some()
+    })
+    .await;
     assert_eq!(
         s.db.store().unsynced_commits(),
         0,
         "the recorded send is durable"
     );
-    eventually("the sender to wait idle again", || {
-        s.handoff.open().is_some()
-    })
-    .await;
     stop_tx.send(true).unwrap();
     task.await.unwrap().unwrap();
     assert!(

@@ -312,6 +312,15 @@ pub enum ClientMsg {
         /// Its arguments (paths already absolute).
         #[serde(default)]
         args: Value,
+        /// What the call says of its run (instance role): `Some(Some(t))` hub turn `t`,
+        /// `Some(None)` (`null`) a run typed in pi; `None` (absent, a child's tools role) it
+        /// says nothing, and the hub knows the child's turn.
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        turn_id: Option<Option<TurnId>>,
     },
     /// The instance leaves on purpose.
     Bye {
@@ -519,6 +528,16 @@ pub fn secrets_match(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// A field that may be `null`: present (`Some`, with `null` as `Some(None)`) or, through
+/// `#[serde(default)]`, absent (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,6 +644,33 @@ mod tests {
         assert_eq!(
             read_hello(r#"{"type":"hello","protocol":1,"role":"boss"}"#).map(|_| ()),
             Err(HelloError::NoRole)
+        );
+    }
+
+    #[test]
+    fn a_tool_call_tells_a_null_turn_from_none() {
+        let turn_of = |extra: &str| {
+            let line = format!(
+                r#"{{"type":"tool_call","id":"c","tool":"telegram_attach","args":{{}}{extra}}}"#
+            );
+            let msg: ClientMsg = serde_json::from_str(&line).unwrap_or(ClientMsg::Unknown);
+            let ClientMsg::ToolCall { turn_id, .. } = &msg else {
+                panic!("not a tool call: {line}")
+            };
+            let back: ClientMsg =
+                serde_json::from_str(crate::encode(&msg).trim_end()).unwrap_or(ClientMsg::Unknown);
+            assert_eq!(back, msg, "round trip");
+            turn_id.clone()
+        };
+        assert_eq!(turn_of(""), None, "a child's call says nothing");
+        assert_eq!(
+            turn_of(r#","turn_id":null"#),
+            Some(None),
+            "a run typed in pi"
+        );
+        assert_eq!(
+            turn_of(r#","turn_id":"t4""#),
+            Some(Some(TurnId::from_number(4)))
         );
     }
 

@@ -288,6 +288,11 @@ impl Conductor {
                         &format!("notice:interrupted:{first}"),
                         now,
                     )?;
+                    for t in list {
+                        if let Some(identity) = t.identity.as_deref() {
+                            tools::send_waiting(tx, t, identity, now)?;
+                        }
+                    }
                 }
                 Ok(())
             })
@@ -781,6 +786,7 @@ impl Conductor {
                                 &format!("notice:interrupted:{}", t.id),
                                 now,
                             )?;
+                            tools::send_waiting(tx, &t, &l.identity, now)?;
                         }
                     }
                 }
@@ -1317,6 +1323,7 @@ fn reconcile_reported(
                     &format!("notice:interrupted:{}", t.id),
                     now,
                 )?;
+                tools::send_waiting(tx, &t, r.identity, now)?;
             }
         }
     }
@@ -1412,17 +1419,7 @@ fn finish(
     let markup =
         crate::menu::prompt_buttons(tx, ctx.clock, owner, ctx.identity, &extracted.buttons, now)?;
     // Files pi attached during the turn go right after the answer.
-    let waiting = store::attachments::take_waiting(tx, t.id)?;
-    let caption = waiting.iter().find_map(|a| a.caption.clone());
-    let files: Vec<outbound::OutFile> = waiting
-        .into_iter()
-        .map(|a| outbound::OutFile {
-            path: a.path,
-            name: a.name,
-            mime: a.mime,
-            size: a.size,
-        })
-        .collect();
+    let (files, caption) = tools::take_waiting(tx, t.id)?;
     // Spoken when the person's voice reply mode says so (a voice note in `mirror`, every
     // answer in `always`), unless pi chose what to say itself.
     let (mode, transcript) = ctx.voice;

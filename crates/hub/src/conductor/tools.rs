@@ -2,11 +2,17 @@
 //!
 //! - `telegram_attach(paths, caption?, chat_id?, thread_id?)`: files from pi's machine to the
 //!   person. During a Telegram turn they go right after that turn's answer; outside one, now,
-//!   to the instance's chat or topic. Each file is copied when the tool is called (pi may
-//!   change or delete it afterwards), off the runtime, counting the bytes; a missing file,
-//!   anything but a regular file (a folder, a FIFO, a device), a file of `/proc` or `/sys`, or
-//!   one over the limit (as it says, or as it grows while copied) is a tool error the model
-//!   sees, and no copy of it stays.
+//!   to the instance's chat or topic. The turn is the one pi names in the call (`null`: a run
+//!   typed in pi, none; a headless child names none: the one the instance works on), and
+//!   whether it still waits for its answer is decided in the transaction that records the
+//!   files: a turn answered (or interrupted) meanwhile has taken its files already, so these go
+//!   now, in its place, after its answer. Each file is copied when the tool is called (pi may
+//!   change or delete it afterwards) into a name of its own in `out/`, off the runtime,
+//!   counting the bytes; a missing file, anything but a regular file (a folder, a FIFO, a
+//!   device), a file of `/proc` or `/sys`, or one over the limit (as it says, or as it grows
+//!   while copied) is a tool error the model sees, and no copy of it stays. The sender removes
+//!   a copy once its message is settled (`sender`), retention what a crash left behind
+//!   (`retention`).
 //! - `telegram_message(text, chat_id?, thread_id?, thread?)`: Markdown sent now (a progress
 //!   note during a turn arrives before the answer), to the instance's place or, by name, to
 //!   another live instance's topic. `telegram_button` comments in it become its buttons.
@@ -17,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, attachments, kv};
 use tokio::sync::Notify;
 
@@ -49,8 +56,42 @@ struct Job {
     assistant: Arc<Watched>,
     identity: String,
     cwd: String,
-    /// The Telegram turn the instance is working on.
-    turn: Option<i64>,
+    /// What pi says of the call's run.
+    said: Said,
+    /// The Telegram turn the instance was working on when the call arrived.
+    outstanding: Option<i64>,
+}
+
+/// What a tool call says of the run that made it (`turn_id`).
+#[derive(Debug, Clone, Copy)]
+enum Said {
+    /// Nothing (a headless child's tools): the turn is the instance's.
+    Nothing,
+    /// A run typed in pi, while a Telegram turn may wait in pi's queue.
+    Local,
+    /// Telegram turn number n.
+    Turn(i64),
+}
+
+impl Said {
+    fn of(turn: Option<&Option<wire::TurnId>>) -> Self {
+        match turn {
+            None => Self::Nothing,
+            Some(None) => Self::Local,
+            Some(Some(t)) => t.number().map_or(Self::Nothing, Self::Turn),
+        }
+    }
+}
+
+/// Where `telegram_attach`'s files went.
+enum Recorded {
+    /// Waiting for the answer of the turn, which is still open.
+    WithAnswer,
+    /// Queued now, in the turn's place: it was answered (or interrupted) before they could
+    /// wait for its answer.
+    AfterAnswer,
+    /// Queued now: no turn, or a place pi chose.
+    Now,
 }
 
 impl Conductor {
@@ -69,7 +110,8 @@ impl Conductor {
             assistant: self.assistant.clone(),
             identity: l.identity.clone(),
             cwd: l.cwd.clone(),
-            turn: l.outstanding,
+            said: Said::of(call.turn.as_ref()),
+            outstanding: l.outstanding,
         };
         tokio::spawn(async move {
             let result = match call.tool.as_str() {
@@ -176,12 +218,11 @@ impl Job {
             .map(|f| format!("{} ({})", f.name, human_size(f.size)))
             .collect::<Vec<_>>()
             .join(", ");
-        let copies: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-        let (identity, turn) = (self.identity.clone(), self.turn);
+        let (identity, said, outstanding) = (self.identity.clone(), self.said, self.outstanding);
         let args = args.clone();
         let now = self.db.now_ms();
         let recorded = files.clone();
-        let sent_now = self
+        let went = self
             .db
             .write(move |tx| {
                 let files = recorded;
@@ -189,14 +230,19 @@ impl Job {
                     StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
                 })?;
                 let explicit = explicit_place(tx, &args, owner).map_err(StoreError::Corrupt)?;
-                match (explicit, turn) {
-                    // With the answer of the turn pi works on.
-                    (None, Some(turn)) => {
+                if let Some(place) = explicit {
+                    enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
+                    return Ok(Recorded::Now);
+                }
+                // Read in this transaction: the turn's answer, queued in another, takes the
+                // files recorded before it and none after it.
+                match call_turn(tx, said, outstanding, &identity)? {
+                    Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
                         for (i, f) in files.iter().enumerate() {
                             attachments::create(
                                 tx,
                                 &attachments::NewAttachment {
-                                    turn_id: turn,
+                                    turn_id: t.id,
                                     path: &f.path,
                                     name: &f.name,
                                     mime: f.mime.as_deref(),
@@ -206,49 +252,58 @@ impl Job {
                                 now,
                             )?;
                         }
-                        Ok(false)
+                        Ok(Recorded::WithAnswer)
                     }
-                    (place, _) => {
-                        let place = match place {
-                            Some(p) => p,
-                            None => outbound::place_of_instance(tx, &identity, owner)?,
+                    Some(t) => {
+                        // Where its answer went, after it (rows of a place go in order).
+                        let place = Place {
+                            reply_to: None,
+                            ..outbound::place_of_turn(tx, &t, &identity)?
                         };
-                        outbound::enqueue_files(
+                        enqueue_now(
                             tx,
                             place,
                             &files,
                             caption.as_deref(),
-                            outbound::Meta {
-                                purpose: &format!("attach:{identity}:{now}"),
-                                source_update_id: None,
-                                identity: &identity,
-                                turn_id: None,
-                                resend: false,
-                            },
+                            &identity,
+                            Some(t.id),
                             now,
                         )?;
-                        Ok(true)
+                        Ok(Recorded::AfterAnswer)
+                    }
+                    None => {
+                        let place = outbound::place_of_instance(tx, &identity, owner)?;
+                        enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
+                        Ok(Recorded::Now)
                     }
                 }
             })
-            .await
-            .map_err(|e| {
-                // Nothing refers to the copies: none may stay.
-                for copy in &copies {
-                    let _ = std::fs::remove_file(copy);
-                }
-                match e {
+            .await;
+        let went = match went {
+            Ok(went) => went,
+            Err(e) => {
+                // Nothing refers to the copies: they would only wait for retention.
+                forget_copies(&files).await;
+                return Err(match e {
                     StoreError::Corrupt(why) => why,
                     other => format!("the hub could not record it: {other}"),
-                }
-            })?;
-        if sent_now {
-            self.sender.notify_one();
-            Ok(format!("Sent to Telegram: {listed}."))
-        } else {
-            Ok(format!(
+                });
+            }
+        };
+        match went {
+            Recorded::WithAnswer => Ok(format!(
                 "Will be sent to Telegram right after your answer: {listed}."
-            ))
+            )),
+            Recorded::AfterAnswer => {
+                self.sender.notify_one();
+                Ok(format!(
+                    "Sent to Telegram after your answer, which was on its way already: {listed}."
+                ))
+            }
+            Recorded::Now => {
+                self.sender.notify_one();
+                Ok(format!("Sent to Telegram: {listed}."))
+            }
         }
     }
 
@@ -324,6 +379,111 @@ impl Job {
         self.sender.notify_one();
         Ok(format!("Sent to Telegram ({to})."))
     }
+}
+
+/// The turn a call belongs to: the one pi names when it is this identity's (pi's own view of
+/// its run, right however late the call reaches the conductor: the link hands calls over in a
+/// task of their own), none for a run typed in pi, else the one the instance was working on
+/// when the call arrived.
+fn call_turn(
+    tx: &Connection,
+    said: Said,
+    outstanding: Option<i64>,
+    identity: &str,
+) -> Result<Option<Turn>, StoreError> {
+    match said {
+        Said::Local => return Ok(None),
+        Said::Turn(n) => match turns::get(tx, n)? {
+            Some(t) if t.identity.as_deref() == Some(identity) => return Ok(Some(t)),
+            _ => tracing::debug!(turn = n, "a tool call named a turn that is not its pi's"),
+        },
+        Said::Nothing => {}
+    }
+    outstanding.map_or(Ok(None), |n| turns::get(tx, n))
+}
+
+/// `files` queued to go now, at `place`.
+fn enqueue_now(
+    tx: &Connection,
+    place: Place,
+    files: &[OutFile],
+    caption: Option<&str>,
+    identity: &str,
+    turn: Option<i64>,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let purpose = match turn {
+        Some(t) => format!("attach:{t}:{now}"),
+        None => format!("attach:{identity}:{now}"),
+    };
+    outbound::enqueue_files(
+        tx,
+        place,
+        files,
+        caption,
+        outbound::Meta {
+            purpose: &purpose,
+            // No cause to be unique for: two calls in one millisecond are two sends.
+            source_update_id: None,
+            identity,
+            turn_id: turn,
+            resend: false,
+        },
+        now,
+    )
+}
+
+/// The files waiting for turn `turn_id`'s answer, marked queued, and the caption pi gave them.
+pub(super) fn take_waiting(
+    tx: &Connection,
+    turn_id: i64,
+) -> Result<(Vec<OutFile>, Option<String>), StoreError> {
+    let waiting = attachments::take_waiting(tx, turn_id)?;
+    let caption = waiting.iter().find_map(|a| a.caption.clone());
+    let files = waiting
+        .into_iter()
+        .map(|a| OutFile {
+            path: a.path,
+            name: a.name,
+            mime: a.mime,
+            size: a.size,
+        })
+        .collect();
+    Ok((files, caption))
+}
+
+/// In the transaction that interrupts turn `t` of `identity`: the files pi attached during it,
+/// which waited for an answer that may never come, go now, in its place (a late answer comes
+/// after them).
+pub(super) fn send_waiting(
+    tx: &Connection,
+    t: &Turn,
+    identity: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let (files, caption) = take_waiting(tx, t.id)?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let place = Place {
+        reply_to: None,
+        ..outbound::place_of_turn(tx, t, identity)?
+    };
+    outbound::enqueue_files(
+        tx,
+        place,
+        &files,
+        caption.as_deref(),
+        outbound::Meta {
+            purpose: &format!("attach:{}:interrupted", t.id),
+            source_update_id: t.source_update_id,
+            identity,
+            turn_id: Some(t.id),
+            resend: false,
+        },
+        now,
+    )?;
+    Ok(())
 }
 
 /// Checks every file, then copies each into `out_dir` (`<stamp>-<n>-<safe name>`): one bad path
@@ -516,6 +676,7 @@ fn kernel_file_system(_file: &std::fs::File) -> Option<&'static str> {
 }
 
 /// A live instance by the name the person sees (its label), case-insensitively.
+/// A live instance by the name the person sees (its label), case-insensitively.
 fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
     let live = store::instances::live(tx)?;
     let wanted = name.to_lowercase();
@@ -536,6 +697,17 @@ fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
             "several live pi are called {name:?}; name one by its folder"
         ))),
     }
+}
+
+/// Removes copies no row refers to (the call failed after making them).
+async fn forget_copies(files: &[OutFile]) {
+    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    let _ = tokio::task::spawn_blocking(move || {
+        for p in paths {
+            let _ = std::fs::remove_file(p);
+        }
+    })
+    .await;
 }
 
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use wire::{
-    ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, encode,
+    ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, TurnId, encode,
     secrets_match,
 };
 
@@ -425,13 +425,13 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
                         }
                         continue;
                     }
-                    ClientMsg::ToolCall { id: rid, tool, args } => {
+                    ClientMsg::ToolCall { id: rid, tool, args, turn_id } => {
                         if peer != Peer::Local && tool == "telegram_attach" {
                             // The hub reads attached files from its own disk: a path from
                             // another machine names nothing here (or something else).
                             conn.send(&response(rid, Err(REMOTE_ATTACH.into())));
                         } else {
-                            tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                            tool_call(&conductor, &conn.out, id.clone(), rid, tool, args, turn_id);
                         }
                         continue;
                     }
@@ -481,11 +481,17 @@ fn tool_call(
     request: String,
     tool: String,
     args: serde_json::Value,
+    turn: Option<Option<TurnId>>,
 ) {
     let (conductor, out) = (conductor.clone(), out.clone());
     tokio::spawn(async move {
         let (reply, answered) = oneshot::channel();
-        let call = ToolCall { tool, args, reply };
+        let call = ToolCall {
+            tool,
+            args,
+            turn,
+            reply,
+        };
         let result = if conductor
             .send(ConductorMsg::Tool(instance, call))
             .await
@@ -529,8 +535,9 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
             line = conn.lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 match serde_json::from_str::<ClientMsg>(&line) {
-                    Ok(ClientMsg::ToolCall { id: rid, tool, args }) => {
-                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args);
+                    // The child's turn is the instance's: a child says nothing of it.
+                    Ok(ClientMsg::ToolCall { id: rid, tool, args, .. }) => {
+                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args, None);
                     }
                     Ok(_) => {}
                     Err(e) => {
