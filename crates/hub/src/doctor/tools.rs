@@ -164,12 +164,19 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
         .collect();
     let ours = dir.display().to_string();
     let registered_here = packages.iter().any(|p| p == &ours);
-    // `pi install extension/` from a checkout registers that folder instead.
+    // `pi install npm:pi-telegram` registers the npm package; `pi install extension/` from a
+    // checkout registers that folder.
     let elsewhere = packages.iter().find(|p| {
-        crate::regular::read_to_string(&Path::new(p).join("package.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some("pi-telegram-extension"))
+        let npm = p.strip_prefix("npm:").map(|spec| {
+            // `pi-telegram`, `pi-telegram@0.2.0` (not `pi-telegram-linux-x64-gnu`).
+            spec.split('@').next() == Some("pi-telegram")
+        });
+        npm.unwrap_or_else(|| {
+            crate::regular::read_to_string(&Path::new(p).join("package.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some("pi-telegram"))
+        })
     });
     if !dir.join("package.json").exists() {
         if let Some(other) = elsewhere.filter(|_| !registered_here) {
