@@ -36,6 +36,10 @@ EXT_DIR = os.path.dirname(HERE)
 # What pi loads: the compiled dist/index.js (scripts/build-extension.sh), as installed; --ts: index.ts
 EXT = os.path.join(EXT_DIR, "dist", "index.js")
 REPO = os.path.dirname(os.path.dirname(HERE))
+# The extension's release (its package.json): the mock hub says it is of the same one, as a
+# hub of the same install does (a hub of another release is the registry test's business).
+with open(os.path.join(EXT_DIR, "package.json")) as _f:
+    EXTENSION_VERSION = json.load(_f)["version"]
 
 
 # --------------------------------------------------------------------------- mock hub (subprocess)
@@ -105,7 +109,7 @@ def mock_hub_main(argv):
                             send(n, s, {"type": "refused", "code": "token", "message": "unknown child token"})
                             return
                         welcomed = True
-                        send(n, s, {"type": "welcome", "protocol": a.protocol, "hub_pid": os.getpid(), "instance_id": f"i{n}"})
+                        send(n, s, {"type": "welcome", "protocol": a.protocol, "hub_pid": os.getpid(), "instance_id": f"i{n}", "hub_version": EXTENSION_VERSION})
                         conns[n] = s
                         if not a.no_ack:
                             for c in msg.get("completed_turns", []):
@@ -782,7 +786,8 @@ def s_child_tools_mode(env):
     child_env = {"PI_TELEGRAM_CHILD": "1", "PI_TELEGRAM_CHILD_TOKEN": "tok1", "PI_TELEGRAM_BIN": env.hub_bin}
     pi = Pi(env, extra_env=child_env)
     hello = wait_for(lambda: hub.ins("hello"), what="tools hello")[0]
-    assert set(hello) == {"type", "protocol", "role", "secret", "token", "pid", "cwd"}, hello
+    assert set(hello) == {"type", "protocol", "role", "secret", "token", "pid", "cwd", "version"}, hello
+    assert hello["version"] == EXTENSION_VERSION, hello
     assert hello["role"] == "tools" and hello["token"] == "tok1" and hello["cwd"] == env.work, hello
     assert hello["pid"] == pi.p.pid, (hello, pi.p.pid)
     pi.prompt('[[tool:telegram_attach:{"paths":["out/report.txt"]}]]')
