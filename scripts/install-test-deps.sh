@@ -6,6 +6,8 @@
 #   bin/node that Node 22
 #   typescript/  TypeScript, for `tsc --noEmit` over extension/ (scripts/test.sh)
 #   bin/tsc  runs that tsc on Node 22
+#   verdaccio/   the npm registry server the install test publishes the pi package to
+#   bin/verdaccio  runs it on Node 22
 # Only the npm registry is needed. Idempotent: when the pinned versions are in place it only
 # rewrites the two small wrappers, which takes well under a second.
 # Usage: scripts/install-test-deps.sh   (TEST_DEPS_DIR overrides the install folder)
@@ -15,6 +17,7 @@ NODE_VERSION="22.23.3"
 PI_PACKAGE="@earendil-works/pi-coding-agent"
 PI_VERSION="1.6.0"
 TYPESCRIPT_VERSION="6.0.3"
+VERDACCIO_VERSION="6.8.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="${TEST_DEPS_DIR:-$ROOT/.cache/test-deps}"
@@ -25,6 +28,8 @@ NODE="$NODE_DIR/node_modules/node/bin/node"
 PI_PKG_JSON="$PI_DIR/node_modules/$PI_PACKAGE/package.json"
 TS_DIR="$DEPS/typescript"
 TS_PKG_JSON="$TS_DIR/node_modules/typescript/package.json"
+VERDACCIO_DIR="$DEPS/verdaccio"
+VERDACCIO_PKG_JSON="$VERDACCIO_DIR/node_modules/verdaccio/package.json"
 
 say() { echo "install-test-deps: $*"; }
 die() { echo "install-test-deps: error: $*" >&2; exit 1; }
@@ -42,13 +47,14 @@ require_npm() {
     die "npm is not installed, and it is needed once to fetch Node $NODE_VERSION, pi $PI_VERSION and TypeScript $TYPESCRIPT_VERSION from the npm registry. Install Node.js with npm (e.g. 'apt-get install nodejs npm'), then re-run $0."
 }
 
-# npm_install DIR SPEC: a fresh install of SPEC into DIR/node_modules, output kept in DIR/npm.log.
+# npm_install DIR SPEC [FIELDS]: a fresh install of SPEC into DIR/node_modules, output kept in
+# DIR/npm.log. FIELDS: more members of the folder's package.json (`"overrides": {...}`).
 npm_install() {
-  local dir="$1" spec="$2"
+  local dir="$1" spec="$2" fields="${3:-}"
   require_npm
   rm -rf "$dir"
   mkdir -p "$dir"
-  printf '{ "name": "pi-telegram-test-deps", "private": true }\n' >"$dir/package.json"
+  printf '{ "name": "pi-telegram-test-deps", "private": true%s }\n' "${fields:+, $fields}" >"$dir/package.json"
   # npm prints engine and allowScripts warnings here; they are expected and harmless, so they go
   # to the log, which is shown only when the install fails.
   if ! (cd "$dir" && npm install --no-audit --no-fund --no-update-notifier --save-exact "$spec") \
@@ -103,6 +109,23 @@ else
   say "installed typescript $got"
 fi
 
+verdaccio_version() {
+  [ -f "$VERDACCIO_PKG_JSON" ] && "$NODE" -p 'require(process.argv[1]).version' "$VERDACCIO_PKG_JSON" 2>/dev/null || true
+}
+
+if [ "$(verdaccio_version)" = "$VERDACCIO_VERSION" ]; then
+  say "verdaccio $VERDACCIO_VERSION already installed"
+else
+  say "installing verdaccio@$VERDACCIO_VERSION into $VERDACCIO_DIR"
+  # node-fetch pinned to 2.7.0: the combination known to install and run on these machines.
+  PATH="$(dirname "$NODE"):$PATH" npm_install "$VERDACCIO_DIR" "verdaccio@$VERDACCIO_VERSION" \
+    '"overrides": { "node-fetch": "2.7.0" }'
+  got="$(verdaccio_version)"
+  [ "$got" = "$VERDACCIO_VERSION" ] ||
+    die "after npm install verdaccio@$VERDACCIO_VERSION, found version '${got:-nothing}' (see $VERDACCIO_DIR/npm.log)"
+  say "installed verdaccio $got"
+fi
+
 # The CLI's JS file, from the package's own "bin" entry, relative to the package folder.
 PI_BIN_REL="$("$NODE" -p '
   const b = require(process.argv[1]).bin;
@@ -127,6 +150,7 @@ write_wrapper() {
 write_wrapper "$BIN_DIR/pi" \
   'PATH="$DEPS/node22/node_modules/node/bin:$PATH" exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/pi/node_modules/'"$PI_PACKAGE/$PI_BIN_REL"'" "$@"'
 write_wrapper "$BIN_DIR/node" 'exec "$DEPS/node22/node_modules/node/bin/node" "$@"'
+write_wrapper "$BIN_DIR/verdaccio" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/verdaccio/node_modules/verdaccio/bin/verdaccio" "$@"'
 write_wrapper "$BIN_DIR/tsc" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/typescript/node_modules/typescript/bin/tsc" "$@"'
 
 got="$("$BIN_DIR/pi" --version 2>/dev/null || true)"
@@ -134,4 +158,7 @@ got="$("$BIN_DIR/pi" --version 2>/dev/null || true)"
 got="$("$BIN_DIR/tsc" --version 2>/dev/null || true)"
 [ "$got" = "Version $TYPESCRIPT_VERSION" ] ||
   die "$BIN_DIR/tsc --version printed '${got:-nothing}', expected Version $TYPESCRIPT_VERSION"
-say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION), $BIN_DIR/tsc ($TYPESCRIPT_VERSION)"
+got="$("$BIN_DIR/verdaccio" --version 2>/dev/null || true)"
+[ "$got" = "v$VERDACCIO_VERSION" ] || [ "$got" = "$VERDACCIO_VERSION" ] ||
+  die "$BIN_DIR/verdaccio --version printed '${got:-nothing}', expected $VERDACCIO_VERSION"
+say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION), $BIN_DIR/tsc ($TYPESCRIPT_VERSION), $BIN_DIR/verdaccio ($VERDACCIO_VERSION)"

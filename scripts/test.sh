@@ -42,6 +42,16 @@ for f in extension/package.json extension/dist/index.js; do
     exit 1
   fi
 done
+echo "== the next release's hub (for the install test's pi update)"
+# The same tree, reporting the next patch release: npm_install.rs publishes it as the update.
+next="$(python3 -c 'import sys; a, b, c = sys.argv[1].split("."); print(f"{a}.{b}.{int(c) + 1}")' "$version")"
+PI_TELEGRAM_BUILD_VERSION="$next" cargo build --locked -p pi-telegram --bin pi-telegram
+mkdir -p target/next-hub
+cp target/debug/pi-telegram target/next-hub/pi-telegram
+PI_TELEGRAM_NEXT_HUB="$(pwd)/target/next-hub/pi-telegram"
+export PI_TELEGRAM_NEXT_HUB
+[ "$("$PI_TELEGRAM_NEXT_HUB" --version)" = "pi-telegram $next" ] ||
+  { echo "the next hub reports $("$PI_TELEGRAM_NEXT_HUB" --version), not $next" >&2; exit 1; }
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== no hub left running"

@@ -7,6 +7,7 @@ import { forget, remember, rememberedProfile } from "./connections.ts";
 import type { InstanceLink } from "./link.ts";
 import { errorText } from "./log.ts";
 import { DEFAULT_PROFILE, isProfileName } from "./paths.ts";
+import { hubBinary, ownVersion } from "./release.ts";
 import type { Session } from "./session.ts";
 import { telegramSetup } from "./setup.ts";
 import type { ToolCalls } from "./tools.ts";
@@ -115,11 +116,17 @@ export function registerCommands(
 			} else {
 				lines.push(hub.connected ? "telegram: connected" : `telegram: ${hub.halted ?? hub.detail}`);
 				lines.push(`profile: ${hub.profile} (${hub.where})`);
-				lines.push(`hub pid: ${hub.welcome?.hub_pid ?? "-"}`);
+				const hubRelease = hub.welcome ? (hub.welcome.hub_version ?? "unknown") : undefined;
+				lines.push(`hub pid: ${hub.welcome?.hub_pid ?? "-"}${hubRelease ? `, release ${hubRelease}` : ""}`);
 				lines.push(`instance id: ${hub.welcome?.instance_id ?? "-"}`);
 				lines.push(`remembered for this project: ${known === hub.profile ? "yes" : "no"}`);
 				if (hub.buffered > 0) lines.push(`lines waiting for the hub: ${hub.buffered}`);
 			}
+			lines.push(`extension: pi-telegram ${ownVersion()}`);
+			// Which binary a start from this pi runs, so a person can tell an npm install from a
+			// cargo one (and a stale one on PATH) without a shell.
+			const bin = hubBinary();
+			lines.push("bin" in bin ? `hub binary: ${bin.bin} (from ${bin.source})` : `hub binary: none (${bin.problem})`);
 			lines.push(...turns.statusLines());
 			const waiting = tools().waiting;
 			if (waiting > 0) lines.push(`tool calls waiting for the hub: ${waiting}`);

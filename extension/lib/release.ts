@@ -85,7 +85,8 @@ function packagedBinary(): HubBinary | undefined {
 	} catch (e) {
 		const why = (e as NodeJS.ErrnoException).code === "ENOENT" ? "is missing" : "is not executable";
 		return {
-			problem: `the hub binary of ${source} ${why} (${bin}): reinstall with \`pi install npm:pi-telegram\``,
+			// `pi install` alone keeps an installed package as it is, broken or not.
+			problem: `the hub binary of ${source} ${why} (${bin}): reinstall pi-telegram with \`pi remove npm:pi-telegram\`, then \`pi install npm:pi-telegram\``,
 		};
 	}
 	return { bin, source, packaged: true };

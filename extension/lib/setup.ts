@@ -11,6 +11,9 @@ import { hubBinary, installHint } from "./release.ts";
 import { SecretInput } from "./secret-input.ts";
 import type { Session } from "./session.ts";
 
+/** `pi-telegram`'s exit code when Telegram rejects the token (`HubError::Unauthorized`). */
+const EXIT_UNAUTHORIZED = 5;
+
 /** What `pi-telegram setup --json` prints last (the fields this command reads). */
 interface SetupReport {
 	bot_username?: unknown;
@@ -54,6 +57,14 @@ export async function telegramSetup(
 	const res = await run(bin, ["setup", "--profile", profile, "--json"], { TELEGRAM_BOT_TOKEN: token });
 	if (res.notFound) {
 		s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`, "error", c);
+		return;
+	}
+	if (res.code === EXIT_UNAUTHORIZED) {
+		s.notify(
+			"telegram-setup: Telegram refused this token (401 Unauthorized), so nothing was saved. Copy it again from @BotFather (/mybots → your bot → API Token) and run /telegram-setup again.",
+			"error",
+			c,
+		);
 		return;
 	}
 	if (res.code !== 0) {

@@ -87,6 +87,7 @@ impl HubError {
             Self::Store(store::StoreError::TooNew { .. }) => 2,
             Self::Lock(LockError::Held { .. }) => 3,
             Self::Conflict { .. } => 4,
+            // The extension's /telegram-setup tells this one apart by it (extension/lib/setup.ts).
             Self::Unauthorized => 5,
             _ => 1,
         }

@@ -1,7 +1,7 @@
 //! `pi-telegram serve`: take the profile lock, open the store, check the bot, then run the
 //! poller, the worker and the sender until a signal or a fatal error, and stop cleanly.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -492,13 +492,25 @@ pub async fn serve(
     let mut inbound_task = inbound_task;
     let mut voice_task = voice_task;
     let mut retention_task = retention_task;
-    let profile_lost = profile_lost(&lock, opts.tuning.profile_check_every);
+    let exe = std::env::current_exe().ok().filter(|p| p.is_file());
+    let lost = gone(&lock, exe.as_deref(), opts.tuning.profile_check_every);
     let fatal: Option<Result<(), HubError>> = tokio::select! {
         () = &mut shutdown => None,
-        why = profile_lost => {
-            // A hub nobody can reach (its socket and secret went with the folder), which would
-            // otherwise poll for ever: a test's temporary folder, a profile deleted by hand.
-            tracing::warn!(reason = %why, "stopping: this hub's profile is gone");
+        why = lost => {
+            match why {
+                // A hub nobody can reach (its socket and secret went with the folder), which
+                // would otherwise poll for ever: a test's temporary folder, a profile deleted
+                // by hand.
+                Gone::Profile(why) => {
+                    tracing::warn!(reason = %why, "stopping: this hub's profile is gone");
+                }
+                // `pi remove npm:pi-telegram` (or `cargo uninstall`): the person is done with
+                // it. What they set up stays; they are told where, once.
+                Gone::Binary(path) => {
+                    tracing::warn!(binary = %path.display(), "stopping: this hub's binary was removed");
+                    say_removed(&client, &db, &path, &config_path, &paths.dir).await;
+                }
+            }
             None
         }
         r = &mut poll => Some(joined(r)),
@@ -595,14 +607,52 @@ pub fn take_over(
 
 /// Resolves, with the reason, once `lock` no longer guards the profile: checked every `every`
 /// (a stat; nothing on the message path waits for it).
-async fn profile_lost(lock: &ProfileLock, every: Duration) -> String {
+/// Why a running hub has nothing left to serve.
+enum Gone {
+    /// Its profile folder or lock file: [`ProfileLock::lost`]'s reason.
+    Profile(String),
+    /// Its own executable, at this path.
+    Binary(PathBuf),
+}
+
+/// Resolves when the profile's lock or the hub's executable `exe` is gone, checked every
+/// `every`. An executable counts as gone only when missing at two checks in a row: an update
+/// (`pi update`, `cargo install`) replaces the file, and may leave its path empty for a moment.
+async fn gone(lock: &ProfileLock, exe: Option<&Path>, every: Duration) -> Gone {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut missing = false;
     loop {
         tick.tick().await;
         if let Some(why) = lock.lost() {
-            return why;
+            return Gone::Profile(why);
         }
+        if let Some(exe) = exe {
+            let now_missing = tokio::fs::metadata(exe)
+                .await
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            if missing && now_missing {
+                return Gone::Binary(exe.to_owned());
+            }
+            missing = now_missing;
+        }
+    }
+}
+
+/// Tells the owner, best effort, that the hub stops because its binary was removed, and where
+/// their setup and history stay. Direct rather than through the outbox: no hub will be left
+/// to send it later.
+async fn say_removed(client: &Client, db: &Db, binary: &Path, config: &Path, state: &Path) {
+    let Ok(Some(owner)) = db.read(|c| kv::get_i64(c, kv::OWNER)).await else {
+        return;
+    };
+    let text = crate::texts::binary_removed(binary, config, state);
+    let params = json!({ "chat_id": owner, "text": text });
+    let send = client.call("sendMessage", &params);
+    match tokio::time::timeout(Duration::from_secs(10), send).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not tell the owner the hub stops"),
+        Err(_) => tracing::warn!("telling the owner the hub stops took too long"),
     }
 }
 

@@ -1,11 +1,13 @@
 //! What the bot says. Plain text (no parse mode), so nothing here can fail entity parsing.
 
+use std::path::Path;
+
 /// Reply to `/start` and `/help` from the owner.
 pub fn help(bot_username: &str) -> String {
     format!(
         "pi-telegram is running for @{bot_username}.\n\n\
          To work with pi from here, open a terminal where pi runs and type /telegram-connect \
-         (install the extension once with `pi-telegram install-extension`).\n\n\
+         (install it in pi once with `pi install npm:pi-telegram`).\n\n\
          Messages you send before a pi instance connects are kept and handed over in order. \
          React 👍 to a waiting message to move it to the front, 👎 to skip it; edit it to change \
          what pi gets.\n\n\
@@ -716,6 +718,18 @@ pub fn new_picker(roots: &str, for_pi: Option<&str>) -> String {
 /// `/new <folder>` refused.
 pub fn folder_refused(why: &str) -> String {
     format!("Not started: {why}.")
+}
+
+/// Said to the owner by a hub that stops because its own binary was removed (`pi remove`).
+pub fn binary_removed(binary: &Path, config: &Path, state: &Path) -> String {
+    format!(
+        "pi-telegram was removed ({} is gone), so this bot stops answering. Your setup stays in \
+         {} and your history and queue in {}: install pi-telegram again (pi install \
+         npm:pi-telegram) and they are picked up; delete them to forget this bot.",
+        binary.display(),
+        config.display(),
+        state.display()
+    )
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ function packagedBinary() {
     catch (e) {
         const why = e.code === "ENOENT" ? "is missing" : "is not executable";
         return {
-            problem: `the hub binary of ${source} ${why} (${bin}): reinstall with \`pi install npm:pi-telegram\``,
+            problem: `the hub binary of ${source} ${why} (${bin}): reinstall pi-telegram with \`pi remove npm:pi-telegram\`, then \`pi install npm:pi-telegram\``,
         };
     }
     return { bin, source, packaged: true };

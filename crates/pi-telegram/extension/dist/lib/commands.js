@@ -2,6 +2,7 @@ import * as path from "node:path";
 import { forget, remember, rememberedProfile } from "./connections.js";
 import { errorText } from "./log.js";
 import { DEFAULT_PROFILE, isProfileName } from "./paths.js";
+import { hubBinary, ownVersion } from "./release.js";
 import { telegramSetup } from "./setup.js";
 export const COMMAND_NAMES = ["telegram-connect", "telegram-disconnect", "telegram-status", "telegram-setup"];
 export const SESSION_COMMAND = "telegram-session";
@@ -94,12 +95,16 @@ export function registerCommands(pi, s, link, turns, tools) {
             else {
                 lines.push(hub.connected ? "telegram: connected" : `telegram: ${hub.halted ?? hub.detail}`);
                 lines.push(`profile: ${hub.profile} (${hub.where})`);
-                lines.push(`hub pid: ${hub.welcome?.hub_pid ?? "-"}`);
+                const hubRelease = hub.welcome ? (hub.welcome.hub_version ?? "unknown") : undefined;
+                lines.push(`hub pid: ${hub.welcome?.hub_pid ?? "-"}${hubRelease ? `, release ${hubRelease}` : ""}`);
                 lines.push(`instance id: ${hub.welcome?.instance_id ?? "-"}`);
                 lines.push(`remembered for this project: ${known === hub.profile ? "yes" : "no"}`);
                 if (hub.buffered > 0)
                     lines.push(`lines waiting for the hub: ${hub.buffered}`);
             }
+            lines.push(`extension: pi-telegram ${ownVersion()}`);
+            const bin = hubBinary();
+            lines.push("bin" in bin ? `hub binary: ${bin.bin} (from ${bin.source})` : `hub binary: none (${bin.problem})`);
             lines.push(...turns.statusLines());
             const waiting = tools().waiting;
             if (waiting > 0)

@@ -3,6 +3,7 @@ import { errorText } from "./log.js";
 import { DEFAULT_PROFILE, isProfileName } from "./paths.js";
 import { hubBinary, installHint } from "./release.js";
 import { SecretInput } from "./secret-input.js";
+const EXIT_UNAUTHORIZED = 5;
 export async function telegramSetup(s, args, c, current) {
     const profile = (args ?? "").trim() || current.profile || DEFAULT_PROFILE;
     if (!isProfileName(profile)) {
@@ -27,6 +28,10 @@ export async function telegramSetup(s, args, c, current) {
     const res = await run(bin, ["setup", "--profile", profile, "--json"], { TELEGRAM_BOT_TOKEN: token });
     if (res.notFound) {
         s.notify(`telegram-setup: the hub binary was not found: "${bin}" (from ${source}). To fix it, ${installHint()}.`, "error", c);
+        return;
+    }
+    if (res.code === EXIT_UNAUTHORIZED) {
+        s.notify("telegram-setup: Telegram refused this token (401 Unauthorized), so nothing was saved. Copy it again from @BotFather (/mybots → your bot → API Token) and run /telegram-setup again.", "error", c);
         return;
     }
     if (res.code !== 0) {
