@@ -7,10 +7,11 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use common::pi::setup;
-use common::{Env, wait_for};
+use common::{Env, OWNER, wait_for};
 use pi_testkit::PiRpc;
 use serde_json::{Value, json};
 
@@ -309,4 +310,63 @@ fn a_hub_whose_profile_folder_is_deleted_stops_by_itself() {
             "{log}"
         );
     }
+}
+
+/// A hub whose binary is removed (`pi remove npm:pi-telegram`, `cargo uninstall`) stops by
+/// itself and tells the owner where their setup and history stay; one whose binary is
+/// replaced (an update writes the new file under the same name) runs on.
+#[test]
+fn a_hub_whose_binary_is_removed_stops_and_says_where_the_state_stays() {
+    let env = Env::new();
+    env.preset_owner();
+    let bin_dir = env.dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("pi-telegram");
+    std::fs::copy(env!("CARGO_BIN_EXE_pi-telegram"), &bin).unwrap();
+    let log = env.dir.path().join("serve-copy.log");
+    let mut child = env
+        .cmd_of(&bin, &["serve"])
+        .env("PI_TELEGRAM_PROFILE_CHECK_SECS", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for("the hub socket", 20, || {
+        std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+    });
+    // An update: the old file goes and the new one takes its name at once.
+    let next = bin_dir.join("pi-telegram.next");
+    std::fs::copy(&bin, &next).unwrap();
+    std::fs::remove_file(&bin).unwrap();
+    std::fs::rename(&next, &bin).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hub stopped at an update: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // A removal.
+    std::fs::remove_file(&bin).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the hub runs on without its binary");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("stopping: this hub's binary was removed"), "{log}");
+    let texts = env.bot_texts(OWNER);
+    let said = texts
+        .iter()
+        .find(|t| t.starts_with("pi-telegram was removed"))
+        .unwrap_or_else(|| panic!("nothing said: {texts:?}"));
+    assert!(
+        said.contains(&env.config_path().display().to_string())
+            && said.contains(&env.profile_dir().display().to_string()),
+        "{said}"
+    );
+    assert!(env.config_path().exists() && env.state_db().exists());
 }

@@ -62,7 +62,12 @@ impl Env {
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pi-telegram"));
+        self.cmd_of(Path::new(env!("CARGO_BIN_EXE_pi-telegram")), args)
+    }
+
+    /// [`Env::cmd`] running the binary at `bin` (a copy of this build, say).
+    pub fn cmd_of(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(bin);
         c.args(args)
             .env("PI_CODING_AGENT_DIR", &self.agent)
             .env("PI_TELEGRAM_POLL_TIMEOUT_SECS", "2")
