@@ -352,12 +352,18 @@ fn a_hub_whose_binary_is_removed_stops_and_says_where_the_state_stays() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the hub runs on without its binary");
+        assert!(
+            Instant::now() < deadline,
+            "the hub runs on without its binary"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let log = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(status.code(), Some(0), "{log}");
-    assert!(log.contains("stopping: this hub's binary was removed"), "{log}");
+    assert!(
+        log.contains("stopping: this hub's binary was removed"),
+        "{log}"
+    );
     let texts = env.bot_texts(OWNER);
     let said = texts
         .iter()
