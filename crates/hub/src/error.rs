@@ -76,6 +76,10 @@ pub enum HubError {
     /// Bad input from the person at the terminal.
     #[error("{0}")]
     Usage(String),
+    /// A fault of the hub's own: a task that should run for ever ended. Exit 1, which a
+    /// service manager restarts (unlike a usage error's 2, which it leaves stopped).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl HubError {
@@ -97,5 +101,18 @@ impl HubError {
     pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let context = context.into();
         move |source| Self::Io { context, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_ending_is_the_hubs_fault_and_restartable_a_usage_error_is_not() {
+        // The systemd unit restarts on failure but for exits 2 to 5 (RestartPreventExitStatus).
+        assert_eq!(HubError::Internal("a task ended".into()).exit_code(), 1);
+        assert_eq!(HubError::Usage("bad flag".into()).exit_code(), 2);
+        assert_eq!(HubError::Unauthorized.exit_code(), 5);
     }
 }
