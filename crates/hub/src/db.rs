@@ -54,6 +54,23 @@ impl Db {
         self.clock.now_ms()
     }
 
+    /// One durable transaction that fails with the caller's error type `E`, which a store
+    /// error converts into: for transactions that may also refuse, where a refusal must
+    /// roll back and must never be mistaken for a store fault (or the other way round).
+    pub async fn write_as<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    {
+        let store = self.store.clone();
+        if self.inline {
+            return store.write(f);
+        }
+        let ran = off_runtime(store, move |s| Ok(s.write(f))).await;
+        ran.map_err(E::from)?
+    }
+
     /// One durable transaction.
     pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
     where

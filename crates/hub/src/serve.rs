@@ -569,7 +569,9 @@ pub async fn serve(
                     .write(move |tx| incidents::record(tx, now, "hub", &message))
                     .await;
             }
-            r.and(Err(HubError::Internal("a hub task ended unexpectedly".into())))
+            r.and(Err(HubError::Internal(
+                "a hub task ended unexpectedly".into(),
+            )))
         }
     }
 }

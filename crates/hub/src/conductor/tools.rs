@@ -224,12 +224,10 @@ impl Job {
         let recorded = files.clone();
         let went = self
             .db
-            .write(move |tx| {
+            .write_as(move |tx| -> Result<Recorded, CallFailed> {
                 let files = recorded;
-                let owner = kv::get_i64(tx, kv::OWNER)?.ok_or_else(|| {
-                    StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
-                })?;
-                let explicit = explicit_place(tx, &args, owner).map_err(StoreError::Corrupt)?;
+                let owner = paired_owner(tx)?;
+                let explicit = explicit_place(tx, &args, owner).map_err(CallFailed::Refused)?;
                 if let Some(place) = explicit {
                     enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
                     return Ok(Recorded::Now);
@@ -284,10 +282,7 @@ impl Job {
             Err(e) => {
                 // Nothing refers to the copies: they would only wait for retention.
                 forget_copies(&files).await;
-                return Err(match e {
-                    StoreError::Corrupt(why) => why,
-                    other => format!("the hub could not record it: {other}"),
-                });
+                return Err(e.to_string());
             }
         };
         match went {
@@ -329,12 +324,10 @@ impl Job {
         let clock = self.db.clock().clone();
         let to = self
             .db
-            .write(move |tx| {
-                let owner = kv::get_i64(tx, kv::OWNER)?.ok_or_else(|| {
-                    StoreError::Corrupt("pi-telegram is not paired with anyone yet".into())
-                })?;
+            .write_as(move |tx| -> Result<String, CallFailed> {
+                let owner = paired_owner(tx)?;
                 let (place, speaker) = match (&thread_name, explicit_place(tx, &args, owner)) {
-                    (_, Err(why)) => return Err(StoreError::Corrupt(why)),
+                    (_, Err(why)) => return Err(CallFailed::Refused(why)),
                     (Some(name), _) => {
                         let target = named_instance(tx, name)?;
                         (outbound::place_of_instance(tx, &target, owner)?, target)
@@ -372,10 +365,7 @@ impl Job {
                 Ok(label_of(&speaker))
             })
             .await
-            .map_err(|e| match e {
-                StoreError::Corrupt(why) => why,
-                other => format!("the hub could not record it: {other}"),
-            })?;
+            .map_err(|e| e.to_string())?;
         self.sender.notify_one();
         Ok(format!("Sent to Telegram ({to})."))
     }
@@ -675,9 +665,25 @@ fn kernel_file_system(_file: &std::fs::File) -> Option<&'static str> {
     None
 }
 
+/// Why a tool call's transaction did not record it; either way it rolled back.
+#[derive(Debug, thiserror::Error)]
+enum CallFailed {
+    /// The call cannot be done as asked: pi is told why, in words meant for the model.
+    #[error("{0}")]
+    Refused(String),
+    /// The store failed: not the call's fault.
+    #[error("the hub could not record it: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// The owner, or the refusal a tool call gets before anyone paired.
+fn paired_owner(tx: &Connection) -> Result<i64, CallFailed> {
+    kv::get_i64(tx, kv::OWNER)?
+        .ok_or_else(|| CallFailed::Refused("pi-telegram is not paired with anyone yet".into()))
+}
+
 /// A live instance by the name the person sees (its label), case-insensitively.
-/// A live instance by the name the person sees (its label), case-insensitively.
-fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
+fn named_instance(tx: &Connection, name: &str) -> Result<String, CallFailed> {
     let live = store::instances::live(tx)?;
     let wanted = name.to_lowercase();
     let found: Vec<_> = live
@@ -686,14 +692,14 @@ fn named_instance(tx: &Connection, name: &str) -> Result<String, StoreError> {
         .collect();
     match found.as_slice() {
         [one] => Ok(one.identity.clone()),
-        [] => Err(StoreError::Corrupt(format!(
+        [] => Err(CallFailed::Refused(format!(
             "no live pi is called {name:?}; live: {}",
             live.iter()
                 .map(|i| i.label.clone())
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
-        _ => Err(StoreError::Corrupt(format!(
+        _ => Err(CallFailed::Refused(format!(
             "several live pi are called {name:?}; name one by its folder"
         ))),
     }
@@ -724,6 +730,30 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_fault_is_never_told_to_pi_as_a_refusal_and_a_refusal_rolls_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::Store::open(&dir.path().join("state.db")).unwrap();
+        let refused = store.write(|tx| -> Result<(), CallFailed> {
+            kv::set(tx, "probe", "written")?;
+            paired_owner(tx)?;
+            Ok(())
+        });
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "pi-telegram is not paired with anyone yet"
+        );
+        assert_eq!(store.read(|c| kv::get(c, "probe")).unwrap(), None);
+        // A corruption reads as one, whatever its words.
+        let fault = CallFailed::from(StoreError::Corrupt("no live pi is called x".into()));
+        assert!(
+            fault
+                .to_string()
+                .starts_with("the hub could not record it:"),
+            "{fault}"
+        );
+    }
 
     #[test]
     fn a_copy_stops_at_the_limit() {
