@@ -333,12 +333,14 @@ pub async fn serve(
             assistant.clone(),
             preview_tx,
             handoff,
-        )
-        .with_config_path(config_path.clone())
-        .with_tools(crate::conductor::ToolSettings {
-            out_dir: out_dir.clone(),
-            max_bytes: settings.outbound_max_bytes,
-        });
+            crate::conductor::ConductorSettings {
+                config_path: config_path.clone(),
+                tools: crate::conductor::ToolSettings {
+                    out_dir: out_dir.clone(),
+                    max_bytes: settings.outbound_max_bytes,
+                },
+            },
+        );
         tokio::spawn(conductor.run(stop_rx.clone()))
     };
     let preview_task = tokio::spawn(

@@ -112,6 +112,14 @@ async fn start_conductor(
         settings,
         previews,
         handoff,
+        hub::conductor::ConductorSettings {
+            // No telegram.json, and no tool call sends a file here.
+            config_path: std::env::temp_dir().join("pi-telegram-no-such-config.json"),
+            tools: hub::conductor::ToolSettings {
+                out_dir: std::env::temp_dir().join("pi-telegram-test-out"),
+                max_bytes: 50 * 1024 * 1024,
+            },
+        },
     );
     let task = tokio::spawn(c.run(stop_rx));
     (tx, stop_tx, task, epoch)

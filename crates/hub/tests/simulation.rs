@@ -432,6 +432,14 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
         settings,
         previews,
         handoff,
+        hub::conductor::ConductorSettings {
+            // No telegram.json, and no tool call sends a file here.
+            config_path: std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
+            tools: hub::conductor::ToolSettings {
+                out_dir: std::env::temp_dir().join("pi-telegram-test-out"),
+                max_bytes: 50 * 1024 * 1024,
+            },
+        },
     );
     let mut tasks = vec![tokio::spawn(conductor.run(stop.clone()))];
     let handling = WorkerSettings {

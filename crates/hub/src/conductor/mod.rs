@@ -121,6 +121,16 @@ struct AnswerCtx<'a> {
     clock: &'a Clock,
 }
 
+/// What the conductor is told at start, with no defaults: a guessed path would read another
+/// profile's (or the working directory's) `telegram.json`.
+#[derive(Debug, Clone)]
+pub struct ConductorSettings {
+    /// `telegram.json` (`piBinary` for the headless instances it starts).
+    pub config_path: std::path::PathBuf,
+    /// pi's Telegram tools: where copies go, how large.
+    pub tools: ToolSettings,
+}
+
 impl Conductor {
     /// A conductor reading `rx`; `tx` is handed to links it starts; `wake` is notified by the
     /// worker when turns or the selection change; `sender` wakes the outbox sender; answers
@@ -135,6 +145,7 @@ impl Conductor {
         assistant: Arc<assistant::Watched>,
         previews: mpsc::Sender<PreviewMsg>,
         handoff: crate::sender::Handoff,
+        settings: ConductorSettings,
     ) -> Self {
         Self {
             db,
@@ -148,21 +159,11 @@ impl Conductor {
             handoff,
             in_hand: controls::InHand::default(),
             controls_deadline: None,
-            tools: Arc::new(ToolSettings {
-                out_dir: std::env::temp_dir().join("pi-telegram-out"),
-                max_bytes: 50 * 1024 * 1024,
-            }),
-            config_path: std::path::PathBuf::from("telegram.json"),
+            tools: Arc::new(settings.tools),
+            config_path: settings.config_path,
             tools_waiting: std::collections::HashMap::new(),
             unsaved_states: BTreeMap::new(),
         }
-    }
-
-    /// Where `telegram.json` is.
-    #[must_use]
-    pub fn with_config_path(mut self, path: std::path::PathBuf) -> Self {
-        self.config_path = path;
-        self
     }
 
     fn spawner(&self) -> crate::spawned::Spawner {
@@ -172,12 +173,6 @@ impl Conductor {
             config_path: self.config_path.clone(),
             wakes: self.wakes.clone(),
         }
-    }
-
-    /// Where pi's Telegram tools keep copies of what they send, and the size limit.
-    pub fn with_tools(mut self, tools: ToolSettings) -> Self {
-        self.tools = Arc::new(tools);
-        self
     }
 
     /// Runs until `stop`.
