@@ -17,6 +17,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== tsc"
 # Type check of the pi extension against pi's own types (extension/tsconfig.json); no output.
 .cache/test-deps/bin/tsc -p extension/tsconfig.json
+echo "== extension unit tests (node --test)"
+# wire.ts and turns.ts (extension/test/*.test.ts), run from the TypeScript: Node strips the types.
+# They and crates/wire's tests read the same sample lines (crates/wire/tests/samples/).
+.cache/test-deps/bin/node --test --test-reporter=spec 'extension/test/*.test.ts'
 echo "== extension/dist is current"
 # The JavaScript pi loads (and the Rust build embeds) is what the TypeScript compiles to.
 bash scripts/build-extension.sh --check

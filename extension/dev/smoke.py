@@ -90,17 +90,24 @@ def mock_hub_main(argv):
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
-                    if len(line) + 1 > 1 << 20:
+                    kind, msg, notes = read_client_line(line, first=not welcomed)
+                    if OVER_LIMIT in notes or msg == "too_long":
                         log(n, "info", "LINE TOO LONG")
-                    msg = json.loads(line)
+                    if kind == "blank":
+                        continue
+                    if kind == "rejected":
+                        # What the hub does: refuse the hello, or say why and close.
+                        log(n, "info", f"REJECTED {msg}: {line[:200]!r}")
+                        if not welcomed:
+                            send(n, s, {"type": "refused", "code": "hello", "message": HELLO_ERRORS.get(msg, msg)})
+                        else:
+                            send(n, s, {"type": "error", "message": f"malformed line ({msg})"})
+                        return
                     log(n, "in", msg)
-                    if has_lone_surrogate(msg):
-                        # Python reads it; the hub's JSON reader (serde_json) would not.
+                    if LONE in notes:
+                        # Python reads it, and so would the hub (as U+FFFD); the extension must not write one.
                         log(n, "info", "LONE SURROGATE")
                     if not welcomed:
-                        if msg.get("type") != "hello":
-                            send(n, s, {"type": "refused", "code": "hello", "message": "the first line must be a hello"})
-                            return
                         if a.refuse or msg.get("secret") != secret:
                             code = a.refuse or "secret"
                             send(n, s, {"type": "refused", "code": code, "message": f"refused ({code})"})
@@ -168,6 +175,132 @@ def mock_hub_main(argv):
         c, _ = hub.accept()
         n += 1
         threading.Thread(target=handle, args=(c, n), daemon=True).start()
+
+
+# --------------------------------------------------------------------------- the hub's reading of a line
+
+# The hub reads lines of at most 1 MiB without the newline (crates/wire `MAX_LINE`); the extension
+# writes at most 1 MiB with it.
+MAX_LINE = 1 << 20
+LONE = "lone surrogate"
+OVER_LIMIT = "over the extension's limit"
+# What the hub requires of each message after the hello (crates/wire `ClientMsg`): a field's kind,
+# "!" when it must be there. "str" and "bool" may be absent but never null; "?" may be null; "any"
+# is any JSON. Unknown types are ignored, unknown fields too.
+_STATE = {k: "str?" for k in ("cwd", "mode", "reason", "session_id", "session_file", "session_name", "thinking_level")}
+CLIENT_MSGS = {
+    "ack": {"turn_id": "!str", "disposition": "str"},
+    "event": {"turn_id": "str?", "event": "!any"},
+    "turn_done": {"turn_id": "!str", "text": "str", "aborted": "bool", "error": "str?", "handled": "bool"},
+    "state": {**_STATE, "pid": "int?", "model": "model?", "idle": "bool?", "pending": "bool?"},
+    "response": {"id": "!str", "ok": "bool", "data": "any", "error": "str?"},
+    "tool_call": {"id": "!str", "tool": "!str", "args": "any", "turn_id": "str?"},
+    "bye": {"reason": "str"},
+    "spawn": {"id": "!str", "cwd": "!str", "env": "str_map"},
+    "instances": {"id": "!str"},
+    "resolve_intent": {"id": "!str", "intent_id": "!int", "create": "!bool"},
+}
+# The hub's words when it refuses a hello (crates/wire `HelloError`).
+HELLO_ERRORS = {"not_json": "the first line is not JSON", "not_hello": "the first line must be a hello",
+                "no_protocol": "the hello has no protocol version",
+                "no_role": "the hello's role is none of instance, control, tools"}
+
+
+def _is_int(v, lo=-(1 << 63), hi=(1 << 63) - 1):
+    return type(v) is int and lo <= v <= hi
+
+
+def _fits(kind, v):
+    base = kind.lstrip("!").rstrip("?")
+    if v is None:
+        return kind.endswith("?") or base == "any"
+    if base == "str":
+        return isinstance(v, str)
+    if base == "bool":
+        return type(v) is bool
+    if base == "int":
+        return _is_int(v)
+    if base == "model":
+        return isinstance(v, dict) and all(isinstance(v[k], str) for k in ("provider", "id") if k in v)
+    if base == "str_map":
+        return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+    return base == "any"
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_client_line(raw, first):
+    """What the hub makes of one line from the extension (`raw`, without its newline), the way
+    crates/wire reads it: `LineReader`, then `read_hello` for the connection's first line and
+    `ClientMsg` after it. Returns (kind, value, notes): ("message", the parsed object, notes),
+    ("ignored", it, notes) for a type the hub does not know, ("blank", None, []) for a line it
+    skips, or ("rejected", why, notes) for a line it refuses (why: too_long, not_utf8, not_json,
+    not_object, invalid; for the first line not_hello, no_protocol, no_role). notes: LONE (the
+    line holds half a UTF-16 character: the hub reads U+FFFD), OVER_LIMIT (longer than the
+    extension may write). crates/wire/tests/samples/wire-lines.json holds what each line should
+    give (s_wire_samples)."""
+    if len(raw) > MAX_LINE:
+        return "rejected", "too_long", []
+    notes = [OVER_LIMIT] if len(raw) + 1 > MAX_LINE else []
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    if all(b in b" \t\n\x0c\r" for b in raw):
+        return "blank", None, []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "rejected", "not_utf8", notes
+    objects = []
+
+    def pairs(kv):
+        objects.append(kv)
+        return dict(kv)
+
+    try:
+        msg = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constants)
+    except ValueError:
+        return "rejected", "not_json", notes
+    if has_lone_surrogate(msg):
+        notes.append(LONE)
+    if first:
+        if not isinstance(msg, dict) or msg.get("type") != "hello":
+            return "rejected", "not_hello", notes
+        if not _is_int(msg.get("protocol"), 0, (1 << 32) - 1):
+            return "rejected", "no_protocol", notes
+        if msg.get("role") not in ("instance", "control", "tools"):
+            return "rejected", "no_role", notes
+        return "message", msg, notes  # the rest is read field by field: never refused
+    if not isinstance(msg, dict):
+        return "rejected", "not_object", notes
+    t = msg.get("type")
+    if not isinstance(t, str):
+        return "rejected", "invalid", notes
+    if t == "hello":
+        return "rejected", "invalid", notes  # a second hello: the hub closes the connection
+    spec = CLIENT_MSGS.get(t)
+    if spec is None:
+        return "ignored", msg, notes
+    keys = [k for k, _ in objects[-1]]  # the outermost object is parsed last
+    if any(keys.count(k) > 1 for k in spec.keys() | {"type"}):
+        return "rejected", "invalid", notes  # serde refuses a field given twice
+    for k, kind in spec.items():
+        if k in msg and not _fits(kind, msg[k]) or k not in msg and kind.startswith("!"):
+            return "rejected", "invalid", notes
+    return "message", msg, notes
+
+
+def without_lone_surrogates(v):
+    """`v` with every lone UTF-16 surrogate as U+FFFD, as the hub reads it."""
+    if isinstance(v, str):
+        # json.loads joins a pair into its character: a surrogate left in a string is half of one
+        return re.sub("[\ud800-\udfff]", "\ufffd", v)
+    if isinstance(v, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [without_lone_surrogates(x) for x in v]
+    return v
 
 
 def has_lone_surrogate(v):
@@ -333,6 +466,13 @@ class Env:
             return open(os.path.join(self.root, "hub-bin.calls")).read().splitlines()
         except FileNotFoundError:
             return []
+
+    def rejected_lines(self):
+        """What the mock hubs of this environment refused (read_client_line), as they logged it."""
+        tg = os.path.join(self.agent, "telegram")
+        profiles = os.listdir(tg) if os.path.isdir(tg) else []
+        return [e["msg"] for p in profiles for e in MockHub.read_log(os.path.join(self.pdir(p), "mock.log"))
+                if e["dir"] == "info" and str(e["msg"]).startswith("REJECTED")]
 
     def cleanup(self):
         for p in self.procs:
@@ -903,7 +1043,54 @@ def s_half_characters(env):
     hub.stop()
 
 
-SCENARIOS = [s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
+SAMPLES = os.path.join(REPO, "crates", "wire", "tests", "samples", "wire-lines.json")
+
+
+def padded(v, pad):
+    """`v` with @PAD@ in its strings replaced by `pad` (the sample file's padded lines)."""
+    if pad is None:
+        return v
+    if isinstance(v, str):
+        return v.replace("@PAD@", pad)
+    if isinstance(v, list):
+        return [padded(x, pad) for x in v]
+    if isinstance(v, dict):
+        return {k: padded(x, pad) for k, x in v.items()}
+    return v
+
+
+def s_wire_samples(env):
+    """The shared sample lines (crates/wire/tests/samples/wire-lines.json, its "about" says what a
+    case holds) written by the extension: the mock hub reads each one (read_client_line) as the
+    file says the hub does. crates/wire's test and the extension's unit tests read the same file."""
+    with open(SAMPLES) as f:
+        cases = json.load(f)["cases"]
+    failures, n = [], 0
+    for c in cases:
+        if c["from"] != "extension":
+            continue
+        raw = bytes.fromhex(c["line_hex"]) if "line_hex" in c else c["line"].encode("utf-8")
+        pad = None
+        if "pad_to_bytes" in c:
+            pad = "x" * (c["pad_to_bytes"] - (len(raw) - len(b"@PAD@")))
+            raw = raw.replace(b"@PAD@", pad.encode(), 1)
+        want = padded(c.get("py", c["expect"]), pad)
+        kind, value, notes = read_client_line(raw, c.get("first", False))
+        if kind == "message":
+            got = {"message": without_lone_surrogates(value), **({"notes": notes} if notes else {})}
+        elif kind == "rejected":
+            got = {"rejected": value}
+        else:
+            got = kind
+        n += 1
+        if got != want:
+            shown = [json.dumps(x)[:300] for x in (want, got)]
+            failures.append(f"{c['name']}:\n  wanted {shown[0]}\n  got    {shown[1]}")
+    assert n >= 70, f"only {n} lines from the extension in {SAMPLES}"
+    assert not failures, f"{len(failures)} of {n} sample lines:\n" + "\n".join(failures)
+
+
+SCENARIOS = [s_wire_samples, s_handshake_and_turn, s_restart_duplicate_and_completed, s_outbox_is_bounded, s_queue_new_reload_and_remembered,
              s_autostart_and_disconnect, s_hub_fails_to_start, s_refusals, s_child_is_inert, s_abort_and_hub_requests,
              s_tools_over_the_instance_connection, s_tools_without_hub_and_on_connection_loss, s_prompt_with_images,
              s_child_tools_mode, s_loaded_twice, s_reload, s_half_characters,
@@ -935,6 +1122,8 @@ def main():
         t0 = time.time()
         try:
             s(env)
+            rejected = env.rejected_lines()
+            assert not rejected, f"the extension wrote lines the hub refuses: {rejected}"
             print(f"PASS {s.__name__} ({time.time() - t0:.1f}s)", flush=True)
         except Exception:  # noqa: BLE001
             failed += 1

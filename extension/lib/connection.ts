@@ -88,6 +88,7 @@ const AUTO_START_INTERVAL_MS = Number(process.env.PI_TELEGRAM_AUTOSTART_MS) || 3
 const HALTING_REFUSALS: ReadonlySet<string> = new Set(["protocol", "secret", "token"]);
 
 export class HubConnection {
+	private readonly cb: ConnectionCallbacks;
 	readonly profile: string;
 	readonly paths: ProfilePaths;
 	readonly role: Role;
@@ -129,9 +130,10 @@ export class HubConnection {
 
 	constructor(
 		profile: string,
-		private readonly cb: ConnectionCallbacks,
+		cb: ConnectionCallbacks,
 		opts: { role: "instance"; autoStart: boolean } | { role: "tools" },
 	) {
+		this.cb = cb;
 		this.profile = profile;
 		this.paths = profilePaths(profile);
 		this.target = localTarget(this.paths);

@@ -11,14 +11,17 @@ import type { TurnRunner } from "./turns.ts";
 import type { Json } from "./wire.ts";
 
 export class Forwarder {
+	private readonly s: Session;
+	private readonly turns: TurnRunner;
+	private readonly out: Outbox;
 	/** The extension-side agent_end has no `willRetry`: it is sent once the next event shows it. */
 	private heldAgentEnd: { turnId: string | null } | undefined;
 
-	constructor(
-		private readonly s: Session,
-		private readonly turns: TurnRunner,
-		private readonly out: Outbox,
-	) {}
+	constructor(s: Session, turns: TurnRunner, out: Outbox) {
+		this.s = s;
+		this.turns = turns;
+		this.out = out;
+	}
 
 	/** Subscribes to every forwarded event (once per extension instance, in the factory). */
 	register(pi: ExtensionAPI): void {

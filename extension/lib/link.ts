@@ -29,6 +29,8 @@ export interface LinkHooks {
 const STATUS_KEY = "telegram";
 
 export class InstanceLink implements Outbox {
+	private readonly s: Session;
+	private readonly hooks: LinkHooks;
 	/** The current connection, if this pi is connected or connecting. */
 	hub: HubConnection | undefined;
 	/** Footer text the hub set with `set_status` (shown while connected). */
@@ -36,10 +38,10 @@ export class InstanceLink implements Outbox {
 	/** What the footer shows now; null: unknown (set it on the next update). */
 	private lastFooter: string | undefined | null = null;
 
-	constructor(
-		private readonly s: Session,
-		private readonly hooks: LinkHooks,
-	) {}
+	constructor(s: Session, hooks: LinkHooks) {
+		this.s = s;
+		this.hooks = hooks;
+	}
 
 	/** Opens a connection to `profile` (the caller starts it or calls connectNow). */
 	open(profile: string, autoStart: boolean): HubConnection {

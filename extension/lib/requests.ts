@@ -31,10 +31,13 @@ function isThinkingLevel(level: string): level is ThinkingLevel {
 }
 
 export class Requests {
-	constructor(
-		private readonly s: Session,
-		private readonly out: Outbox,
-	) {}
+	private readonly s: Session;
+	private readonly out: Outbox;
+
+	constructor(s: Session, out: Outbox) {
+		this.s = s;
+		this.out = out;
+	}
 
 	/** Answers a request that carried an `id`; requests without one get no answer. */
 	respond(id: string | undefined, ok: boolean, data?: unknown, error?: string): void {

@@ -20,13 +20,15 @@ function keyCode(data: string): number | undefined {
 }
 
 export class SecretInput {
+	private readonly title: string;
+	private readonly done: (value: string | undefined) => void;
 	private value = "";
 	private paste: string | undefined;
 
-	constructor(
-		private readonly title: string,
-		private readonly done: (value: string | undefined) => void,
-	) {}
+	constructor(title: string, done: (value: string | undefined) => void) {
+		this.title = title;
+		this.done = done;
+	}
 
 	render(width: number): string[] {
 		const dots = "•".repeat(Math.min(this.value.length, Math.max(1, width - 4)));

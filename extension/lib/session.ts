@@ -14,6 +14,7 @@ export function modelRef(m: { provider?: unknown; id?: unknown } | undefined | n
 }
 
 export class Session {
+	readonly pi: ExtensionAPI;
 	/** The context of the latest event or command (stale after the session ends). */
 	ctx: ExtensionContext | undefined;
 	/** Between session_start (or a connect command) and session_shutdown. */
@@ -22,7 +23,9 @@ export class Session {
 	reason = "startup";
 	readonly problems = new Problems();
 
-	constructor(readonly pi: ExtensionAPI) {}
+	constructor(pi: ExtensionAPI) {
+		this.pi = pi;
+	}
 
 	/** Shows a notification in pi, when there is a UI to show it on. */
 	notify(text: string, level: Level = "info", c: ExtensionContext | undefined = this.ctx): void {

@@ -35,9 +35,12 @@ interface Pending {
 
 /** Tool calls waiting for the hub's answer, over one channel. */
 export class ToolCalls {
+	private readonly channel: ToolChannel;
 	private pending = new Map<string, Pending>();
 
-	constructor(private readonly channel: ToolChannel) {}
+	constructor(channel: ToolChannel) {
+		this.channel = channel;
+	}
 
 	/** Sends a call and resolves with the hub's text, or rejects with the reason it failed. */
 	call(tool: ToolName, args: Json, signal: AbortSignal | undefined): Promise<string> {

@@ -47,16 +47,18 @@ const TELEGRAM_NOTE = [
 ].join("\n");
 
 export class TurnRunner {
+	private readonly s: Session;
+	private readonly out: Outbox;
 	private readonly G = globalState();
 	private dispatchTimer: NodeJS.Timeout | undefined;
 	private watchdog: NodeJS.Timeout | undefined;
 	/** Turns reported in the last hello; the others are sent as `turn_done` after the welcome. */
 	private helloCompleted = new Set<string>();
 
-	constructor(
-		private readonly s: Session,
-		private readonly out: Outbox,
-	) {}
+	constructor(s: Session, out: Outbox) {
+		this.s = s;
+		this.out = out;
+	}
 
 	// ------------------------------------------------------------------ the hub's side
 
