@@ -92,7 +92,16 @@ impl Plan {
 
     /// From storage; `None` for a row without a plan or one this version cannot read.
     pub fn from_value(v: Option<&Value>) -> Option<Plan> {
-        v.and_then(|v| serde_json::from_value(v.clone()).ok())
+        let plan: Plan = v.and_then(|v| serde_json::from_value(v.clone()).ok())?;
+        // A plan is stored only by `plans` and advanced only by `next_part` and `fallback`.
+        let broken = crate::never!(
+            plan.current().is_none(),
+            "a stored plan points at part {} of alternative {} of {}",
+            plan.part,
+            plan.alt,
+            plan.alternatives.len()
+        );
+        (!broken).then_some(plan)
     }
 }
 

@@ -38,6 +38,7 @@ pub mod logging;
 pub mod markup;
 pub mod menu;
 pub mod names;
+pub mod never;
 pub mod outbound;
 pub mod pairing;
 pub mod paths;

@@ -479,6 +479,8 @@ pub async fn serve(
         claims,
         stop_rx.clone(),
     ));
+    // Broken invariants in a release build: incidents, beside the log.
+    let _invariants = tokio::spawn(crate::never::record_incidents(db.clone()));
     // Work left from before the restart.
     wakes.worker.notify_one();
     wakes.sender.notify_one();

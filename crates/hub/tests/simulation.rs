@@ -1206,6 +1206,8 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn the_whole_hub_keeps_its_invariants_through_faults_and_crashes() {
+    // The hub's own checks (`never!`) panic here in release builds too.
+    hub::never::panic_when_broken(true);
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let steps = env("SIM_STEPS").unwrap_or(400) as usize;
     let seeds: Vec<u64> = match env("SIM_SEED") {

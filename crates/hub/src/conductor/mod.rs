@@ -1130,6 +1130,19 @@ impl Conductor {
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
             };
+            // Nothing but this task changes `live`, and it did not since the readiness check.
+            if crate::never!(
+                !l.ready(),
+                "turn {} dispatched to {id}, which is not ready (outstanding {:?})",
+                turn.id,
+                l.outstanding
+            ) {
+                let n = turn.id;
+                self.db
+                    .write(move |tx| turns::requeue(tx, n).map(drop))
+                    .await?;
+                continue;
+            }
             let images = photos_of(files).await;
             let prompt = Command::Prompt {
                 turn: TurnId::from_number(turn.id),
