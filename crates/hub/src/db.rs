@@ -9,6 +9,51 @@ use store::{CommitNo, Connection, Store, StoreError};
 use crate::clock::Clock;
 use crate::instance::Reach;
 
+/// How far a transaction's commit has gone when [`Db::write`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk: it survives a crash of the machine ([`Store::write`]).
+    OnDisk,
+    /// Committed, so it survives a crash of the process; on disk with the next sync
+    /// ([`Store::write_lazy_sync`]). For a transaction whose effects reach no other machine
+    /// before such a sync: lost with the machine, it is redone from what was durable, and
+    /// nobody outside saw the difference.
+    Lazy,
+    /// The commit before the hub tells an instance something that follows from it (a prompt,
+    /// "your result is stored"): on disk when the instance is on another machine, which would
+    /// remember it across a crash of this one; otherwise lazy, since such a process dies with
+    /// this machine and a crash of the hub's process loses no commit.
+    BeforeTelling(Reach),
+}
+
+impl Durability {
+    fn on_disk(self) -> bool {
+        match self {
+            Self::OnDisk | Self::BeforeTelling(Reach::OtherMachine) => true,
+            Self::Lazy | Self::BeforeTelling(Reach::ThisMachine) => false,
+        }
+    }
+}
+
+/// One transaction on `store`, then its sync when `durability` or `on_disk_if` asks for one.
+fn commit<T, E, F, P>(
+    store: &Store,
+    durability: Durability,
+    f: F,
+    on_disk_if: P,
+) -> Result<(T, CommitNo), E>
+where
+    E: From<StoreError>,
+    F: FnOnce(&Connection) -> Result<T, E>,
+    P: FnOnce(&T) -> bool,
+{
+    let (value, commit) = store.write_lazy_sync_numbered(f)?;
+    if durability.on_disk() || on_disk_if(&value) {
+        store.sync_through(commit)?;
+    }
+    Ok((value, commit))
+}
+
 /// A shared handle on the hub's one store, and the hub's clock.
 #[derive(Debug, Clone)]
 pub struct Db {
@@ -54,10 +99,40 @@ impl Db {
         self.clock.now_ms()
     }
 
-    /// One durable transaction that fails with the caller's error type `E`, which a store
-    /// error converts into: for transactions that may also refuse, where a refusal must
-    /// roll back and must never be mistaken for a store fault (or the other way round).
-    pub async fn write_as<T, E, F>(&self, f: F) -> Result<T, E>
+    /// One transaction, committed as far as `durability` says before it returns.
+    pub async fn write<T, F>(&self, durability: Durability, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.write_numbered(durability, f, |_| false)
+            .await
+            .map(|(value, _)| value)
+    }
+
+    /// [`Db::write`], also returning the commit's number, for a [`Db::sync_through`] by
+    /// whoever acts on the commit next; and made durable in the same store call when
+    /// `on_disk_if(&value)` says its effect leaves the machine next (one call off the runtime
+    /// rather than two, and whoever acts on it next finds it on disk already).
+    pub async fn write_numbered<T, F, P>(
+        &self,
+        durability: Durability,
+        f: F,
+        on_disk_if: P,
+    ) -> Result<(T, CommitNo), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        P: FnOnce(&T) -> bool + Send + 'static,
+    {
+        self.run(move |s| commit(s, durability, f, on_disk_if))
+            .await
+    }
+
+    /// [`Db::write`] for a transaction that fails with the caller's error type `E`, which a
+    /// store error converts into: one that may also refuse, where a refusal must roll back and
+    /// must never be mistaken for a store fault (or the other way round).
+    pub async fn write_as<T, E, F>(&self, durability: Durability, f: F) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
@@ -65,92 +140,13 @@ impl Db {
     {
         let store = self.store.clone();
         if self.inline {
-            return store.write(f);
+            return commit(&store, durability, f, |_| false).map(|(value, _)| value);
         }
-        let ran = off_runtime(store, move |s| Ok(s.write(f))).await;
-        ran.map_err(E::from)?
-    }
-
-    /// One durable transaction.
-    pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.run(move |s| s.write(f)).await
-    }
-
-    /// One transaction whose effects reach the outside world only through a later durable
-    /// commit ([`store::Store::write_lazy_sync`]): it does not wait for the disk.
-    pub async fn write_lazy_sync<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.run(move |s| s.write_lazy_sync(f)).await
-    }
-
-    /// [`Db::write_lazy_sync`], also returning the commit's number, for a [`Db::sync_through`]
-    /// by whoever acts on the commit next.
-    pub async fn write_lazy_sync_numbered<T, F>(&self, f: F) -> Result<(T, CommitNo), StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.run(move |s| s.write_lazy_sync_numbered(f)).await
-    }
-
-    /// The commit before the hub tells an instance something that follows from it (a prompt,
-    /// "your result is stored"): durable when the instance is on another machine, which would
-    /// remember it across a crash of this one; otherwise synced lazily, since such a process
-    /// dies with this machine and a crash of the hub's process loses no commit.
-    pub async fn write_before_telling<T, F>(&self, reach: Reach, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.write_before_telling_numbered(reach, f)
-            .await
-            .map(|(value, _)| value)
-    }
-
-    /// [`Db::write_before_telling`], also returning the commit's number, for a
-    /// [`Db::sync_through`] by whoever acts on the commit next.
-    pub async fn write_before_telling_numbered<T, F>(
-        &self,
-        reach: Reach,
-        f: F,
-    ) -> Result<(T, CommitNo), StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.write_before_telling_synced_if(reach, f, |_| false)
-            .await
-    }
-
-    /// [`Db::write_before_telling_numbered`] whose commit is also made durable in the same
-    /// store call when `leaves(&value)` says its effect leaves the machine next: one call off
-    /// the runtime rather than two, and whoever acts on it next finds it on disk already.
-    pub async fn write_before_telling_synced_if<T, F, P>(
-        &self,
-        reach: Reach,
-        f: F,
-        leaves: P,
-    ) -> Result<(T, CommitNo), StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-        P: FnOnce(&T) -> bool + Send + 'static,
-    {
-        self.run(move |s| {
-            let (value, commit) = s.write_lazy_sync_numbered(f)?;
-            if reach == Reach::OtherMachine || leaves(&value) {
-                s.sync_through(commit)?;
-            }
-            Ok((value, commit))
+        let ran = off_runtime(store, move |s| {
+            Ok(commit(s, durability, f, |_| false).map(|(value, _)| value))
         })
-        .await
+        .await;
+        ran.map_err(E::from)?
     }
 
     /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when
@@ -221,7 +217,7 @@ impl threads::Storage for Db {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let db = self.clone();
-        Box::pin(async move { db.write(f).await })
+        Box::pin(async move { db.write(Durability::OnDisk, f).await })
     }
 
     fn read<T, F>(&self, f: F) -> threads::StoreCall<T>
@@ -248,21 +244,25 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn what_pi_on_another_machine_hears_of_is_on_disk_first() -> Result<(), StoreError> {
         let (_dir, db) = db();
-        db.write_before_telling(Reach::ThisMachine, |tx| store::kv::set(tx, "k", "1"))
-            .await?;
+        db.write(Durability::BeforeTelling(Reach::ThisMachine), |tx| {
+            store::kv::set(tx, "k", "1")
+        })
+        .await?;
         assert_eq!(
             db.store().unsynced_commits(),
             1,
             "pi of this machine dies with it: no flush before it hears"
         );
-        db.write_before_telling(Reach::OtherMachine, |tx| store::kv::set(tx, "k", "2"))
-            .await?;
+        db.write(Durability::BeforeTelling(Reach::OtherMachine), |tx| {
+            store::kv::set(tx, "k", "2")
+        })
+        .await?;
         assert_eq!(
             db.store().unsynced_commits(),
             0,
             "pi on another machine outlives a crash of ours: on disk first"
         );
-        db.write_lazy_sync(|tx| store::kv::set(tx, "k", "3"))
+        db.write(Durability::Lazy, |tx| store::kv::set(tx, "k", "3"))
             .await?;
         db.sync().await?;
         assert_eq!(db.store().unsynced_commits(), 0);
@@ -275,8 +275,8 @@ mod tests {
         let (_dir, db) = db();
         let leaves = |v: &bool| *v;
         let (_, kept) = db
-            .write_before_telling_synced_if(
-                Reach::ThisMachine,
+            .write_numbered(
+                Durability::BeforeTelling(Reach::ThisMachine),
                 |tx| store::kv::set(tx, "k", "1").map(|()| false),
                 leaves,
             )
@@ -286,8 +286,8 @@ mod tests {
             "nothing leaves: synced lazily"
         );
         let (_, claimed) = db
-            .write_before_telling_synced_if(
-                Reach::ThisMachine,
+            .write_numbered(
+                Durability::BeforeTelling(Reach::ThisMachine),
                 |tx| store::kv::set(tx, "k", "2").map(|()| true),
                 leaves,
             )
@@ -303,8 +303,8 @@ mod tests {
         // The sender's wait is then no store call at all.
         db.sync_through(claimed).await?;
         let (_, remote) = db
-            .write_before_telling_synced_if(
-                Reach::OtherMachine,
+            .write_numbered(
+                Durability::BeforeTelling(Reach::OtherMachine),
                 |tx| store::kv::set(tx, "k", "3").map(|()| false),
                 leaves,
             )

@@ -8,6 +8,7 @@
 //! What a message says is ids and states, never a person's text: it goes to the log at error
 //! level.
 
+use crate::db::Durability;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -60,7 +61,9 @@ pub async fn record_incidents(db: Db) {
     while let Some(message) = rx.recv().await {
         let now = db.now_ms();
         let recorded = db
-            .write(move |tx| store::incidents::record(tx, now, "invariant", &message))
+            .write(Durability::OnDisk, move |tx| {
+                store::incidents::record(tx, now, "invariant", &message)
+            })
             .await;
         if let Err(e) = recorded {
             tracing::warn!(error = %e, "could not record a broken invariant");

@@ -4,6 +4,7 @@
 //! updates already on disk; handling does not wait for the disk (its effects reach another
 //! machine only after a later sync).
 
+use crate::db::Durability;
 use std::time::Duration;
 
 use store::{incidents, journal};
@@ -159,8 +160,10 @@ pub async fn run(
         }
         let message = error.to_string();
         let now = db.now_ms();
-        db.write(move |tx| incidents::record(tx, now, "poll", &message))
-            .await?;
+        db.write(Durability::OnDisk, move |tx| {
+            incidents::record(tx, now, "poll", &message)
+        })
+        .await?;
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = tokio::time::sleep(backoff) => {}

@@ -10,6 +10,7 @@
 //! last changed longer ago than `fileRetentionDays` (and [`COPY_MIN_AGE`]), and none that an
 //! unsent row still needs (`store::retention::files_in_use`).
 
+use crate::db::Durability;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,7 +79,9 @@ pub async fn pass(
             }
             let at = Horizon::new(db.now_ms(), age_ms);
             let n = db
-                .write(move |tx| retention::prune(tx, table, at, BATCH))
+                .write(Durability::OnDisk, move |tx| {
+                    retention::prune(tx, table, at, BATCH)
+                })
                 .await?;
             if n > 0 {
                 *pruned.entry(table.name()).or_insert(0) += n;
@@ -297,7 +300,7 @@ mod tests {
         let plan = json!({ "alternatives": [{ "messages": [files(&planned)] }] });
         let waiting_path = waiting.display().to_string();
         let pending_id = db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 let row = |params: &serde_json::Value,
                            purpose: &str,
                            plan: Option<&serde_json::Value>| {
@@ -383,7 +386,7 @@ mod tests {
             "a link is not the hub's copy"
         );
         // Once its row is sent, the pending row's copy is an orphan too.
-        db.write(move |tx| {
+        db.write(Durability::OnDisk, move |tx| {
             store::outbox::mark_sending(tx, pending_id, 4)?;
             store::outbox::mark_sent(tx, pending_id, Some(1), 5)
         })

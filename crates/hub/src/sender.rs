@@ -1,6 +1,7 @@
 //! Outbound: the outbox, sent by one sender that obeys pacing and flood waits, repeats only what
 //! is safe to repeat, and records what it did about sends whose outcome is unknown.
 
+use crate::db::Durability;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -144,7 +145,11 @@ pub async fn run(
         // when its call is over (`send_one`).
         let mut pace = pacer.lock().await.clone();
         let ((chosen, mut wait), commit) = db
-            .write_lazy_sync_numbered(move |tx| pick_and_mark(tx, &mut pace, now, |_| true))
+            .write_numbered(
+                Durability::Lazy,
+                move |tx| pick_and_mark(tx, &mut pace, now, |_| true),
+                |_| false,
+            )
             .await?;
         if let Some(row) = chosen {
             send_marked(&db, &*client, &pacer, &wakes, Claimed { row, commit }).await?;
@@ -187,7 +192,7 @@ async fn release(db: &Db, mut claims: Claims) -> Result<(), HubError> {
         return Ok(());
     }
     let now = db.now_ms();
-    db.write_lazy_sync(move |tx| {
+    db.write(Durability::Lazy, move |tx| {
         for id in ids {
             outbox::mark_retry(tx, id, now, "claimed, not sent before the hub stopped", now)?;
         }
@@ -304,7 +309,7 @@ async fn send_one(
             let purpose = row.purpose.clone();
             tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");
             let now = db.now_ms();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now)?;
                 incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
             })
@@ -334,7 +339,7 @@ async fn send_one(
             let next = plan.as_ref().and_then(Plan::next_part);
             let here = (row.chat_id, row.thread_id);
             let after = db
-                .write(move |tx| {
+                .write(Durability::OnDisk, move |tx| {
                     let after = match next.as_ref().and_then(|p| p.current().map(|c| (p, c))) {
                         Some((p, (method, params))) => {
                             let params = placed(params, here);
@@ -364,7 +369,7 @@ async fn send_one(
             let secs = retry_after.as_secs() as i64;
             tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
             let key = scope.key();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 flood::record(tx, &key, until, secs, now)?;
                 outbox::mark_retry(tx, id, until, &format!("429: retry after {secs} s"), now)?;
                 incidents::record(
@@ -378,14 +383,16 @@ async fn send_one(
         }
         Err(CallError::Retryable(e)) => {
             let at = now + backoff_ms(row.attempts + 1);
-            db.write(move |tx| outbox::mark_retry(tx, id, at, &e, now))
-                .await?;
+            db.write(Durability::OnDisk, move |tx| {
+                outbox::mark_retry(tx, id, at, &e, now)
+            })
+            .await?;
         }
         Err(CallError::CommitUnknown(e)) => {
             let purpose = row.purpose.clone();
             if row.resend_if_unknown {
                 let at = now + backoff_ms(row.attempts + 1);
-                db.write(move |tx| {
+                db.write(Durability::OnDisk, move |tx| {
                     outbox::mark_resend(tx, id, at, &e, now)?;
                     incidents::record(
                         tx,
@@ -396,7 +403,7 @@ async fn send_one(
                 })
                 .await?;
             } else {
-                db.write(move |tx| {
+                db.write(Durability::OnDisk, move |tx| {
                     outbox::mark_ambiguous(
                         tx,
                         id,
@@ -416,8 +423,10 @@ async fn send_one(
         }
         Err(CallError::Api(e)) if e.kind == ApiErrorKind::NotModified => {
             // The edit already shows: that is the outcome we wanted.
-            db.write(move |tx| outbox::mark_sent(tx, id, None, now))
-                .await?;
+            db.write(Durability::OnDisk, move |tx| {
+                outbox::mark_sent(tx, id, None, now)
+            })
+            .await?;
             release_copies(db, &row.params, None).await;
         }
         Err(CallError::Api(e))
@@ -425,7 +434,7 @@ async fn send_one(
         {
             // The person closed the topic; the message still has to arrive.
             let text = e.to_string();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 outbox::move_to_main_chat(tx, id, &text, now)?;
                 incidents::record(
                     tx,
@@ -445,8 +454,10 @@ async fn send_one(
             // one gone. Without an answer, decide nothing yet.
             let Some(threaded) = topics::probe(db, client, &wakes.sender).await? else {
                 let at = now + backoff_ms(row.attempts + 1);
-                db.write(move |tx| outbox::mark_retry(tx, id, at, &text, now))
-                    .await?;
+                db.write(Durability::OnDisk, move |tx| {
+                    outbox::mark_retry(tx, id, at, &text, now)
+                })
+                .await?;
                 crashpoint::hit("send.after_record");
                 return Ok(());
             };
@@ -454,7 +465,7 @@ async fn send_one(
             // topic that replaces it, the binding is marked lost and the topics task provisions
             // anew. Otherwise the message still has to arrive: in the main chat.
             let gone = db
-                .write(move |tx| {
+                .write(Durability::OnDisk, move |tx| {
                     let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
                     if threaded && bound {
                         // Pending again, so the hold below takes this row with the others.
@@ -493,7 +504,7 @@ async fn send_one(
             let here = (row.chat_id, row.thread_id);
             tracing::warn!(purpose = %purpose, from = %from, to = %to, reason = %reason, "Telegram refused a message; sending it another way");
             let after = db
-                .write(move |tx| {
+                .write(Durability::OnDisk, move |tx| {
                     let mut after = None;
                     if let Some((method, params)) = next.current() {
                         let handling = format!("sent as {to}: {from} was refused");
@@ -527,7 +538,7 @@ async fn send_one(
             let purpose = row.purpose.clone();
             let text = e.to_string();
             tracing::warn!(purpose = %purpose, error = %text, "Telegram refused a send");
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 outbox::mark_failed(tx, id, &text, "dropped: Telegram refused it", now)?;
                 incidents::record(tx, now, "send", &format!("{purpose}: {text}"))
             })

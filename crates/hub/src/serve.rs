@@ -1,6 +1,7 @@
 //! `pi-telegram serve`: take the profile lock, open the store, check the bot, then run the
 //! poller, the worker and the sender until a signal or a fatal error, and stop cleanly.
 
+use crate::db::Durability;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,7 +178,7 @@ pub async fn serve(
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         let (epoch, (resent, ambiguous)) = db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 let taken = take_over(tx, pid, started_by.as_str(), now)?;
                 kv::set(tx, kv::HUB_VERSION, version)?;
                 kv::set(tx, kv::HUB_BINARY, &binary)?;
@@ -214,7 +215,7 @@ pub async fn serve(
         let config_owner = settings.allowed_user_id;
         let (owner, mirror) = {
             let username = username.clone();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
                     && stored != bot_id
                 {
@@ -570,7 +571,9 @@ pub async fn serve(
                 let message = e.to_string();
                 let now = db.now_ms();
                 let _ = db
-                    .write(move |tx| incidents::record(tx, now, "hub", &message))
+                    .write(Durability::OnDisk, move |tx| {
+                        incidents::record(tx, now, "hub", &message)
+                    })
                     .await;
             }
             r.and(Err(HubError::Internal(
@@ -688,8 +691,10 @@ async fn get_me(client: &Client, db: &Db) -> Result<serde_json::Value, HubError>
                 tracing::warn!(error = %e, "Telegram is not reachable; retrying");
                 let message = e.to_string();
                 let now = db.now_ms();
-                db.write(move |tx| incidents::record(tx, now, "getMe", &message))
-                    .await?;
+                db.write(Durability::OnDisk, move |tx| {
+                    incidents::record(tx, now, "getMe", &message)
+                })
+                .await?;
                 // A flood wait is Telegram's to set: asking again sooner is refused again.
                 let wait = match &e {
                     CallError::Flood { retry_after, .. } => backoff.max(*retry_after),

@@ -7,6 +7,7 @@
 //! transaction that learns why, so an instance whose folder vanished is reported once and never
 //! retried.
 
+use crate::db::Durability;
 use std::path::PathBuf;
 
 use store::spawned::{self, SpawnState};
@@ -87,7 +88,9 @@ impl Spawner {
         let now = self.db.now_ms();
         let row = self
             .db
-            .write(move |tx| spawned::insert(tx, &c, &e, now))
+            .write(Durability::OnDisk, move |tx| {
+                spawned::insert(tx, &c, &e, now)
+            })
             .await
             .map_err(|e| e.to_string())?;
         let spec = SpawnSpec {
@@ -102,7 +105,10 @@ impl Spawner {
                 Ok(started)
             }
             Err(e) => {
-                let _ = self.db.write(move |tx| spawned::delete(tx, row)).await;
+                let _ = self
+                    .db
+                    .write(Durability::OnDisk, move |tx| spawned::delete(tx, row))
+                    .await;
                 Err(e)
             }
         }
@@ -113,7 +119,9 @@ impl Spawner {
         let now = self.db.now_ms();
         if let Err(e) = self
             .db
-            .write(move |tx| spawned::started(tx, row, &id, file.as_deref(), now))
+            .write(Durability::OnDisk, move |tx| {
+                spawned::started(tx, row, &id, file.as_deref(), now)
+            })
             .await
         {
             tracing::warn!(error = %e, "could not record a started instance");
@@ -176,7 +184,7 @@ impl Spawner {
         let ends: Vec<(i64, String)> = lost.iter().map(|(id, _, why)| (*id, why.clone())).collect();
         let result = self
             .db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 for (id, why) in &ends {
                     spawned::end(tx, *id, SpawnState::Lost, why, now)?;
                 }

@@ -3,6 +3,7 @@
 //! probes the capability, and releases stale offline bindings. Everything it decides is in the
 //! store, so after a restart it picks up where the last hub stopped.
 
+use crate::db::Durability;
 use std::sync::Arc;
 use std::time::Duration;
 use store::Cached;
@@ -153,8 +154,10 @@ pub async fn run(
     let api = ClientTopics::new(client.clone(), pacer, db.clock().clone());
     // Intents an earlier hub left in flight have an unknown outcome; with those it marked
     // ambiguous but could not ask about before it stopped, the person decides.
-    db.write(move |tx| provision::mark_interrupted(tx, epoch))
-        .await?;
+    db.write(Durability::OnDisk, move |tx| {
+        provision::mark_interrupted(tx, epoch)
+    })
+    .await?;
     for i in db.read(tables::intents).await? {
         if i.state == IntentState::Ambiguous {
             ask_about(&db, &i).await?;
@@ -211,7 +214,9 @@ async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(),
     let retention = retention.as_millis() as i64;
     let now = db.now_ms();
     let released = db
-        .write(move |tx| events::release_stale(tx, retention, epoch, now))
+        .write(Durability::OnDisk, move |tx| {
+            events::release_stale(tx, retention, epoch, now)
+        })
         .await?;
     if !released.is_empty() {
         tracing::info!(
@@ -248,7 +253,7 @@ pub async fn probe(
         .unwrap_or(false);
     let now = db.now_ms();
     let changed = db
-        .write(move |tx| {
+        .write(Durability::OnDisk, move |tx| {
             let was = state::threaded(tx)?;
             kv::set(tx, tables::MODE, if on { "threaded" } else { "classic" })?;
             kv::set(tx, kv::BOT_TOPICS, if on { "true" } else { "false" })?;
@@ -397,7 +402,7 @@ async fn after_provision(
             let cwd = inst.cwd.clone();
             let identity = inst.identity.clone();
             let id = inst.id.clone();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 let moved = retarget_waiting(tx, &identity, b.chat_id, b.thread_id)?;
                 if !fresh && !was_offline && moved == 0 {
                     return Ok(());
@@ -418,7 +423,7 @@ async fn after_provision(
         Outcome::Refused(why) => {
             let label = inst.label.clone();
             let (identity, id) = (inst.identity.clone(), inst.id.clone());
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 // Not asked again (nor said again) until this pi reconnects: it works in the
                 // main chat meanwhile.
                 kv::set(tx, &state::skip_key(&identity), &id)?;
@@ -435,7 +440,7 @@ async fn after_provision(
         }
         Outcome::NoSlot => {
             let label = inst.label.clone();
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 outbound::notice(
                     tx,
                     chat,
@@ -473,7 +478,7 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
     let i = intent.clone();
     let now = db.now_ms();
     let clock = db.clock().clone();
-    db.write(move |tx| {
+    db.write(Durability::OnDisk, move |tx| {
         let key = format!("threads.asked.{}", i.id);
         if kv::get(tx, &key)?.is_some() {
             return Ok(());

@@ -13,6 +13,7 @@
 //! template that runs longer than a person would wait is stopped ([`TTS_TIMEOUT`], unless it
 //! sets its own `timeout`), and the person is told the spoken version took too long.
 
+use crate::db::Durability;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -205,7 +206,7 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
             {
                 *m = params.clone();
             }
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 outbox::replan(
                     tx,
                     id,
@@ -229,7 +230,7 @@ async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Res
             let written = plan.fallback();
             let note_text = texts::voice_too_slow(written.is_some());
             let purpose = format!("voice-late:{id}");
-            db.write(move |tx| {
+            db.write(Durability::OnDisk, move |tx| {
                 match &written {
                     Some(next) => {
                         let (method, params) = next

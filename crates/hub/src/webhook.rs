@@ -3,6 +3,7 @@
 //! bot's earlier life) is removed, keeping the updates that wait, and the removal is recorded
 //! for `status`.
 
+use crate::db::Durability;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{incidents, kv};
@@ -87,7 +88,7 @@ pub async fn clear(client: &dyn BotApi, db: &Db) -> Result<Option<Removed>, Webh
     };
     tracing::warn!(host = %removed.host, pending = removed.pending_updates, "removed the bot's webhook so that polling works (pending updates kept)");
     let r = removed.clone();
-    db.write(move |tx| {
+    db.write(Durability::OnDisk, move |tx| {
         kv::set(tx, REMOVED, &serde_json::to_string(&r).unwrap_or_default())?;
         incidents::record(
             tx,

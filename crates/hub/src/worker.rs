@@ -8,6 +8,7 @@
 //! backlog), updates journaled before a restart or behind older ones, and batches whose
 //! handling failed.
 
+use crate::db::Durability;
 use store::{Cached, StoreError, incidents, journal};
 use tokio::sync::watch;
 
@@ -131,7 +132,7 @@ pub async fn journal_batch(
     let ctx = handler_ctx(db, settings);
     let now = ctx.now_ms;
     let handled = db
-        .write_lazy_sync(move |tx| {
+        .write(Durability::Lazy, move |tx| {
             let incoming: Vec<journal::Incoming<'_>> = rows
                 .iter()
                 .map(|(id, kind, raw)| journal::Incoming {
@@ -231,7 +232,7 @@ async fn handle_batch(
     // on another machine gets it), which syncs this one too; pi on this machine dies with it;
     // the rest is harmless to repeat (an abort bound to its turn, a model switch). Lost with
     // the machine, it is redone from the journal, which is on disk before the offset moves.
-    db.write_lazy_sync(move |tx| {
+    db.write(Durability::Lazy, move |tx| {
         let batch = match pending {
             Pending::Read => journal::pending(tx, BATCH)?,
             Pending::One(entry) => vec![entry],
@@ -269,7 +270,7 @@ async fn handle_singly(
                 let message = e.to_string();
                 tracing::error!(update_id = id, error = %message, "an update could not be handled");
                 let now = db.now_ms();
-                db.write(move |tx| {
+                db.write(Durability::OnDisk, move |tx| {
                     journal::mark_handled(tx, id, &format!("failed: {message}"), now)?;
                     incidents::record(tx, now, "handle", &format!("update {id}: {message}"))
                 })
@@ -291,8 +292,10 @@ async fn mirror_owner(db: &Db, settings: &WorkerSettings, owner: i64) -> Result<
         let message = format!("could not record the new owner in the config file: {e}");
         tracing::warn!("{message}");
         let now = db.now_ms();
-        db.write(move |tx| incidents::record(tx, now, "config", &message))
-            .await?;
+        db.write(Durability::OnDisk, move |tx| {
+            incidents::record(tx, now, "config", &message)
+        })
+        .await?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! `CHOICE_SEEDS=n` runs more sequences.
 #![allow(clippy::unwrap_used)]
 
+use hub::db::Durability;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +87,7 @@ async fn start_conductor(
 ) {
     let now = db.now_ms();
     let epoch = db
-        .write(move |tx| lease::acquire(tx, 1, now))
+        .write(Durability::OnDisk, move |tx| lease::acquire(tx, 1, now))
         .await
         .unwrap();
     let (tx, rx) = mpsc::channel(1024);
@@ -202,7 +203,7 @@ impl Sim {
         let (now, clock) = (self.db.now_ms(), self.db.clock().clone());
         let after = self
             .db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 journal::append_batch(
                     tx,
                     &[journal::Incoming {

@@ -4,6 +4,7 @@
 //! called back to `pending`.
 #![allow(clippy::unwrap_used)]
 
+use hub::db::Durability;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -90,10 +91,14 @@ async fn queue_and_claim(
     db: &Db,
     opening: Opening,
 ) -> (Option<store::outbox::OutboxRow>, store::CommitNo) {
-    db.write_before_telling_numbered(hub::instance::Reach::ThisMachine, move |tx| {
-        enqueue(tx, 7, "the answer")?;
-        Handoff::claim(tx, opening, 7, 1_000)
-    })
+    db.write_numbered(
+        Durability::BeforeTelling(hub::instance::Reach::ThisMachine),
+        move |tx| {
+            enqueue(tx, 7, "the answer")?;
+            Handoff::claim(tx, opening, 7, 1_000)
+        },
+        |_| false,
+    )
     .await
     .unwrap()
 }
@@ -213,7 +218,7 @@ async fn a_claim_takes_only_the_head_of_its_chat() {
     let s = scene();
     let opening = Opening::with_pacer(s.pacer.clone());
     let (claimed, older) =
-        s.db.write(move |tx| {
+        s.db.write(Durability::OnDisk, move |tx| {
             let older = enqueue(tx, 6, "an older message of the chat")?;
             enqueue(tx, 7, "the answer")?;
             Ok((Handoff::claim(tx, opening, 7, 1_000)?, older))
@@ -299,7 +304,7 @@ async fn a_request_held_up_on_its_way_still_arrives_a_paced_interval_before_the_
             ..Recorder::default()
         },
     );
-    s.db.write(|tx| {
+    s.db.write(Durability::OnDisk, |tx| {
         enqueue(tx, 1, "first")?;
         enqueue(tx, 2, "second")
     })

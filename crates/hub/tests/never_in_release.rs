@@ -11,7 +11,9 @@ use hub::db::Db;
 async fn a_broken_invariant_is_logged_and_recorded_and_the_hub_goes_on() {
     hub::never::panic_when_broken(false);
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::new(Arc::new(store::Store::open(&dir.path().join("state.db")).unwrap()));
+    let db = Db::new(Arc::new(
+        store::Store::open(&dir.path().join("state.db")).unwrap(),
+    ));
     let recorder = tokio::spawn(hub::never::record_incidents(db.clone()));
     // Let the recorder install itself before anything breaks.
     tokio::task::yield_now().await;

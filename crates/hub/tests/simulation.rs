@@ -30,6 +30,7 @@
 //! same interleaving.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
+use hub::db::Durability;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -409,7 +410,9 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
     let db = Db::simulated(store, clock.clone());
     let now = db.now_ms();
     let (epoch, _) = db
-        .write(move |tx| hub::serve::take_over(tx, 50_000 + hubs, "shell", now))
+        .write(Durability::OnDisk, move |tx| {
+            hub::serve::take_over(tx, 50_000 + hubs, "shell", now)
+        })
         .await
         .unwrap();
     let wakes = Wakes::default();

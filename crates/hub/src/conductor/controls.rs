@@ -12,6 +12,7 @@
 //! A control whose pi is not connected waits [`CONTROL_WAIT_MS`] for it (an extension instance
 //! reconnects within seconds of a hub restart), then is answered "not connected".
 
+use crate::db::Durability;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +126,9 @@ impl Conductor {
         let clock = self.db.clock().clone();
         let wrote = self
             .db
-            .write(move |tx| write_outcome(tx, &c, outcome, now, &clock))
+            .write(Durability::OnDisk, move |tx| {
+                write_outcome(tx, &c, outcome, now, &clock)
+            })
             .await?;
         if wrote {
             self.wakes.sender.notify_one();
@@ -235,7 +238,11 @@ impl Job {
                 crashpoint::hit("control.before_effect");
                 let id = c.id;
                 // From here on a restart cannot know whether pi compacted.
-                if !self.db.write(move |tx| controls::mark_sent(tx, id)).await? {
+                if !self
+                    .db
+                    .write(Durability::OnDisk, move |tx| controls::mark_sent(tx, id))
+                    .await?
+                {
                     return Ok(());
                 }
                 Outcome::Answered {
@@ -275,7 +282,9 @@ impl Job {
                     let (instance, file) = (instance.0.clone(), file.to_owned());
                     let now = self.db.now_ms();
                     self.db
-                        .write(move |tx| store::spawned::set_session(tx, &instance, &file, now))
+                        .write(Durability::OnDisk, move |tx| {
+                            store::spawned::set_session(tx, &instance, &file, now)
+                        })
                         .await?;
                 }
                 let cancelled = answer
@@ -312,7 +321,7 @@ impl Job {
                         let now = self.db.now_ms();
                         // Recorded first: a crash after it does not bring it back.
                         self.db
-                            .write(move |tx| {
+                            .write(Durability::OnDisk, move |tx| {
                                 if let Some(row) = store::spawned::by_instance(tx, &id)? {
                                     store::spawned::end(
                                         tx,
@@ -353,7 +362,9 @@ impl Job {
         let clock = self.db.clock().clone();
         let wrote = self
             .db
-            .write(move |tx| write_outcome(tx, &c, outcome, now, &clock))
+            .write(Durability::OnDisk, move |tx| {
+                write_outcome(tx, &c, outcome, now, &clock)
+            })
             .await?;
         if wrote {
             self.sender.notify_one();
@@ -626,7 +637,7 @@ pub(super) async fn learn_commands(
     };
     let now = db.now_ms();
     let queued = db
-        .write(move |tx| {
+        .write(Durability::OnDisk, move |tx| {
             crate::bot_commands::store_list(tx, &identity, &list)?;
             crate::bot_commands::refresh(tx, now)
         })

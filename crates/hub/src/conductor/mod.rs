@@ -7,6 +7,7 @@
 //! re-sent only if pi never got it, and a turn that finished while the hub was away is reported
 //! with its result.
 
+use crate::db::Durability;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -245,7 +246,7 @@ impl Conductor {
     async fn save_states(&mut self) -> Result<(), HubError> {
         let states = std::mem::take(&mut self.unsaved_states);
         self.db
-            .write_lazy_sync(move |tx| save_states(tx, &states))
+            .write(Durability::Lazy, move |tx| save_states(tx, &states))
             .await?;
         Ok(())
     }
@@ -256,7 +257,7 @@ impl Conductor {
     async fn recover(&mut self) -> Result<(), HubError> {
         let now = self.db.now_ms();
         self.db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 // Hubs that start through `serve` did this with their lease; kept for a
                 // conductor run on its own (tests), where it is idempotent.
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
@@ -312,7 +313,9 @@ impl Conductor {
             ConductorMsg::ResolveIntent(intent, create, reply) => {
                 let result = self
                     .db
-                    .write(move |tx| crate::topics::resolve_intent(tx, intent, create))
+                    .write(Durability::OnDisk, move |tx| {
+                        crate::topics::resolve_intent(tx, intent, create)
+                    })
                     .await?;
                 self.wakes.topics.notify_one();
                 let _ = reply.send(match result {
@@ -399,7 +402,7 @@ impl Conductor {
         let voice = (current.voice_reply, current.voice_transcript);
         let (id, identity, label, done_acks, outstanding, resumed) = self
             .db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 let n = instances::next_number(tx)?;
                 let id = format!("i{n}");
                 let identity = choose_identity(tx, &cwd2, pid, transport, &live_identities)?;
@@ -576,7 +579,7 @@ impl Conductor {
                 let instance = id.clone();
                 let own = self
                     .db
-                    .write_lazy_sync(move |tx| {
+                    .write(Durability::Lazy, move |tx| {
                         match turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
                             Some(_) => turns::mark_acked(tx, n, now).map(|_| true),
                             None => Ok(false),
@@ -592,7 +595,9 @@ impl Conductor {
                     return Ok(());
                 };
                 tracing::warn!(instance = %id, turn = %turn, error = %error, "pi did not take a prompt; it goes back to the queue");
-                self.db.write(move |tx| turns::requeue(tx, n)).await?;
+                self.db
+                    .write(Durability::OnDisk, move |tx| turns::requeue(tx, n))
+                    .await?;
                 if let Some(l) = self.live.get_mut(&id) {
                     l.outstanding = None;
                     l.idle = false;
@@ -661,8 +666,8 @@ impl Conductor {
         let opening = self.handoff.open();
         let ((claimed, spoken), commit) = self
             .db
-            .write_before_telling_synced_if(
-                reach,
+            .write_numbered(
+                Durability::BeforeTelling(reach),
                 move |tx| {
                     save_states(tx, &states)?;
                     let (mut claimed, mut spoken) = (None, false);
@@ -760,7 +765,7 @@ impl Conductor {
         let detail = reason.detail();
         let cwd = l.cwd.clone();
         self.db
-            .write(move |tx| {
+            .write(Durability::OnDisk, move |tx| {
                 instances::mark_gone(tx, &key, &detail, now)?;
                 if exited {
                     crate::spawned::exited(tx, &key, &detail, now)?;
@@ -961,7 +966,7 @@ impl Conductor {
         // Outbox rows only: they reach Telegram after the sender's synced mark.
         let written = self
             .db
-            .write_lazy_sync(move |tx| {
+            .write(Durability::Lazy, move |tx| {
                 let mut written = 0;
                 match turn {
                     Some(n) => {
@@ -1080,7 +1085,7 @@ impl Conductor {
             let now = self.db.now_ms();
             let (turn, skipped) = self
                 .db
-                .write_before_telling(l.reach, move |tx| {
+                .write(Durability::BeforeTelling(l.reach), move |tx| {
                     let mut skipped = 0;
                     let t = loop {
                         let Some(t) = turns::next_queued(tx, &identity)? else {
@@ -1139,7 +1144,9 @@ impl Conductor {
             ) {
                 let n = turn.id;
                 self.db
-                    .write(move |tx| turns::requeue(tx, n).map(drop))
+                    .write(Durability::OnDisk, move |tx| {
+                        turns::requeue(tx, n).map(drop)
+                    })
                     .await?;
                 continue;
             }
@@ -1153,7 +1160,9 @@ impl Conductor {
                 // The link is closing or stuck: the prompt never left.
                 let n = turn.id;
                 self.db
-                    .write(move |tx| turns::requeue(tx, n).map(drop))
+                    .write(Durability::OnDisk, move |tx| {
+                        turns::requeue(tx, n).map(drop)
+                    })
                     .await?;
                 continue;
             }

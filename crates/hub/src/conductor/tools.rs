@@ -19,6 +19,7 @@
 //!
 //! The work runs in a task of its own: copying files never holds the conductor.
 
+use crate::db::Durability;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -224,58 +225,69 @@ impl Job {
         let recorded = files.clone();
         let went = self
             .db
-            .write_as(move |tx| -> Result<Recorded, CallFailed> {
-                let files = recorded;
-                let owner = paired_owner(tx)?;
-                let explicit = explicit_place(tx, &args, owner).map_err(CallFailed::Refused)?;
-                if let Some(place) = explicit {
-                    enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
-                    return Ok(Recorded::Now);
-                }
-                // Read in this transaction: the turn's answer, queued in another, takes the
-                // files recorded before it and none after it.
-                match call_turn(tx, said, outstanding, &identity)? {
-                    Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
-                        for (i, f) in files.iter().enumerate() {
-                            attachments::create(
+            .write_as(
+                Durability::OnDisk,
+                move |tx| -> Result<Recorded, CallFailed> {
+                    let files = recorded;
+                    let owner = paired_owner(tx)?;
+                    let explicit = explicit_place(tx, &args, owner).map_err(CallFailed::Refused)?;
+                    if let Some(place) = explicit {
+                        enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
+                        return Ok(Recorded::Now);
+                    }
+                    // Read in this transaction: the turn's answer, queued in another, takes the
+                    // files recorded before it and none after it.
+                    match call_turn(tx, said, outstanding, &identity)? {
+                        Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
+                            for (i, f) in files.iter().enumerate() {
+                                attachments::create(
+                                    tx,
+                                    &attachments::NewAttachment {
+                                        turn_id: t.id,
+                                        path: &f.path,
+                                        name: &f.name,
+                                        mime: f.mime.as_deref(),
+                                        size: f.size,
+                                        caption: caption.as_deref().filter(|_| i == 0),
+                                    },
+                                    now,
+                                )?;
+                            }
+                            Ok(Recorded::WithAnswer)
+                        }
+                        Some(t) => {
+                            // Where its answer went, after it (rows of a place go in order).
+                            let place = Place {
+                                reply_to: None,
+                                ..outbound::place_of_turn(tx, &t, &identity)?
+                            };
+                            enqueue_now(
                                 tx,
-                                &attachments::NewAttachment {
-                                    turn_id: t.id,
-                                    path: &f.path,
-                                    name: &f.name,
-                                    mime: f.mime.as_deref(),
-                                    size: f.size,
-                                    caption: caption.as_deref().filter(|_| i == 0),
-                                },
+                                place,
+                                &files,
+                                caption.as_deref(),
+                                &identity,
+                                Some(t.id),
                                 now,
                             )?;
+                            Ok(Recorded::AfterAnswer)
                         }
-                        Ok(Recorded::WithAnswer)
+                        None => {
+                            let place = outbound::place_of_instance(tx, &identity, owner)?;
+                            enqueue_now(
+                                tx,
+                                place,
+                                &files,
+                                caption.as_deref(),
+                                &identity,
+                                None,
+                                now,
+                            )?;
+                            Ok(Recorded::Now)
+                        }
                     }
-                    Some(t) => {
-                        // Where its answer went, after it (rows of a place go in order).
-                        let place = Place {
-                            reply_to: None,
-                            ..outbound::place_of_turn(tx, &t, &identity)?
-                        };
-                        enqueue_now(
-                            tx,
-                            place,
-                            &files,
-                            caption.as_deref(),
-                            &identity,
-                            Some(t.id),
-                            now,
-                        )?;
-                        Ok(Recorded::AfterAnswer)
-                    }
-                    None => {
-                        let place = outbound::place_of_instance(tx, &identity, owner)?;
-                        enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
-                        Ok(Recorded::Now)
-                    }
-                }
-            })
+                },
+            )
             .await;
         let went = match went {
             Ok(went) => went,
@@ -324,46 +336,49 @@ impl Job {
         let clock = self.db.clock().clone();
         let to = self
             .db
-            .write_as(move |tx| -> Result<String, CallFailed> {
-                let owner = paired_owner(tx)?;
-                let (place, speaker) = match (&thread_name, explicit_place(tx, &args, owner)) {
-                    (_, Err(why)) => return Err(CallFailed::Refused(why)),
-                    (Some(name), _) => {
-                        let target = named_instance(tx, name)?;
-                        (outbound::place_of_instance(tx, &target, owner)?, target)
-                    }
-                    (None, Ok(Some(place))) => (place, identity.clone()),
-                    (None, Ok(None)) => (
-                        outbound::place_of_instance(tx, &identity, owner)?,
-                        identity.clone(),
-                    ),
-                };
-                let markup = crate::menu::prompt_buttons(
-                    tx,
-                    &clock,
-                    owner,
-                    &speaker,
-                    &extracted.buttons,
-                    now,
-                )?;
-                outbound::enqueue_markdown_with(
-                    tx,
-                    place,
-                    &extracted.text,
-                    rendering,
-                    markup,
-                    None,
-                    outbound::Meta {
-                        purpose: &format!("message:{identity}:{now}"),
-                        source_update_id: None,
-                        identity: &speaker,
-                        turn_id: None,
-                        resend: true,
-                    },
-                    now,
-                )?;
-                Ok(label_of(&speaker))
-            })
+            .write_as(
+                Durability::OnDisk,
+                move |tx| -> Result<String, CallFailed> {
+                    let owner = paired_owner(tx)?;
+                    let (place, speaker) = match (&thread_name, explicit_place(tx, &args, owner)) {
+                        (_, Err(why)) => return Err(CallFailed::Refused(why)),
+                        (Some(name), _) => {
+                            let target = named_instance(tx, name)?;
+                            (outbound::place_of_instance(tx, &target, owner)?, target)
+                        }
+                        (None, Ok(Some(place))) => (place, identity.clone()),
+                        (None, Ok(None)) => (
+                            outbound::place_of_instance(tx, &identity, owner)?,
+                            identity.clone(),
+                        ),
+                    };
+                    let markup = crate::menu::prompt_buttons(
+                        tx,
+                        &clock,
+                        owner,
+                        &speaker,
+                        &extracted.buttons,
+                        now,
+                    )?;
+                    outbound::enqueue_markdown_with(
+                        tx,
+                        place,
+                        &extracted.text,
+                        rendering,
+                        markup,
+                        None,
+                        outbound::Meta {
+                            purpose: &format!("message:{identity}:{now}"),
+                            source_update_id: None,
+                            identity: &speaker,
+                            turn_id: None,
+                            resend: true,
+                        },
+                        now,
+                    )?;
+                    Ok(label_of(&speaker))
+                },
+            )
             .await
             .map_err(|e| e.to_string())?;
         self.sender.notify_one();

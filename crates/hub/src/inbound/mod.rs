@@ -20,6 +20,7 @@ pub mod media;
 pub mod names;
 pub mod prompt;
 
+use crate::db::Durability;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -242,8 +243,10 @@ async fn fetch(
             };
             tracing::info!(file = f.id, attempt = f.attempts + 1, error = %e, "a download failed; trying again");
             let (id, why, at) = (f.id, e.to_string(), db.now_ms() + wait);
-            db.write(move |tx| files::retry_later(tx, id, &why, at))
-                .await?;
+            db.write(Durability::OnDisk, move |tx| {
+                files::retry_later(tx, id, &why, at)
+            })
+            .await?;
             return Ok(false);
         }
     };
@@ -276,8 +279,10 @@ async fn fetch(
     }
     let (id, p, size) = (f.id, path.display().to_string(), bytes.len() as i64);
     let now = db.now_ms();
-    db.write(move |tx| files::mark_saved(tx, id, &p, size, now))
-        .await?;
+    db.write(Durability::OnDisk, move |tx| {
+        files::mark_saved(tx, id, &p, size, now)
+    })
+    .await?;
     tracing::debug!(file = f.id, turn = turn.id, bytes = size, "file saved");
     Ok(true)
 }
@@ -313,7 +318,7 @@ async fn settle_not_saved(
 ) -> Result<(), HubError> {
     let (t, f, why) = (turn.clone(), f.clone(), why.to_owned());
     let now = db.now_ms();
-    db.write(move |tx| {
+    db.write(Durability::OnDisk, move |tx| {
         if files::mark_not_saved(tx, f.id, state, &why, now)? {
             tell_not_saved(tx, &t, &f, &why, now)?;
         }
@@ -380,7 +385,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                     let (t, f) = (turn.clone(), f.clone());
                     let what = f.name.clone().unwrap_or_else(|| format!("The {}", f.kind));
                     let now = db.now_ms();
-                    db.write(move |tx| {
+                    db.write(Durability::OnDisk, move |tx| {
                         files::set_output(tx, f.id, "")?;
                         outbound::text(
                             tx,
@@ -405,7 +410,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
         let spoken = voice && turn.text.trim().is_empty();
         let t = turn.clone();
         let now = db.now_ms();
-        db.write(move |tx| {
+        db.write(Durability::OnDisk, move |tx| {
             if spoken {
                 // The transcript is what the person said: the prompt itself.
                 turns::edit_text(tx, t.id, &out)?;
@@ -438,7 +443,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
 async fn finish(db: &Db, settings: &InboundSettings, turn: i64) -> Result<bool, HubError> {
     let dir = settings.dir.clone();
     Ok(db
-        .write(move |tx| {
+        .write(Durability::OnDisk, move |tx| {
             let Some(t) = turns::get(tx, turn)? else {
                 return Ok(false);
             };
@@ -480,7 +485,8 @@ async fn cleanup(db: &Db, settings: &InboundSettings) -> Result<(), HubError> {
             }
         }
         let id = f.id;
-        db.write(move |tx| files::forget_path(tx, id)).await?;
+        db.write(Durability::OnDisk, move |tx| files::forget_path(tx, id))
+            .await?;
     }
     if removed > 0 {
         tracing::info!(removed, "old downloads removed");
