@@ -229,7 +229,7 @@ fn fixture() -> Fixture {
                         cwd: identity.into(),
                         label: hub::names::label_of(identity),
                         session_id: None,
-                        state: "idle".into(),
+                        state: store::instances::InstanceState::Idle,
                         connected_ms: NOW - 10_000 + n,
                         gone_ms: None,
                         gone_reason: None,

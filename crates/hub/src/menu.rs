@@ -121,7 +121,7 @@ pub fn instances_of(tx: &Connection) -> Result<Vec<Instance>, StoreError> {
                 .find(|b| b.identity == i.identity)
                 .map(|b| b.title.clone()),
             selected: selected.as_deref() == Some(i.identity.as_str()),
-            busy: i.state == "busy"
+            busy: i.state == store::instances::InstanceState::Busy
                 || turns::outstanding(tx)
                     .map(|o| o.iter().any(|t| t.identity.as_deref() == Some(&i.identity)))
                     .unwrap_or(false),

@@ -45,7 +45,7 @@ pub fn skip_key(identity: &str) -> String {
 /// has not reconnected yet: it reconnects on its own, so waiting for it is quiet.
 pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
     Ok(instances::last_of(tx, identity)?.is_some_and(|r| {
-        r.state == "gone"
+        r.state == store::instances::InstanceState::Gone
             && r.transport == "shim"
             && r.gone_reason.as_deref() == Some(HUB_RESTARTED)
     }))

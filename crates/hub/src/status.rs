@@ -317,14 +317,15 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
                     .iter()
                     .find(|(id, _)| id.as_deref() == Some(i.identity.as_str()))
                     .map_or(0, |(_, n)| *n),
-                selected: i.state != "gone" && selected.as_deref() == Some(i.identity.as_str()),
+                selected: i.state != store::instances::InstanceState::Gone
+                    && selected.as_deref() == Some(i.identity.as_str()),
                 id: i.id,
                 transport: i.transport,
                 cwd: i.cwd,
                 label: i.label,
                 identity: i.identity,
                 pid: i.pid,
-                state: i.state,
+                state: i.state.as_str().to_owned(),
                 gone_reason: i.gone_reason,
             })
             .collect();

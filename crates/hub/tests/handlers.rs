@@ -133,7 +133,7 @@ impl Hub {
             cwd: identity.into(),
             label,
             session_id: None,
-            state: "idle".into(),
+            state: store::instances::InstanceState::Idle,
             connected_ms: self.now + self.next_instance,
             gone_ms: None,
             gone_reason: None,

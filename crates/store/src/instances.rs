@@ -6,6 +6,58 @@ use rusqlite::{Connection, Row, params};
 use crate::Cached;
 use crate::{Result, StoreError};
 
+/// What an instance is doing, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InstanceState {
+    /// Connected, waiting for a turn.
+    Idle,
+    /// Connected, working.
+    Busy,
+    /// Left (its row stays, so `status` and routing can name it).
+    Gone,
+}
+
+impl InstanceState {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Busy => "busy",
+            Self::Gone => "gone",
+        }
+    }
+
+    /// From its stored text.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "idle" => Self::Idle,
+            "busy" => Self::Busy,
+            "gone" => Self::Gone,
+            _ => return None,
+        })
+    }
+
+    /// Busy or idle, as pi said.
+    pub fn working(busy: bool) -> Self {
+        if busy { Self::Busy } else { Self::Idle }
+    }
+}
+
+impl rusqlite::types::ToSql for InstanceState {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for InstanceState {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = v.as_str()?;
+        Self::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown instance state {text:?}").into())
+        })
+    }
+}
+
 /// An instance row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceRow {
@@ -23,8 +75,8 @@ pub struct InstanceRow {
     pub label: String,
     /// pi session id.
     pub session_id: Option<String>,
-    /// `idle`, `busy` or `gone`.
-    pub state: String,
+    /// Idle, busy or gone.
+    pub state: InstanceState,
     /// Connected at.
     pub connected_ms: i64,
     /// Left at.
@@ -79,7 +131,7 @@ pub fn insert(conn: &Connection, row: &InstanceRow) -> Result<()> {
 }
 
 /// Updates a live instance's state (`idle`/`busy`).
-pub fn set_state(conn: &Connection, id: &str, state: &str) -> Result<()> {
+pub fn set_state(conn: &Connection, id: &str, state: InstanceState) -> Result<()> {
     conn.exec(
         "UPDATE instances SET state = ?2 WHERE id = ?1 AND state != 'gone'",
         params![id, state],

@@ -502,7 +502,7 @@ fn instances_routes_and_buttons() {
         cwd: "/p".into(),
         label: "p".into(),
         session_id: None,
-        state: "idle".into(),
+        state: instances::InstanceState::Idle,
         connected_ms: 0,
         gone_ms: None,
         gone_reason: None,
@@ -517,6 +517,18 @@ fn instances_routes_and_buttons() {
             .gone_reason
             .as_deref(),
         Some("exited")
+    );
+    assert_eq!(
+        s.read(|c| instances::recent(c, 5)).unwrap()[0].state,
+        instances::InstanceState::Gone
+    );
+    // The schema keeps out a state the enum does not know.
+    assert!(
+        s.write(|tx| {
+            tx.execute("UPDATE instances SET state = 'dancing'", [])
+                .map_err(store::StoreError::sqlite("test"))
+        })
+        .is_err()
     );
     assert_eq!(s.write(instances::next_number).unwrap(), 1);
     assert_eq!(s.write(instances::next_number).unwrap(), 2);

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use store::instances::InstanceState;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
@@ -100,13 +101,16 @@ pub struct Conductor {
     /// Busy/idle changes not in the store yet (for `status` only). pi says "idle" right
     /// before its answer: the change goes into the answer's commit, or is written once nothing
     /// else waits, never as a store call of its own in front of the answer.
-    unsaved_states: BTreeMap<String, &'static str>,
+    unsaved_states: BTreeMap<String, InstanceState>,
 }
 
 /// Busy/idle of instances, for `status`.
-fn save_states(tx: &Connection, states: &BTreeMap<String, &'static str>) -> Result<(), StoreError> {
+fn save_states(
+    tx: &Connection,
+    states: &BTreeMap<String, InstanceState>,
+) -> Result<(), StoreError> {
     for (id, state) in states {
-        instances::set_state(tx, id, state)?;
+        instances::set_state(tx, id, *state)?;
     }
     Ok(())
 }
@@ -420,7 +424,7 @@ impl Conductor {
                         cwd: cwd2.clone(),
                         label: label.clone(),
                         session_id,
-                        state: if idle { "idle".into() } else { "busy".into() },
+                        state: InstanceState::working(!idle),
                         connected_ms: now,
                         gone_ms: None,
                         gone_reason: None,
@@ -616,8 +620,8 @@ impl Conductor {
                     l.pending = p;
                 }
                 if was != l.idle {
-                    let state = if l.idle { "idle" } else { "busy" };
-                    self.unsaved_states.insert(id.0.clone(), state);
+                    self.unsaved_states
+                        .insert(id.0.clone(), InstanceState::working(!l.idle));
                 }
             }
             LinkEvent::Pi { .. } => {}
