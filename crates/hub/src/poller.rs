@@ -99,7 +99,7 @@ pub async fn run(
                 // The next poll confirms these updates to Telegram: they must survive a crash
                 // of this machine first. The sync runs while the tasks woken above go on.
                 db.sync().await?;
-                crashpoint::hit("journal.after_sync");
+                crashpoint::hit(crashpoint::CrashPoint::JournalAfterSync);
                 offset = Some(next);
                 continue;
             }

@@ -285,7 +285,7 @@ async fn send_one(
     row: OutboxRow,
 ) -> Result<(), HubError> {
     let id = row.id;
-    crashpoint::hit("send.after_mark_sending");
+    crashpoint::hit(crashpoint::CrashPoint::SendAfterMarkSending);
     crate::latency::mark(crate::latency::Step::Calling, id);
     // A copy sent after an unknown outcome says so: the person may see the first one too.
     let plan = Plan::from_value(row.plan.as_ref());
@@ -320,7 +320,7 @@ async fn send_one(
         None if repeat => client.call(&row.method, &marked_repeat(&row.params)).await,
         None => client.call(&row.method, &row.params).await,
     };
-    crashpoint::hit("send.after_call");
+    crashpoint::hit(crashpoint::CrashPoint::SendAfterCall);
     crate::latency::mark(crate::latency::Step::Called, id);
     let now = db.now_ms();
     // Counted when the call is over: Telegram counts a message when it arrives, which is
@@ -458,7 +458,7 @@ async fn send_one(
                     outbox::mark_retry(tx, id, at, &text, now)
                 })
                 .await?;
-                crashpoint::hit("send.after_record");
+                crashpoint::hit(crashpoint::CrashPoint::SendAfterRecord);
                 return Ok(());
             };
             // Terminal for a bound topic, never retried against it: the row waits for the
@@ -546,7 +546,7 @@ async fn send_one(
             release_copies(db, &row.params, None).await;
         }
     }
-    crashpoint::hit("send.after_record");
+    crashpoint::hit(crashpoint::CrashPoint::SendAfterRecord);
     Ok(())
 }
 

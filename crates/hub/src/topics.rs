@@ -179,7 +179,7 @@ pub async fn run(
             next_due = provisioned.retry_at;
             let report = {
                 let mut hook = |p: Point| {
-                    crashpoint::hit(p.name());
+                    crashpoint::hit_threads(p);
                     Ok(())
                 };
                 reconcile::reconcile(&db, &api, epoch, db.now_ms(), &mut hook)
@@ -341,7 +341,7 @@ async fn provision_all(
         };
         let outcome = {
             let mut hook = |p: Point| {
-                crashpoint::hit(p.name());
+                crashpoint::hit_threads(p);
                 Ok(())
             };
             provision::provision(db, api, epoch, &req, db.now_ms(), &mut hook)

@@ -75,7 +75,7 @@ pub async fn run(
                 (last, handle_singly(&db, &settings, batch).await?)
             }
         };
-        crashpoint::hit("handle.after_commit");
+        crashpoint::hit(crashpoint::CrashPoint::HandleAfterCommit);
         crate::latency::mark(crate::latency::Step::Handled, last);
         after_commit(&db, &settings, &wakes, after).await?;
         if *stop.borrow() {
@@ -142,7 +142,7 @@ pub async fn journal_batch(
                 })
                 .collect();
             journal::append_batch(tx, &incoming, next, now)?;
-            crashpoint::hit("journal.before_commit");
+            crashpoint::hit(crashpoint::CrashPoint::JournalBeforeCommit);
             if !handle {
                 return Ok(None);
             }
@@ -170,13 +170,13 @@ pub async fn journal_batch(
             }
         })
         .await?;
-    crashpoint::hit("journal.after_commit");
+    crashpoint::hit(crashpoint::CrashPoint::JournalAfterCommit);
     crate::latency::mark(crate::latency::Step::Journaled, last);
     let Some(after) = handled else {
         wakes.worker.notify_one();
         return Ok(false);
     };
-    crashpoint::hit("handle.after_commit");
+    crashpoint::hit(crashpoint::CrashPoint::HandleAfterCommit);
     crate::latency::mark(crate::latency::Step::Handled, last);
     after_commit(db, settings, wakes, after).await?;
     Ok(true)
@@ -192,7 +192,7 @@ fn handle_entries(
     for entry in entries {
         handlers::handle(tx, ctx, entry, &mut after)?;
     }
-    crashpoint::hit("handle.before_commit");
+    crashpoint::hit(crashpoint::CrashPoint::HandleBeforeCommit);
     Ok(after)
 }
 

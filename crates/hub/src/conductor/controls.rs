@@ -92,7 +92,7 @@ impl Conductor {
                 continue;
             };
             if c.kind == "abort" {
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 // Only the turn it was asked for: that one may have finished meanwhile.
                 if c.turn_id.is_some() && outstanding == c.turn_id {
                     let _ = commands.try_send(Command::Abort);
@@ -187,7 +187,7 @@ impl Job {
             .and_then(|s| serde_json::from_value::<Section>(s.clone()).ok());
         let outcome = match c.kind.as_str() {
             "menu" => {
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let section = section.unwrap_or(Section::Main);
                 Outcome::Answered {
                     section: Some(section),
@@ -198,7 +198,7 @@ impl Job {
             "set_model" => {
                 let provider = str_param(&c, "provider");
                 let model = str_param(&c, "id");
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let switched = self
                     .ask(
                         Request::SetModel {
@@ -219,7 +219,7 @@ impl Job {
             }
             "set_thinking" => {
                 let level = str_param(&c, "level");
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let set = self
                     .ask(Request::SetThinking(level.clone()), ASK_TIMEOUT)
                     .await;
@@ -235,7 +235,7 @@ impl Job {
                 }
             }
             "compact" => {
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let id = c.id;
                 // From here on a restart cannot know whether pi compacted.
                 if !self
@@ -253,7 +253,7 @@ impl Job {
             }
             "spawn" => {
                 let cwd = str_param(&c, "cwd");
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let started = match &self.spawner {
                     Some(spawner) => spawner.start_new(cwd.clone(), Vec::new()).await,
                     None => Err("the hub cannot start pi here".into()),
@@ -274,7 +274,7 @@ impl Job {
                 } else {
                     Request::NewSession
                 };
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let answer = self.ask(request, ASK_TIMEOUT).await;
                 if let (Ok(v), Some(instance)) = (&answer, &self.instance)
                     && let Some(file) = v.get("session_file").and_then(Value::as_str)
@@ -301,7 +301,7 @@ impl Job {
                 })
             }
             "sessions" => {
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let identity = c.identity.clone().unwrap_or_default();
                 let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
                 Outcome::Shown(match answer {
@@ -314,7 +314,7 @@ impl Job {
             }
             "close" => {
                 let label = label_of(c.identity.as_deref().unwrap_or_default());
-                crashpoint::hit("control.before_effect");
+                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
                 let text = if self.transport == Some(Transport::Rpc) {
                     if let Some(instance) = self.instance.clone() {
                         let id = instance.0.clone();

@@ -495,7 +495,7 @@ impl Conductor {
                         )?;
                     }
                 }
-                crashpoint::hit("attach.before_commit");
+                crashpoint::hit(crashpoint::CrashPoint::AttachBeforeCommit);
                 Ok::<_, StoreError>((id, identity, label, done_acks, outstanding, resumed))
             })
             .await?;
@@ -571,7 +571,7 @@ impl Conductor {
         match event {
             LinkEvent::Acked { turn } => {
                 // pi has the prompt; the hub has not recorded it yet.
-                crashpoint::hit("ack.before_commit");
+                crashpoint::hit(crashpoint::CrashPoint::AckBeforeCommit);
                 // Not waiting for the disk: "acked" only tells a later hub that pi had the
                 // prompt; lost with the machine, the turn reads as dispatched, which a
                 // reattaching pi settles the same way. The check that the turn is the
@@ -711,7 +711,7 @@ impl Conductor {
                             claimed = crate::sender::Handoff::claim(tx, opening, n, now)?;
                         }
                     }
-                    crashpoint::hit("turn_done.before_commit");
+                    crashpoint::hit(crashpoint::CrashPoint::TurnDoneBeforeCommit);
                     Ok((claimed, spoken))
                 },
                 // A claimed row is called next: its commit goes to disk in this store call,
@@ -720,7 +720,7 @@ impl Conductor {
                 |(claimed, _)| claimed.is_some(),
             )
             .await?;
-        crashpoint::hit("turn_done.after_commit");
+        crashpoint::hit(crashpoint::CrashPoint::TurnDoneAfterCommit);
         crate::latency::mark(crate::latency::Step::Queued, n);
         // The sender first: after a store call this thread has usually handed its scheduler
         // to another thread, so every wake-up below is a system call and another thread's
@@ -1123,7 +1123,7 @@ impl Conductor {
                     // Read here rather than after the commit: one store round trip less
                     // between the person's message and pi.
                     let files = store::files::of_turn(tx, t.id)?;
-                    crashpoint::hit("dispatch.before_commit");
+                    crashpoint::hit(crashpoint::CrashPoint::DispatchBeforeCommit);
                     Ok((Some((t, place, files)), skipped))
                 })
                 .await?;
@@ -1135,7 +1135,7 @@ impl Conductor {
                 continue;
             };
             changed = true;
-            crashpoint::hit("dispatch.after_commit");
+            crashpoint::hit(crashpoint::CrashPoint::DispatchAfterCommit);
             let Some(l) = self.live.get_mut(&id) else {
                 continue;
             };
@@ -1179,7 +1179,7 @@ impl Conductor {
             });
             tracing::debug!(instance = %id, turn = turn.id, "dispatched");
             crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
-            crashpoint::hit("dispatch.after_send");
+            crashpoint::hit(crashpoint::CrashPoint::DispatchAfterSend);
             // The link's task, just woken on this thread, writes the prompt before the
             // conductor's next store call holds the thread.
             tokio::task::yield_now().await;

@@ -254,7 +254,7 @@ async fn fetch(
         settle_not_saved(db, turn, f, FileState::Refused, &over(bytes.len() as u64)).await?;
         return Ok(true);
     }
-    crashpoint::hit("inbound.after_download");
+    crashpoint::hit(crashpoint::CrashPoint::InboundAfterDownload);
     let name = format!(
         "{}-{}-{}",
         turn.id,
