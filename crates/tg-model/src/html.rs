@@ -37,6 +37,10 @@ use crate::utf16;
 
 use self::charref::Dialect;
 
+/// Escapes `&`, `<`, `>` and `"` so that `parse(&escape(x))` gives back `x` with no entities:
+/// the renderer's (tg-format), which writes the HTML this module reads.
+pub use tg_format::html::escape;
+
 /// Text with entities, as Telegram stores a formatted message.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Parsed {
@@ -642,21 +646,6 @@ fn td_to_i32(text: &str) -> i32 {
         value = value.wrapping_neg();
     }
     i32::from_ne_bytes(value.to_ne_bytes())
-}
-
-/// Escapes `&`, `<`, `>` and `"` so that `parse(&escape(x))` gives back `x` with no entities.
-pub fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            _ => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 /// Reads entities back; those that aren't valid `MessageEntity` objects are dropped.
