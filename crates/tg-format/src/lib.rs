@@ -10,25 +10,7 @@
 //! - [`split`]: plain text cut into pieces within Telegram's limit.
 //! - [`utf16`]: lengths and offsets in UTF-16 code units, the unit of every Telegram limit.
 
+pub mod html;
 pub mod markdown;
 pub mod split;
 pub mod utf16;
-
-/// Telegram HTML (`parse_mode: HTML`), written.
-pub mod html {
-    /// Escapes `&`, `<`, `>` and `"` so that Telegram's HTML parser (tg-model's `html::parse`)
-    /// gives back `text` with no entities.
-    pub fn escape(text: &str) -> String {
-        let mut escaped = String::with_capacity(text.len());
-        for c in text.chars() {
-            match c {
-                '&' => escaped.push_str("&amp;"),
-                '<' => escaped.push_str("&lt;"),
-                '>' => escaped.push_str("&gt;"),
-                '"' => escaped.push_str("&quot;"),
-                _ => escaped.push(c),
-            }
-        }
-        escaped
-    }
-}
