@@ -1,12 +1,13 @@
 //! The renderer and the splitters: any text as pi's Markdown, in every mode, against
-//! Telegram's parsers as tg-fake implements them. The properties are tg-format's own
-//! (`tests/render.rs`): every piece is accepted and within limits, shows exactly its text, and
-//! the pieces together show the document once.
+//! Telegram's parsers as tg-fake implements them (tg-model). The properties are the renderer's
+//! own (tg-model's `tests/render.rs`): every piece is accepted and within limits, shows exactly
+//! its text, and the pieces together show the document once.
 
 use serde_json::json;
 use tg_format::markdown::visible::{rich_visible, words};
 use tg_format::markdown::{self, RichBudget, TEXT_LIMIT, TextPiece, layout, parse, preview};
-use tg_format::{html, rich, split, utf16};
+use tg_format::{split, utf16};
+use tg_model::{html, rich};
 
 /// What the hub uses: a margin below 4096 for a label and a repeat mark.
 const LIMIT: usize = 4000;

@@ -211,6 +211,8 @@ pub fn thinking_of(message: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    // Telegram's HTML parser reads the messages back (tg-format's `html` only escapes).
+    use tg_model::html;
 
     #[test]
     fn secrets_are_redacted() {

@@ -198,7 +198,7 @@ fn main() {
     // Render time of a 12,000-character answer.
     let long = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tg-format/tests/corpus/40-long-answer.md"),
+            .join("../tg-model/tests/corpus/40-long-answer.md"),
     )
     .unwrap();
     let time = |f: &dyn Fn()| {

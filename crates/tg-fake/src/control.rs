@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tg_format::{entities, rich};
+use tg_model::{entities, rich};
 
 use crate::api::media::guess_mime;
 use crate::api::topics;

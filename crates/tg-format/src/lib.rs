@@ -1,22 +1,16 @@
-//! Telegram's text model, shared by the fake Bot API server and the hub's renderer.
+//! The renderer: pi's Markdown as the messages the hub sends Telegram, and the text measures it
+//! needs. What Telegram makes of those messages (HTML `parse_mode` parsing, entity validation
+//! and detection, rich messages) is tg-model's, which the fake Bot API server answers with; the
+//! renderer's output is checked against it there (tg-model's `tests/render.rs`), since tg-model
+//! depends on this crate.
 //!
-//! - [`utf16`]: lengths and offsets in UTF-16 code units, the unit of every Telegram limit.
-//! - [`html`]: Telegram's HTML `parse_mode` subset parsed into plain text plus `MessageEntity`s,
-//!   with the error texts Telegram gives; also the HTML character-reference decoder the rich
-//!   html form shares, with each reader's rules.
-//! - [`entities`]: validation of caller-supplied entities, Telegram's nesting rules, link
-//!   checking, and automatic detection of commands, mentions, hashtags, URLs... in text a person
-//!   typed (typed `Entity`/`Kind` inside, `MessageEntity` JSON at the boundary).
-//! - [`split`]: plain text cut into pieces within Telegram's limit.
 //! - [`markdown`]: the renderer: pi's Markdown as Telegram rich Markdown, Telegram HTML or
 //!   plain text, split into pieces Telegram accepts, and preview frames of a partial answer.
-//! - [`rich`]: `InputRichMessage` (markdown, html or blocks) converted to the `RichMessage` the
-//!   server returns, with plain-text extraction and limits; built as typed blocks and rich
-//!   texts, turned into JSON only in the answer.
+//! - [`html`]: Telegram HTML written: [`html::escape`].
+//! - [`split`]: plain text cut into pieces within Telegram's limit.
+//! - [`utf16`]: lengths and offsets in UTF-16 code units, the unit of every Telegram limit.
 
-pub mod entities;
 pub mod html;
 pub mod markdown;
-pub mod rich;
 pub mod split;
 pub mod utf16;

@@ -447,7 +447,7 @@ impl Walker {
         let key = url_key(&format!("mailto:{address}"));
         let mut full_link = true;
         // Where Telegram finds the address in what is shown.
-        let detected: Vec<(usize, usize)> = tg_format::entities::detect(&shown)
+        let detected: Vec<(usize, usize)> = tg_model::entities::detect(&shown)
             .iter()
             .filter(|e| e["type"] == "email")
             .filter_map(|e| {

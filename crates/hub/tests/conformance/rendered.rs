@@ -20,7 +20,7 @@ pub fn seen(plans: &[hub::delivery::Plan], mode: Mode) -> Result<Vec<Tok>, Strin
         match (mode, method) {
             (Mode::Rich, "sendRichMessage") => {
                 let input = params.get("rich_message").ok_or("no rich_message")?;
-                let message = tg_format::rich::convert(input, &tg_format::rich::Limits::default())
+                let message = tg_model::rich::convert(input, &tg_model::rich::Limits::default())
                     .map_err(|e| format!("refused: {e}"))?;
                 for block in message["blocks"].as_array().into_iter().flatten() {
                     rich_block(&mut b, block, &Fmt::default());
@@ -183,9 +183,9 @@ fn plain(t: &Value, out: &mut String) {
 
 /// One `parse_mode: HTML` message as Telegram stores it.
 fn html_message(b: &mut Builder, html: &str) -> Result<(), String> {
-    let parsed = tg_format::html::parse(html).map_err(|e| format!("refused: {e}"))?;
-    let parsed = tg_format::html::trim(tg_format::html::clean(parsed));
-    let entities = tg_format::entities::merge_detected(&parsed.text, parsed.entities);
+    let parsed = tg_model::html::parse(html).map_err(|e| format!("refused: {e}"))?;
+    let parsed = tg_model::html::trim(tg_model::html::clean(parsed));
+    let entities = tg_model::entities::merge_detected(&parsed.text, parsed.entities);
     let text = parsed.text;
     // Formatting per UTF-16 position.
     let units = tg_format::utf16::len(&text);

@@ -1,7 +1,7 @@
 //! Text and rich messages: send, edit, delete, drafts, chat actions, reactions.
 
 use serde_json::{Value, json};
-use tg_format::rich;
+use tg_model::rich;
 
 use super::{MAX_TEXT, chat_id, formatted_text, reply_markup, reply_to, thread};
 use crate::error::{ApiError, ApiResult};

@@ -8,7 +8,7 @@ pub mod topics;
 pub mod updates;
 
 use serde_json::Value;
-use tg_format::{entities, html, utf16};
+use tg_model::{entities, html, utf16};
 
 use crate::api_spec::MethodSpec;
 use crate::error::{ApiError, ApiResult};

@@ -9,7 +9,7 @@ use serde_json::json;
 use tg_format::markdown::doc::{Block, Inline};
 use tg_format::markdown::visible::{rich_visible, words};
 use tg_format::markdown::{self, RichBudget, TEXT_LIMIT, layout, parse};
-use tg_format::{html, rich, utf16};
+use tg_model::{html, rich, utf16};
 
 /// What the hub uses: a margin below 4096 for a label and a repeat mark.
 const LIMIT: usize = 4000;

@@ -5,7 +5,7 @@
 
 use frankenstein::types::{MessageEntity, MessageEntityType};
 use serde_json::{Value, json};
-use tg_format::{entities, html, utf16};
+use tg_model::{entities, html, utf16};
 
 /// Deserialises as frankenstein's `Vec<MessageEntity>` and checks every type is a known one.
 fn assert_bot_api_entities(text: &str, values: &[Value]) {

@@ -5,7 +5,7 @@
 
 use frankenstein::rich_message::{InputRichMessage, RichMessage};
 use serde_json::{Value, json};
-use tg_format::rich::{Limits, RichError, char_count, convert, plain_text};
+use tg_model::rich::{Limits, RichError, char_count, convert, plain_text};
 
 /// Converts, and checks the answer has the shape of a Bot API `RichMessage`.
 fn ok(input: Value) -> Value {
