@@ -431,6 +431,13 @@ fn the_model_and_thinking_menus_switch_what_pi_uses() {
         .rfind(|r| r.to_string().contains("think about it"))
         .unwrap();
     assert_eq!(req["reasoning_effort"], json!("high"), "{req}");
+    // pi's "idle" may follow its answer (under load it did, once): status is asked once it
+    // is idle, and must then say so.
+    wait_for("pi to be idle", 30, || {
+        env.status()["instances"]
+            .as_array()
+            .is_some_and(|is| is.iter().any(|i| i["state"] == "idle"))
+    });
     // Status shows both, and context use.
     env.say("/status");
     let status = wait_text(env, "the status", |t| t.starts_with("Status of web"));
