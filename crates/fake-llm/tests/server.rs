@@ -6,6 +6,13 @@ use std::time::{Duration, Instant};
 use fake_llm::{FakeLlm, FakeLlmConfig, FakeLlmError, Reply};
 use serde_json::{Value, json};
 
+/// An HTTP client for the tests. reqwest is built without a rustls crypto provider
+/// (`rustls-no-provider` in the workspace's Cargo.toml): ring is installed first.
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 fn start() -> FakeLlm {
     FakeLlm::start(FakeLlmConfig::default()).unwrap()
 }
@@ -22,7 +29,7 @@ fn chat_body(user: &str, stream: bool) -> Value {
 }
 
 async fn post(llm: &FakeLlm, body: &Value) -> (u16, String, String) {
-    let resp = reqwest::Client::new()
+    let resp = http()
         .post(format!("{}/chat/completions", llm.base_url()))
         .json(body)
         .send()
@@ -98,18 +105,24 @@ async fn models_and_healthz() {
     let llm = start();
     assert!(llm.base_url().starts_with("http://127.0.0.1:"));
     assert!(llm.base_url().ends_with("/v1"));
-    let models: Value = reqwest::get(format!("{}/models", llm.base_url()))
+    let models: Value = http()
+        .get(format!("{}/models", llm.base_url()))
+        .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(models["data"][0]["id"], "fake-model");
-    let health = reqwest::get(format!("http://{}/healthz", llm.addr()))
+    let health = http()
+        .get(format!("http://{}/healthz", llm.addr()))
+        .send()
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    let missing = reqwest::get(format!("http://{}/nope", llm.addr()))
+    let missing = http()
+        .get(format!("http://{}/nope", llm.addr()))
+        .send()
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
@@ -296,7 +309,7 @@ async fn script_queue_is_fifo_and_wins_over_markers() {
 async fn http_hooks() {
     let llm = start();
     let root = format!("http://{}", llm.addr());
-    let client = reqwest::Client::new();
+    let client = http();
     let queued: Value = client
         .post(format!("{root}/__script"))
         .json(&json!({ "replies": ["one", { "text": "two" }] }))
@@ -353,7 +366,7 @@ async fn request_log_keeps_every_body_in_order() {
 #[tokio::test]
 async fn bad_json_is_a_400() {
     let llm = start();
-    let resp = reqwest::Client::new()
+    let resp = http()
         .post(format!("{}/chat/completions", llm.base_url()))
         .body("{ not json")
         .send()
@@ -437,7 +450,7 @@ async fn half_characters_are_streamed_as_escapes_and_read_back_leniently() {
     );
     // The next request carries that answer back, as pi writes it: not refused.
     let body = r#"{"model":"fake-model","stream":false,"messages":[{"role":"assistant","content":"lone \ud800 surrogate"},{"role":"user","content":"next"}]}"#;
-    let resp = reqwest::Client::new()
+    let resp = http()
         .post(format!("{}/chat/completions", llm.base_url()))
         .header("content-type", "application/json")
         .body(body)

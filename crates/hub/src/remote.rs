@@ -160,10 +160,10 @@ impl Identity {
     }
 
     /// A TLS acceptor serving this certificate: TLS 1.3 only (Node has it since 12), no client
-    /// certificates (the hub secret authenticates the client), aws-lc-rs (the provider the
+    /// certificates (the hub secret authenticates the client), ring (the provider the
     /// Telegram client already links).
     pub fn acceptor(&self) -> Result<TlsAcceptor, RemoteError> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()

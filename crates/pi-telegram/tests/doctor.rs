@@ -375,7 +375,7 @@ fn another_poller_fails_and_a_webhook_warns() {
                 .enable_all()
                 .build()
                 .unwrap();
-            let client = reqwest::Client::new();
+            let client = common::http();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let _ = rt.block_on(client.post(&url).json(&json!({ "timeout": 1 })).send());
             }
@@ -396,7 +396,7 @@ fn another_poller_fails_and_a_webhook_warns() {
         .unwrap();
     let status = rt
         .block_on(
-            reqwest::Client::new()
+            common::http()
                 .post(env.fake.method_url(TOKEN, "setWebhook"))
                 .json(&json!({ "url": "https://hooks.example.org/bot/SECRET-PATH" }))
                 .send(),

@@ -410,7 +410,7 @@ struct Client {
 
 impl Client {
     fn connect(addr: &str, fingerprint: &str) -> Result<Self, std::io::Error> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .unwrap()

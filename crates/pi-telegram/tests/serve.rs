@@ -306,7 +306,7 @@ mod reqwest {
             .build()
             .map_err(|e| e.to_string())?;
         rt.block_on(async {
-            let client = ::reqwest::Client::new();
+            let client = super::common::http();
             client
                 .post(url)
                 .json(body)

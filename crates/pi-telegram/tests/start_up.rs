@@ -23,7 +23,7 @@ fn wait_socket(env: &Env) {
 fn bot_call(env: &Env, method: &str, params: Value) -> Value {
     let url = format!("{}/bot{TOKEN}/{method}", env.fake.base_url());
     env.rt.block_on(async {
-        reqwest::Client::new()
+        common::http()
             .post(url)
             .json(&params)
             .send()

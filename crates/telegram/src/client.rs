@@ -82,10 +82,18 @@ enum Stage {
     MaybeProcessed,
 }
 
+/// Makes ring the process's rustls crypto provider, the one reqwest takes (it is built without
+/// one of its own: `rustls-no-provider` in the workspace's Cargo.toml). Once per process; a
+/// provider installed before stays.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 impl Client {
     /// A client for `token` at `api_base` (`https://api.telegram.org`, a local Bot API server,
     /// or a fake). Proxies come from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY`/`NO_PROXY`.
     pub fn new(api_base: &str, token: Token, opts: ClientOptions) -> Result<Self, CallError> {
+        install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(opts.connect_timeout)
             .tcp_nodelay(true)

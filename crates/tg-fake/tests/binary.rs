@@ -44,6 +44,8 @@ async fn binary_prints_its_url_serves_and_stops_on_sigterm() {
     }
     assert_eq!(from_file.trim(), base);
 
+    // reqwest is built without a rustls crypto provider (`rustls-no-provider`): ring first.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let me: Value = http
         .get(format!("{base}/bot2000:second/getMe"))

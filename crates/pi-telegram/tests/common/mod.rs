@@ -11,6 +11,14 @@ use tg_fake::{FakeConfig, FakeServer};
 pub const TOKEN: &str = "1000:fake-token";
 pub const OWNER: i64 = tg_fake::DEFAULT_USER_ID;
 
+/// An HTTP client for a test's own calls to the fake. reqwest is built without a rustls crypto
+/// provider (`rustls-no-provider` in the workspace's Cargo.toml): ring is installed first, as
+/// the Telegram client does.
+pub fn http() -> reqwest::Client {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 /// A temporary agent dir and a fake Telegram running on its own runtime, so tests can block
 /// on child processes freely.
 pub struct Env {

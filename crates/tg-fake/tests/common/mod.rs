@@ -6,6 +6,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tg_fake::{DEFAULT_TOKEN, FakeConfig, FakeServer};
 
+/// Makes ring the process's rustls crypto provider: reqwest is built without one of its own
+/// (`rustls-no-provider` in the workspace's Cargo.toml).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// A started fake plus an HTTP client.
 pub struct Harness {
     pub fake: FakeServer,
@@ -54,6 +60,7 @@ impl Harness {
 
     pub async fn with(config: FakeConfig) -> Self {
         let fake = FakeServer::start(config).await.unwrap();
+        install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()
