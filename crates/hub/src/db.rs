@@ -138,15 +138,8 @@ impl Db {
         E: From<StoreError> + Send + 'static,
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
     {
-        let store = self.store.clone();
-        if self.inline {
-            return commit(&store, durability, f, |_| false).map(|(value, _)| value);
-        }
-        let ran = off_runtime(store, move |s| {
-            Ok(commit(s, durability, f, |_| false).map(|(value, _)| value))
-        })
-        .await;
-        ran.map_err(E::from)?
+        self.run(move |s| commit(s, durability, f, |_| false).map(|(value, _)| value))
+            .await
     }
 
     /// Makes every commit so far survive a crash of the machine ([`Store::sync`]); free when
@@ -175,10 +168,11 @@ impl Db {
     }
 
     /// Runs `f` on the store: in place for a simulation, otherwise off the runtime's scheduler.
-    async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    async fn run<T, E, F>(&self, f: F) -> Result<T, E>
     where
         T: Send + 'static,
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnOnce(&Store) -> Result<T, E> + Send + 'static,
     {
         if self.inline {
             return f(&self.store);
@@ -193,10 +187,11 @@ impl Db {
 /// two thread wake-ups per store call); elsewhere (a current-thread runtime in tests) a pool
 /// thread does. While it runs, whatever else the calling task polls (other branches of its
 /// `select!` or `join!`) waits: store calls are short, keep long work out of such tasks.
-async fn off_runtime<T, F>(store: Arc<Store>, f: F) -> Result<T, StoreError>
+async fn off_runtime<T, E, F>(store: Arc<Store>, f: F) -> Result<T, E>
 where
     T: Send + 'static,
-    F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    E: From<StoreError> + Send + 'static,
+    F: FnOnce(&Store) -> Result<T, E> + Send + 'static,
 {
     if tokio::runtime::Handle::current().runtime_flavor()
         == tokio::runtime::RuntimeFlavor::MultiThread
@@ -205,7 +200,7 @@ where
     }
     tokio::task::spawn_blocking(move || f(&store))
         .await
-        .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+        .map_err(|e| E::from(StoreError::Corrupt(format!("store task failed: {e}"))))?
 }
 
 /// Threaded Mode's provisioning and reconciler commit through the hub's store calls, so they

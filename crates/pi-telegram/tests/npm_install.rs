@@ -317,23 +317,23 @@ fn find_file(root: &Path, suffix: &str) -> Option<PathBuf> {
     None
 }
 
-/// What pi's notifications said while `records` were read.
-fn notices(records: &[Value]) -> Vec<String> {
+/// What pi's notifications said while `records` were read (of level `level` only, if given).
+fn said(records: &[Value], level: Option<&str>) -> Vec<String> {
     records
         .iter()
         .filter(|r| r["type"] == "extension_ui_request" && r["method"] == "notify")
+        .filter(|r| level.is_none_or(|l| r["notifyType"] == l))
         .filter_map(|r| r["message"].as_str().map(str::to_owned))
         .collect()
 }
 
+fn notices(records: &[Value]) -> Vec<String> {
+    said(records, None)
+}
+
 /// The error notifications among `records`.
 fn errors(records: &[Value]) -> Vec<String> {
-    records
-        .iter()
-        .filter(|r| r["type"] == "extension_ui_request" && r["method"] == "notify")
-        .filter(|r| r["notifyType"] == "error")
-        .filter_map(|r| r["message"].as_str().map(str::to_owned))
-        .collect()
+    said(records, Some("error"))
 }
 
 /// Runs the pi command `line` (an extension's slash command) and returns every record up to
