@@ -8,9 +8,12 @@
 //! - [`instance`], [`links`] and [`conductor`]: pi instances over the extension socket, `pi
 //!   --mode rpc` children or the echo agent; turns dispatched to idle instances exactly once;
 //!   answers stored and queued.
-//! - [`setup`], [`status`], [`doctor`] and [`control`] (the CLI's client of a running hub);
-//!   [`logging`]: the rotated JSON log and `logs`.
-//! - [`remote`]: pi on other machines (the TLS listener's certificate, `remote-config`).
+//! - [`status`] (what a profile's hub knows, read without disturbing it), [`control`] (a client
+//!   of a running hub), [`lifecycle`] (who started the hub, its installed service, the stop
+//!   marker); [`logging`]: the rotated JSON log and `logs`. The operator commands themselves
+//!   (setup, status, doctor, service, stop, threads resolve, remote-config) live in the
+//!   `pi-telegram` binary crate, `src/cmd/`.
+//! - [`remote`]: pi on other machines (the TLS listener's certificate).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod activity;
@@ -25,7 +28,6 @@ pub mod control;
 pub mod crashpoint;
 pub mod db;
 pub mod delivery;
-pub mod doctor;
 pub mod error;
 pub mod handlers;
 pub mod inbound;
@@ -50,14 +52,11 @@ pub mod retention;
 pub mod secret;
 pub mod sender;
 pub mod serve;
-pub mod service;
 pub mod sessions;
-pub mod setup;
 pub mod spawned;
 pub mod state;
 pub mod status;
 pub mod texts;
-pub mod threads_cli;
 pub mod topics;
 pub mod voice;
 pub mod wakes;

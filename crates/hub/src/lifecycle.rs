@@ -1,5 +1,5 @@
 //! Who runs the hub and how it stops: the starter recorded at start (service, extension or a
-//! shell), `pi-telegram stop`, and the stop marker (`hub.stopped`) that keeps a pi's extension
+//! shell), the installed service a hub defers to, and the stop marker (`hub.stopped`) that keeps a pi's extension
 //! from starting the hub again right after a person stopped it on purpose.
 //!
 //! The marker is written by `stop` and by Ctrl-C (SIGINT) on a foreground `serve`; SIGTERM from
@@ -8,12 +8,11 @@
 //! for `/telegram-connect`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::HubError;
-use crate::lock::ProfileLock;
 use crate::paths::ProfilePaths;
 
 /// The environment variable a starter sets so the hub knows who started it.
@@ -67,7 +66,7 @@ pub fn log_location(by: StartedBy, paths: &ProfilePaths) -> String {
     let json = crate::logging::log_file(paths).display().to_string();
     let stderr = match by {
         StartedBy::Extension => paths.log_file().display().to_string(),
-        StartedBy::Service => crate::service::journal_hint(paths),
+        StartedBy::Service => journal_hint(paths),
         StartedBy::Shell => "the terminal that started it".into(),
     };
     format!("{json} (pi-telegram logs); stderr: {stderr}")
@@ -119,64 +118,124 @@ pub fn clear_stopped(paths: &ProfilePaths) -> std::io::Result<()> {
     }
 }
 
-/// What `stop` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopOutcome {
-    /// No hub was running (the marker is left anyway, so no extension starts one).
-    NotRunning,
-    /// The hub with this pid stopped.
-    Stopped {
-        /// Its pid.
-        pid: u32,
-    },
+/// The service `pi-telegram service install` left, which a hub started by an extension starts
+/// instead of running beside it.
+/// Which service manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Manager {
+    /// `systemd --user`.
+    Systemd,
+    /// launchd (a LaunchAgent).
+    Launchd,
 }
 
-/// `pi-telegram stop`: leaves the marker, asks the running hub to stop (SIGTERM: the same
-/// clean shutdown as a service stop) and waits until it released the profile lock.
-pub fn stop(paths: &ProfilePaths, wait: Duration) -> Result<StopOutcome, HubError> {
-    mark_stopped(paths, "stop").map_err(HubError::io(format!(
-        "writing {}",
-        marker_path(paths).display()
-    )))?;
-    let pid = match running_pid(paths)? {
-        None => return Ok(StopOutcome::NotRunning),
-        Some(None) => {
-            return Err(HubError::Usage(format!(
-                "a hub holds {} but its pid is not recorded there; stop it yourself",
-                paths.lock_file().display()
-            )));
-        }
-        Some(Some(pid)) => pid,
-    };
-    signal_term(pid)?;
-    let deadline = Instant::now() + wait;
-    loop {
-        // A CLI wait off every message path: polling the lock is fine here.
-        std::thread::sleep(Duration::from_millis(50));
-        if running_pid(paths)?.is_none() {
-            return Ok(StopOutcome::Stopped { pid });
-        }
-        if Instant::now() >= deadline {
-            return Err(HubError::Usage(format!(
-                "the hub (pid {pid}) did not stop within {} s; it may still be finishing a call",
-                wait.as_secs()
-            )));
+impl Manager {
+    /// The manager of this system.
+    pub fn here() -> Self {
+        if cfg!(target_os = "macos") {
+            Self::Launchd
+        } else {
+            Self::Systemd
         }
     }
 }
 
-/// `None`: no hub holds the lock; `Some(pid)`: one does (its pid when recorded).
-pub fn running_pid(paths: &ProfilePaths) -> Result<Option<Option<u32>>, HubError> {
-    Ok(ProfileLock::holder(&paths.lock_file())?.map(|pid| (pid != 0).then_some(pid)))
+/// What `install` left in the profile folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Installed {
+    /// The manager.
+    pub manager: Manager,
+    /// The unit name or launchd label.
+    pub name: String,
+    /// The unit or plist file.
+    pub file: PathBuf,
 }
 
-fn signal_term(pid: u32) -> Result<(), HubError> {
-    let raw = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .ok_or_else(|| HubError::Usage(format!("{pid} is not a process id")))?;
-    rustix::process::kill_process(raw, rustix::process::Signal::TERM)
-        .map_err(|e| HubError::io(format!("signalling the hub (pid {pid})"))(e.into()))
+pub fn service_marker(paths: &ProfilePaths) -> PathBuf {
+    paths.dir.join("service.json")
+}
+
+/// The installed service of a profile, if any.
+pub fn installed(paths: &ProfilePaths) -> Option<Installed> {
+    let text = std::fs::read_to_string(service_marker(paths)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Where a service-run hub's output goes, for `status`.
+pub fn journal_hint(paths: &ProfilePaths) -> String {
+    match installed(paths) {
+        Some(Installed {
+            manager: Manager::Systemd,
+            name,
+            ..
+        }) => format!("journalctl --user -u {name}"),
+        Some(Installed {
+            manager: Manager::Launchd,
+            ..
+        }) => paths.log_file().display().to_string(),
+        None => "the service manager's log".into(),
+    }
+}
+
+/// Runs the service manager (`systemctl`, `launchctl`; `PI_TELEGRAM_SYSTEMCTL` /
+/// `PI_TELEGRAM_LAUNCHCTL` replace them, for tests and unusual systems).
+pub fn manager_cmd(manager: Manager, args: &[&str]) -> Result<std::process::Output, HubError> {
+    let (var, default, prefix): (&str, &str, &[&str]) = match manager {
+        Manager::Systemd => ("PI_TELEGRAM_SYSTEMCTL", "systemctl", &["--user"]),
+        Manager::Launchd => ("PI_TELEGRAM_LAUNCHCTL", "launchctl", &[]),
+    };
+    let bin = std::env::var(var).unwrap_or_else(|_| default.to_owned());
+    Command::new(&bin)
+        .args(prefix)
+        .args(args)
+        .output()
+        .map_err(HubError::io(format!(
+            "running {bin} (is this system using {default}?)"
+        )))
+}
+
+pub fn checked(manager: Manager, args: &[&str]) -> Result<String, HubError> {
+    let out = manager_cmd(manager, args)?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        Err(HubError::Usage(format!(
+            "`{} {}` failed ({}): {}",
+            match manager {
+                Manager::Systemd => "systemctl --user",
+                Manager::Launchd => "launchctl",
+            },
+            args.join(" "),
+            out.status,
+            if err.is_empty() { text } else { err }
+        )))
+    }
+}
+
+pub fn gui_domain() -> String {
+    format!("gui/{}", rustix::process::getuid().as_raw())
+}
+
+/// Starts an installed service (what `serve` does instead of running a second hub beside it).
+pub fn start(found: &Installed) -> Result<(), HubError> {
+    match found.manager {
+        Manager::Systemd => {
+            checked(
+                found.manager,
+                &["start", &format!("{}.service", found.name)],
+            )?;
+        }
+        Manager::Launchd => {
+            checked(
+                found.manager,
+                &["kickstart", &format!("{}/{}", gui_domain(), found.name)],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -196,25 +255,6 @@ mod tests {
         assert_eq!(stopped(&paths).map(|m| m.how), Some("interrupt".into()));
         clear_stopped(&paths).unwrap();
         assert_eq!(stopped(&paths), None);
-    }
-
-    #[test]
-    fn stop_without_a_hub_leaves_the_marker() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = ProfilePaths {
-            dir: dir.path().join("p"),
-        };
-        assert_eq!(
-            stop(&paths, Duration::from_secs(1)).unwrap(),
-            StopOutcome::NotRunning
-        );
-        assert!(stopped(&paths).is_some());
-        // A lock file nobody holds is not a running hub.
-        drop(ProfileLock::acquire(&paths.lock_file()).unwrap());
-        assert_eq!(running_pid(&paths).unwrap(), None);
-        let held = ProfileLock::acquire(&paths.lock_file()).unwrap();
-        assert_eq!(running_pid(&paths).unwrap(), Some(Some(std::process::id())));
-        drop(held);
     }
 
     #[test]

@@ -7,20 +7,16 @@
 //! trust, so it never expires and a host's name or address may change freely.
 
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
 
-use crate::config::{ConfigFile, REMOTE_PORT};
-use crate::error::HubError;
-use crate::paths::{AgentDir, ProfileName, ProfilePaths};
+use crate::paths::ProfilePaths;
 
 /// What went wrong with the hub's TLS identity.
 #[derive(Debug, thiserror::Error)]
@@ -185,120 +181,13 @@ fn generate() -> Result<String, RemoteError> {
     Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
 }
 
-/// What `pi-telegram remote-config` found: the snippet for the other machine and what it is
-/// made of.
-#[derive(Debug, Clone)]
-pub struct RemoteConfig {
-    /// The profile.
-    pub profile: ProfileName,
-    /// Where the hub listens (`remote.listen`).
-    pub listen: SocketAddr,
-    /// What the other machine connects to (`host:port`).
-    pub connect: String,
-    /// The certificate's fingerprint.
-    pub fingerprint: String,
-    /// `{"profiles": {"<p>": {"remote": {"connect", "fingerprint", "secret"}}}}`.
-    pub snippet: Value,
-}
-
-/// Makes (when needed) the certificate and the secret, and builds the snippet for the other
-/// machine. `host` names this machine as the other one reaches it; by default the listen
-/// address, or this machine's host name when the hub listens on every address.
-pub fn remote_config(
-    agent_dir: &AgentDir,
-    profile: &ProfileName,
-    host: Option<&str>,
-) -> Result<RemoteConfig, HubError> {
-    let config_path = agent_dir.config_file();
-    let file = ConfigFile::load(&config_path)?;
-    let settings = file.profile(profile);
-    if settings.remote_client {
-        return Err(HubError::Usage(format!(
-            "profile {profile} in {} connects to a hub on another machine (remote.connect or remote.socket): run remote-config on the hub's machine",
-            config_path.display()
-        )));
-    }
-    let Some(listen) = settings.remote_listen else {
-        return Err(HubError::Usage(format!(
-            "the hub of profile {profile} does not listen for other machines. Add \"remote\": {{\"listen\": \"0.0.0.0:{REMOTE_PORT}\"}} to profiles.{profile} in {} (or \"127.0.0.1:{REMOTE_PORT}\" to reach it only through an SSH tunnel), restart the hub, and run this again",
-            config_path.display()
-        )));
-    };
-    let paths = agent_dir.profile(profile);
-    let identity = ensure_identity(&paths)?;
-    let secret = crate::secret::ensure(&paths.secret()).map_err(HubError::io(format!(
-        "creating {}",
-        paths.secret().display()
-    )))?;
-    let host = match host {
-        Some(h) => h.to_owned(),
-        None if listen.ip().is_unspecified() => host_name(),
-        None => listen.ip().to_string(),
-    };
-    let connect = join_host_port(&host, listen.port());
-    let snippet = json!({ "profiles": { profile.as_str(): { "remote": {
-        "connect": connect,
-        "fingerprint": identity.fingerprint(),
-        "secret": secret,
-    } } } });
-    Ok(RemoteConfig {
-        profile: profile.clone(),
-        listen,
-        connect,
-        fingerprint: identity.fingerprint().to_owned(),
-        snippet,
-    })
-}
-
 /// The profile's TLS identity, made when there is none (the folder too).
-pub fn ensure_identity(paths: &ProfilePaths) -> Result<Identity, HubError> {
-    paths
-        .ensure()
-        .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
-    Ok(Identity::load_or_create(&paths.remote_identity())?)
-}
-
-/// What `remote-config` says around the snippet (to stderr, so the snippet alone can be piped).
-pub fn explain(rc: &RemoteConfig, config_file: &Path) -> String {
-    let connect_cmd = if rc.profile == ProfileName::default_profile() {
-        "/telegram-connect".to_owned()
-    } else {
-        format!("/telegram-connect {}", rc.profile)
-    };
-    let mut text = format!(
-        "On the other machine: put this in <agent-dir>/telegram.json (usually ~/.pi/agent/telegram.json; merge it into one that exists) with mode 0600, as it holds the hub secret; install the extension there; then run {connect_cmd} in pi.\nThe hub listens on {} (remote.listen in {}); the other machine pins its certificate {}.\n",
-        rc.listen,
-        config_file.display(),
-        rc.fingerprint,
-    );
-    if rc.listen.ip().is_loopback() {
-        text.push_str(&format!(
-            "It listens on loopback only: from another machine, forward the port first, e.g. `ssh -N -L {port}:127.0.0.1:{port} <this host>` there (then connect stays 127.0.0.1:{port}).\n",
-            port = rc.listen.port()
-        ));
-    }
-    text
-}
-
-/// `host:port`, with an IPv6 address in brackets.
-fn join_host_port(host: &str, port: u16) -> String {
-    match host.parse::<IpAddr>() {
-        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        _ => format!("{host}:{port}"),
-    }
-}
-
-/// This machine's name, for a hub listening on every address.
-fn host_name() -> String {
-    let name = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
-    if name.is_empty() {
-        "localhost".into()
-    } else {
-        name
-    }
+pub fn ensure_identity(paths: &ProfilePaths) -> Result<Identity, RemoteError> {
+    paths.ensure().map_err(|source| RemoteError::Io {
+        path: paths.dir.clone(),
+        source,
+    })?;
+    Identity::load_or_create(&paths.remote_identity())
 }
 
 #[cfg(test)]
@@ -359,62 +248,5 @@ mod tests {
         let err = Identity::load_or_create(&path).unwrap_err().to_string();
         assert!(err.contains("Remove it"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a certificate");
-    }
-
-    #[test]
-    fn addresses_for_the_other_machine() {
-        assert_eq!(join_host_port("10.0.0.2", 7391), "10.0.0.2:7391");
-        assert_eq!(join_host_port("::1", 7391), "[::1]:7391");
-        assert_eq!(join_host_port("hub.lan", 7391), "hub.lan:7391");
-        assert!(!host_name().is_empty());
-    }
-
-    fn write_config(dir: &Path, remote: Value) -> AgentDir {
-        let cfg = json!({ "profiles": { "default": { "remote": remote } } });
-        std::fs::write(dir.join("telegram.json"), cfg.to_string()).unwrap();
-        AgentDir::at(dir)
-    }
-
-    #[test]
-    fn remote_config_prints_the_snippet_or_says_how_to_turn_it_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let profile = ProfileName::default_profile();
-        let agent = AgentDir::at(dir.path());
-        let err = remote_config(&agent, &profile, None)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("\"listen\""), "{err}");
-
-        let agent = write_config(dir.path(), json!({ "listen": "127.0.0.1:7391" }));
-        let rc = remote_config(&agent, &profile, None).unwrap();
-        assert_eq!(rc.connect, "127.0.0.1:7391");
-        let remote = &rc.snippet["profiles"]["default"]["remote"];
-        assert_eq!(remote["connect"], "127.0.0.1:7391");
-        assert_eq!(remote["fingerprint"], rc.fingerprint.as_str());
-        let secret =
-            std::fs::read_to_string(dir.path().join("telegram/default/hub.secret")).unwrap();
-        assert_eq!(remote["secret"], secret.trim());
-        // The same certificate the hub serves.
-        let id = Identity::load(&dir.path().join("telegram/default/remote.pem"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(id.fingerprint(), rc.fingerprint);
-        assert!(explain(&rc, &agent.config_file()).contains("ssh -N -L 7391:127.0.0.1:7391"));
-
-        let rc = remote_config(&agent, &profile, Some("hub.lan")).unwrap();
-        assert_eq!(rc.connect, "hub.lan:7391");
-        let agent = write_config(dir.path(), json!({ "listen": "0.0.0.0:7400" }));
-        let rc = remote_config(&agent, &profile, None).unwrap();
-        assert!(rc.connect.ends_with(":7400") && !rc.connect.starts_with("0.0.0.0"));
-        assert_eq!(rc.fingerprint, id.fingerprint());
-
-        let agent = write_config(
-            dir.path(),
-            json!({ "connect": "hub.lan:7391", "fingerprint": "sha256:00", "secret": "s" }),
-        );
-        let err = remote_config(&agent, &profile, None)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("hub's machine"), "{err}");
     }
 }

@@ -139,10 +139,10 @@ pub async fn serve(
     };
     let started_by = crate::lifecycle::StartedBy::from_env();
     if started_by == crate::lifecycle::StartedBy::Extension
-        && let Some(found) = crate::service::installed(&paths)
+        && let Some(found) = crate::lifecycle::installed(&paths)
     {
         // The service runs this profile's hub: start it rather than a second hub beside it.
-        match crate::service::start(&found) {
+        match crate::lifecycle::start(&found) {
             Ok(()) => {
                 tracing::info!(service = %found.name, "started the service instead");
                 return Ok(());

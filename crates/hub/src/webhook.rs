@@ -106,7 +106,7 @@ pub async fn clear(client: &dyn BotApi, db: &Db) -> Result<Option<Removed>, Webh
 }
 
 /// The host of a URL, without scheme, credentials, port or path.
-pub(crate) fn host_of(url: &str) -> &str {
+pub fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 include!(concat!(env!("OUT_DIR"), "/extension_files.rs"));
 
 /// The extension files this binary carries (for `doctor`'s "installed and current").
-pub fn embedded() -> hub::doctor::EmbeddedExtension {
-    hub::doctor::EmbeddedExtension {
+pub fn embedded() -> crate::cmd::doctor::EmbeddedExtension {
+    crate::cmd::doctor::EmbeddedExtension {
         files: EXTENSION_FILES,
     }
 }

@@ -3,16 +3,17 @@
 
 mod arenas;
 mod cli;
+mod cmd;
 mod demo;
 mod install;
-mod service_cmd;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use cmd::{doctor, setup};
 use hub::paths::{AgentDir, ProfileName};
-use hub::{HubError, doctor, lock, logging, serve, setup, status};
+use hub::{HubError, lock, logging, serve};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -199,7 +200,7 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
             command: cli::ThreadsCommand::Resolve { id, create, .. },
         } => {
             let paths = agent_dir.profile(&profile);
-            let data = runtime.block_on(hub::threads_cli::resolve(&paths, id, create))?;
+            let data = runtime.block_on(cmd::threads::resolve(&paths, id, create))?;
             let slot = data
                 .get("slot")
                 .and_then(serde_json::Value::as_str)
@@ -219,34 +220,34 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
         }
         cli::Command::Stop => {
             let paths = agent_dir.profile(&profile);
-            match hub::lifecycle::stop(&paths, std::time::Duration::from_secs(30))? {
-                hub::lifecycle::StopOutcome::NotRunning => println!(
+            match cmd::stop::stop(&paths, std::time::Duration::from_secs(30))? {
+                cmd::stop::StopOutcome::NotRunning => println!(
                     "No hub is running for profile {profile}. pi will not start one until /telegram-connect."
                 ),
-                hub::lifecycle::StopOutcome::Stopped { pid } => println!(
+                cmd::stop::StopOutcome::Stopped { pid } => println!(
                     "Stopped the hub of profile {profile} (pid {pid}). pi will not start it again until /telegram-connect; `pi-telegram serve` starts it by hand."
                 ),
             }
             Ok(())
         }
         cli::Command::RemoteConfig { host } => {
-            let rc = hub::remote::remote_config(&agent_dir, &profile, host.as_deref())?;
+            let rc = cmd::remote::remote_config(&agent_dir, &profile, host.as_deref())?;
             let out = serde_json::to_string_pretty(&rc.snippet)
                 .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
             // The snippet alone on stdout, so it can be piped to the other machine.
-            eprint!("{}", hub::remote::explain(&rc, &agent_dir.config_file()));
+            eprint!("{}", cmd::remote::explain(&rc, &agent_dir.config_file()));
             println!("{out}");
             Ok(())
         }
-        cli::Command::Service { command } => service_cmd::run(&agent_dir, &profile, command),
+        cli::Command::Service { command } => cmd::service::run(&agent_dir, &profile, command),
         cli::Command::Status { json } => {
-            let st = status::status(&agent_dir, &profile)?;
+            let st = hub::status::status(&agent_dir, &profile)?;
             if json {
                 let out = serde_json::to_string_pretty(&st)
                     .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
                 println!("{out}");
             } else {
-                print!("{}", status::render(&st));
+                print!("{}", cmd::status::render(&st));
             }
             Ok(())
         }

@@ -8,37 +8,20 @@
 //! the service's.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::error::HubError;
-use crate::lifecycle::{STARTED_BY_ENV, StartedBy};
-use crate::paths::{AgentDir, ProfileName, ProfilePaths};
+use hub::HubError;
+use hub::lifecycle::{
+    Installed, Manager, STARTED_BY_ENV, StartedBy, checked, gui_domain, installed, manager_cmd,
+    service_marker as marker,
+};
+use hub::paths::{AgentDir, ProfileName, ProfilePaths};
+
+use crate::cli::ServiceCommand;
 
 /// Exit codes after which restarting cannot help (see `HubError::exit_code`).
 pub const NO_RESTART_EXIT_CODES: [i32; 4] = [2, 3, 4, 5];
-
-/// Which service manager.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Manager {
-    /// `systemd --user`.
-    Systemd,
-    /// launchd (a LaunchAgent).
-    Launchd,
-}
-
-impl Manager {
-    /// The manager of this system.
-    pub fn here() -> Self {
-        if cfg!(target_os = "macos") {
-            Self::Launchd
-        } else {
-            Self::Systemd
-        }
-    }
-}
 
 /// What `install` puts in the unit: the binary, the profile, and the environment the hub needs
 /// to find pi and the agent folder as the installing shell does.
@@ -199,81 +182,6 @@ pub fn launchd_plist(spec: &UnitSpec, log: &Path) -> String {
         log = xml_escape(&log.display().to_string()),
     )
 }
-
-/// What `install` left in the profile folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Installed {
-    /// The manager.
-    pub manager: Manager,
-    /// The unit name or launchd label.
-    pub name: String,
-    /// The unit or plist file.
-    pub file: PathBuf,
-}
-
-fn marker(paths: &ProfilePaths) -> PathBuf {
-    paths.dir.join("service.json")
-}
-
-/// The installed service of a profile, if any.
-pub fn installed(paths: &ProfilePaths) -> Option<Installed> {
-    let text = std::fs::read_to_string(marker(paths)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// Where a service-run hub's output goes, for `status`.
-pub fn journal_hint(paths: &ProfilePaths) -> String {
-    match installed(paths) {
-        Some(Installed {
-            manager: Manager::Systemd,
-            name,
-            ..
-        }) => format!("journalctl --user -u {name}"),
-        Some(Installed {
-            manager: Manager::Launchd,
-            ..
-        }) => paths.log_file().display().to_string(),
-        None => "the service manager's log".into(),
-    }
-}
-
-/// Runs the service manager (`systemctl`, `launchctl`; `PI_TELEGRAM_SYSTEMCTL` /
-/// `PI_TELEGRAM_LAUNCHCTL` replace them, for tests and unusual systems).
-fn manager_cmd(manager: Manager, args: &[&str]) -> Result<std::process::Output, HubError> {
-    let (var, default, prefix): (&str, &str, &[&str]) = match manager {
-        Manager::Systemd => ("PI_TELEGRAM_SYSTEMCTL", "systemctl", &["--user"]),
-        Manager::Launchd => ("PI_TELEGRAM_LAUNCHCTL", "launchctl", &[]),
-    };
-    let bin = std::env::var(var).unwrap_or_else(|_| default.to_owned());
-    Command::new(&bin)
-        .args(prefix)
-        .args(args)
-        .output()
-        .map_err(HubError::io(format!(
-            "running {bin} (is this system using {default}?)"
-        )))
-}
-
-fn checked(manager: Manager, args: &[&str]) -> Result<String, HubError> {
-    let out = manager_cmd(manager, args)?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if out.status.success() {
-        Ok(text)
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        Err(HubError::Usage(format!(
-            "`{} {}` failed ({}): {}",
-            match manager {
-                Manager::Systemd => "systemctl --user",
-                Manager::Launchd => "launchctl",
-            },
-            args.join(" "),
-            out.status,
-            if err.is_empty() { text } else { err }
-        )))
-    }
-}
-
 /// Where the unit or plist goes.
 pub fn unit_file(manager: Manager, profile: &ProfileName) -> Result<PathBuf, HubError> {
     let home = std::env::var_os("HOME")
@@ -299,11 +207,6 @@ pub fn unit_text(manager: Manager, spec: &UnitSpec, paths: &ProfilePaths) -> Str
         Manager::Launchd => launchd_plist(spec, &paths.log_file()),
     }
 }
-
-fn gui_domain() -> String {
-    format!("gui/{}", rustix::process::getuid().as_raw())
-}
-
 /// Writes the unit, enables it and starts it now.
 pub fn install(
     agent_dir: &AgentDir,
@@ -391,26 +294,6 @@ pub fn uninstall(
     }
     Ok(Some(found))
 }
-
-/// Starts an installed service (what `serve` does instead of running a second hub beside it).
-pub fn start(found: &Installed) -> Result<(), HubError> {
-    match found.manager {
-        Manager::Systemd => {
-            checked(
-                found.manager,
-                &["start", &format!("{}.service", found.name)],
-            )?;
-        }
-        Manager::Launchd => {
-            checked(
-                found.manager,
-                &["kickstart", &format!("{}/{}", gui_domain(), found.name)],
-            )?;
-        }
-    }
-    Ok(())
-}
-
 /// What `service status` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ServiceStatus {
@@ -475,6 +358,75 @@ pub fn status(paths: &ProfilePaths) -> ServiceStatus {
         enabled,
         running,
         detail,
+    }
+}
+
+/// Carries out `pi-telegram service …` and prints what it did.
+pub fn run(
+    agent_dir: &AgentDir,
+    profile: &ProfileName,
+    command: ServiceCommand,
+) -> Result<(), HubError> {
+    let manager = Manager::here();
+    let paths = agent_dir.profile(profile);
+    match command {
+        ServiceCommand::Install { dry_run } => {
+            let spec = UnitSpec::current(profile)?;
+            if dry_run {
+                let file = unit_file(manager, profile)?;
+                println!("# {}", file.display());
+                print!("{}", unit_text(manager, &spec, &paths));
+                return Ok(());
+            }
+            let done = install(agent_dir, manager, &spec)?;
+            println!(
+                "Installed and started {} ({}). It starts at login and restarts after a crash.\nStatus: pi-telegram service status{}; stop it for now: pi-telegram stop{}",
+                done.name,
+                done.file.display(),
+                flag(profile),
+                flag(profile),
+            );
+        }
+        ServiceCommand::Uninstall => match uninstall(agent_dir, profile)? {
+            Some(done) => println!(
+                "Stopped and removed {} ({}).",
+                done.name,
+                done.file.display()
+            ),
+            None => println!("No service is installed for profile {profile}."),
+        },
+        ServiceCommand::Status { json } => {
+            let st = status(&paths);
+            if json {
+                let out = serde_json::to_string_pretty(&st)
+                    .map_err(|e| HubError::io("printing")(std::io::Error::other(e)))?;
+                println!("{out}");
+            } else {
+                match &st.installed {
+                    None => println!(
+                        "No service installed for profile {profile} (pi-telegram service install{}).",
+                        flag(profile)
+                    ),
+                    Some(found) => println!(
+                        "{} ({})\nenabled      {}\nrunning      {}\nmanager says {}",
+                        found.name,
+                        found.file.display(),
+                        if st.enabled { "yes" } else { "no" },
+                        if st.running { "yes" } else { "no" },
+                        st.detail.as_deref().unwrap_or("-"),
+                    ),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn flag(profile: &ProfileName) -> String {
+    if *profile == ProfileName::default_profile() {
+        String::new()
+    } else {
+        format!(" --profile {profile}")
     }
 }
 

@@ -6,11 +6,11 @@ use serde_json::json;
 use store::{Store, kv, pairing as codes};
 use telegram::{ApiErrorKind, CallError, Client, ClientOptions, Token};
 
-use crate::clock::system_now_ms as now_ms;
-use crate::config::{self, ConfigFile, TOKEN_ENV};
-use crate::error::HubError;
-use crate::pairing;
-use crate::paths::{AgentDir, ProfileName};
+use hub::HubError;
+use hub::clock::system_now_ms as now_ms;
+use hub::config::{self, ConfigFile, TOKEN_ENV};
+use hub::pairing;
+use hub::paths::{AgentDir, ProfileName};
 
 /// Where `setup` gets its inputs.
 #[derive(Debug, Clone)]
@@ -149,7 +149,7 @@ pub async fn setup(
     let remote = match settings.remote_listen {
         Some(addr) => Some((
             addr,
-            crate::remote::ensure_identity(&paths)?
+            hub::remote::ensure_identity(&paths)?
                 .fingerprint()
                 .to_owned(),
         )),
@@ -177,7 +177,7 @@ pub async fn setup(
     let pairing_code = if owner.is_some() {
         None
     } else {
-        let code = pairing::new_code(&crate::clock::Clock::real()).map_err(|e| HubError::Io {
+        let code = pairing::new_code(&hub::clock::Clock::real()).map_err(|e| HubError::Io {
             context: "making a pairing code".into(),
             source: std::io::Error::other(e.to_string()),
         })?;

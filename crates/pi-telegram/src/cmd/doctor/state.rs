@@ -3,8 +3,8 @@
 
 use store::{flood, kv, pairing, threads};
 
-use crate::clock::system_now_ms as now_ms;
-use crate::config::PairingMode;
+use hub::clock::system_now_ms as now_ms;
+use hub::config::PairingMode;
 
 use super::{Check, Ctx, profile_flag};
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{ConfigFile, ProfileSettings};
-use crate::paths::{AgentDir, ProfileName, ProfilePaths};
+use hub::config::{ConfigFile, ProfileSettings};
+use hub::paths::{AgentDir, ProfileName, ProfilePaths};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,11 +132,6 @@ impl Report {
     /// 0 when nothing failed, 1 otherwise (warnings do not change it).
     pub fn exit_code(&self) -> i32 {
         if self.ok { 0 } else { 1 }
-    }
-
-    /// The check with `id`.
-    pub fn check(&self, id: &str) -> Option<&Check> {
-        self.checks.iter().find(|c| c.id == id)
     }
 }
 

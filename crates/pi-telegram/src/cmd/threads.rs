@@ -3,10 +3,10 @@
 use serde_json::Value;
 use store::Store;
 
-use crate::error::HubError;
-use crate::lock::{LockError, ProfileLock};
-use crate::paths::ProfilePaths;
-use crate::topics;
+use hub::HubError;
+use hub::lock::{LockError, ProfileLock};
+use hub::paths::ProfilePaths;
+use hub::topics;
 
 /// Settles intent `intent_id` (`create`: make a new topic anyway; else forget it). With a hub
 /// running, the hub does it (and acts on it at once); otherwise the store is changed directly,
@@ -40,7 +40,7 @@ pub async fn resolve(
                 intent_id,
                 create,
             };
-            crate::control::request(paths, msg, "resolve").await
+            hub::control::request(paths, msg, "resolve").await
         }
         Err(e) => Err(e.into()),
     }

@@ -4,8 +4,8 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::config::{self, ConfigFile};
-use crate::lock::ProfileLock;
+use hub::config::{self, ConfigFile};
+use hub::lock::ProfileLock;
 
 use super::{Check, Ctx, DoctorOptions, bytes, profile_flag};
 
@@ -32,7 +32,7 @@ pub(crate) fn config(opts: &DoctorOptions, checks: &mut Vec<Check>) -> Option<Co
         }
     };
     let readable = config::permission_warnings(&path);
-    let values = crate::assistant::Settings::from_file(&file, &opts.profile).1;
+    let values = hub::assistant::Settings::from_file(&file, &opts.profile).1;
     if !readable.is_empty() || !values.is_empty() {
         let mut fixes = Vec::new();
         if !readable.is_empty() {
@@ -340,9 +340,9 @@ pub(crate) fn permissions(ctx: &Ctx, checks: &mut Vec<Check>) {
         ctx.paths.secret(),
         ctx.paths.lock_file(),
         ctx.paths.socket(),
-        crate::logging::log_dir(&ctx.paths),
+        hub::logging::log_dir(&ctx.paths),
     ];
-    files.extend(crate::logging::read::files(&crate::logging::log_file(
+    files.extend(hub::logging::read::files(&hub::logging::log_file(
         &ctx.paths,
     )));
     for f in &files {
@@ -516,7 +516,7 @@ pub(crate) fn disk(ctx: &Ctx, checks: &mut Vec<Check>) {
     let state = size(&db)
         + size(Path::new(&format!("{}-wal", db.display())))
         + size(Path::new(&format!("{}-shm", db.display())));
-    let logs: u64 = crate::logging::read::files(&crate::logging::log_file(&ctx.paths))
+    let logs: u64 = hub::logging::read::files(&hub::logging::log_file(&ctx.paths))
         .iter()
         .map(|p| size(p))
         .sum();

@@ -64,8 +64,8 @@ async fn version(program: &Path) -> Result<String, String> {
 
 /// `pi`: the pi the hub would start (`$PI_TELEGRAM_PI_BIN`, else `piBinary` in telegram.json,
 /// else `pi` on PATH) and its version.
-async fn pi(config: Option<&crate::config::ConfigFile>) -> Check {
-    let bin = crate::spawned::pi_binary(&[], config);
+async fn pi(config: Option<&hub::config::ConfigFile>) -> Check {
+    let bin = hub::spawned::pi_binary(&[], config);
     let wanted = bin.path.clone();
     let named = wanted.components().count() > 1 || wanted.is_absolute();
     let Some(found) = find_program(&wanted) else {
@@ -147,7 +147,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
     let dir = agent.join("telegram").join("extension");
     let install = "run `pi-telegram install-extension`, then /reload in pi";
     let settings_path = agent.join("settings.json");
-    let packages: Vec<String> = crate::regular::read_to_string(&settings_path)
+    let packages: Vec<String> = hub::regular::read_to_string(&settings_path)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .and_then(|v| v.get("packages").cloned())
@@ -172,7 +172,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
             spec.split('@').next() == Some("pi-telegram")
         });
         npm.unwrap_or_else(|| {
-            crate::regular::read_to_string(&Path::new(p).join("package.json"))
+            hub::regular::read_to_string(&Path::new(p).join("package.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some("pi-telegram"))
@@ -198,7 +198,7 @@ fn extension(ctx: &Ctx, embedded: EmbeddedExtension) -> Check {
         .iter()
         .filter(|(rel, bytes)| {
             // Read no more than ours: a file that is longer differs anyway.
-            crate::regular::read_up_to(&dir.join(rel), bytes.len() as u64 + 1)
+            hub::regular::read_up_to(&dir.join(rel), bytes.len() as u64 + 1)
                 .map_or(true, |have| have != *bytes)
         })
         .count();
