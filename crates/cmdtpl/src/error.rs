@@ -35,7 +35,6 @@ pub enum TemplateError {
     UnknownKey {
         /// Node location.
         at: String,
-        /// The key.
         key: String,
     },
     /// A standard feature this implementation does not provide.
@@ -43,7 +42,6 @@ pub enum TemplateError {
     Unsupported {
         /// Node location.
         at: String,
-        /// The key.
         key: String,
         /// What is missing and what to do instead.
         why: &'static str,

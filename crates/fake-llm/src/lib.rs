@@ -80,7 +80,6 @@ pub enum FakeLlmError {
     BadEnv {
         /// The variable.
         name: &'static str,
-        /// Its value.
         value: String,
     },
     /// A scripted reply has an unknown shape.

@@ -10,13 +10,11 @@ use serde::{Deserialize, Serialize};
 pub enum Button {
     /// `/start`: new messages go to this identity (classic mode).
     Select {
-        /// The identity.
         identity: String,
     },
     /// A waiting message goes to `to`: one that waits for the person's choice, or (with
     /// `instead_of`) one that waits for a pi that is away.
     Send {
-        /// The turn.
         turn: i64,
         /// Where it goes.
         to: String,
@@ -28,7 +26,6 @@ pub enum Button {
     Move {
         /// The turn written in the topic.
         turn: i64,
-        /// The identity.
         identity: String,
         /// The topic.
         thread: i64,
@@ -45,14 +42,12 @@ pub enum Button {
         /// The instance it is about (`None`: pick one).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         identity: Option<String>,
-        /// The section.
         section: Section,
     },
     /// Switch an instance's model.
     Model {
         /// The instance.
         identity: String,
-        /// Provider.
         provider: String,
         /// Model id.
         id: String,
@@ -61,12 +56,10 @@ pub enum Button {
     Thinking {
         /// The instance.
         identity: String,
-        /// The level.
         level: String,
     },
     /// Change a waiting turn.
     Queue {
-        /// The turn.
         turn: i64,
         /// What to do.
         op: QueueOp,

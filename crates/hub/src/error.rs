@@ -23,7 +23,6 @@ pub enum HubError {
         "no bot token for profile {profile}: run `pi-telegram setup{flag}` (or set TELEGRAM_BOT_TOKEN)"
     )]
     NoToken {
-        /// The profile.
         profile: String,
         /// ` --profile X` when not the default.
         flag: String,

@@ -144,7 +144,6 @@ impl Manager {
 /// What `install` left in the profile folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Installed {
-    /// The manager.
     pub manager: Manager,
     /// The unit name or launchd label.
     pub name: String,

@@ -27,9 +27,7 @@ pub struct View {
 /// One pi instance as the menu shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
-    /// Identity.
     pub identity: String,
-    /// Label.
     pub label: String,
     /// Folder.
     pub cwd: String,

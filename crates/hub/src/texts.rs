@@ -79,7 +79,6 @@ pub fn no_instance() -> String {
         .to_owned()
 }
 
-/// An instance connected.
 pub fn instance_connected(label: &str, cwd: &str, selected: bool, waiting: i64) -> String {
     let mut t = format!("pi connected: {label} ({cwd}).");
     if selected {
@@ -673,7 +672,6 @@ pub fn new_session_started(label: &str) -> String {
     format!("pi {label} started a new session. Earlier sessions stay in /sessions.")
 }
 
-/// A session resumed.
 pub fn session_resumed(label: &str) -> String {
     format!("pi {label} resumed the session you chose.")
 }

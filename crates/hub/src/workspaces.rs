@@ -20,7 +20,6 @@ pub enum FolderError {
     Outside {
         /// The resolved folder.
         folder: String,
-        /// The roots.
         roots: String,
     },
 }

@@ -194,7 +194,6 @@ use Expected as E;
 
 const NO_TOPIC: &str = "Telegram answers `message thread not found` only to a call that names a topic, and this one names none";
 
-/// The matrix.
 const MATRIX: &[Row] = &[
     Row {
         method: "getUpdates",

@@ -50,7 +50,6 @@ pub enum RpcError {
     /// A stdout line was not JSON: RPC stdout must carry only protocol records.
     #[error("pi rpc: stdout line is not JSON ({error}): {line}")]
     NotJson {
-        /// The line.
         line: String,
         /// The parse error.
         error: String,

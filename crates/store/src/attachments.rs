@@ -9,9 +9,7 @@ use crate::{Result, StoreError};
 /// A file waiting for its turn's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attachment {
-    /// Id.
     pub id: i64,
-    /// The turn.
     pub turn_id: i64,
     /// The copy to send.
     pub path: String,
@@ -21,14 +19,12 @@ pub struct Attachment {
     pub mime: Option<String>,
     /// Size in bytes.
     pub size: i64,
-    /// Caption.
     pub caption: Option<String>,
 }
 
 /// A file to record.
 #[derive(Debug, Clone)]
 pub struct NewAttachment<'a> {
-    /// The turn.
     pub turn_id: i64,
     /// The copy to send.
     pub path: &'a str,
@@ -38,7 +34,6 @@ pub struct NewAttachment<'a> {
     pub mime: Option<&'a str>,
     /// Size in bytes.
     pub size: i64,
-    /// Caption.
     pub caption: Option<&'a str>,
 }
 

@@ -10,7 +10,6 @@ use serde_json::Value;
 use crate::Cached;
 use crate::{Result, StoreError};
 
-/// A control's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlState {
     /// Not carried out yet.
@@ -36,7 +35,6 @@ impl ControlState {
     }
 }
 
-/// A new control.
 #[derive(Debug, Clone)]
 pub struct NewControl<'a> {
     /// The update that asked for it (with `kind`, at most one control per update).
@@ -60,25 +58,19 @@ pub struct NewControl<'a> {
 /// A stored control.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Control {
-    /// Id.
     pub id: i64,
     /// The update that asked for it.
     pub source_update_id: Option<i64>,
-    /// Kind.
     pub kind: String,
     /// Instance.
     pub identity: Option<String>,
-    /// Turn.
     pub turn_id: Option<i64>,
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     pub thread_id: Option<i64>,
-    /// Message.
     pub message_id: Option<i64>,
     /// Parameters.
     pub params: Value,
-    /// State.
     pub state: ControlState,
     /// When it was recorded.
     pub created_ms: i64,

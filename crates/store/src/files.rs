@@ -7,7 +7,6 @@ use rusqlite::{Connection, Row, params};
 use crate::Cached;
 use crate::{Result, StoreError};
 
-/// A file's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileState {
     /// Not downloaded yet.
@@ -97,17 +96,13 @@ pub struct NewFile<'a> {
 /// A stored file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct File {
-    /// Id.
     pub id: i64,
-    /// Turn.
     pub turn_id: i64,
-    /// Update.
     pub source_update_id: Option<i64>,
     /// Place in its update.
     pub seq: i64,
     /// Whose it is.
     pub origin: Origin,
-    /// Kind.
     pub kind: String,
     /// Telegram's file id.
     pub file_id: String,
@@ -119,7 +114,6 @@ pub struct File {
     pub mime: Option<String>,
     /// Declared size.
     pub size: Option<i64>,
-    /// State.
     pub state: FileState,
     /// Where it was saved.
     pub path: Option<String>,

@@ -14,9 +14,7 @@ pub struct Epoch(pub i64);
 /// The current holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
-    /// Epoch.
     pub epoch: Epoch,
-    /// Holder's pid.
     pub holder_pid: i64,
     /// Since.
     pub acquired_ms: i64,

@@ -24,14 +24,12 @@ pub enum PairingState {
 pub struct Pairing {
     /// SHA-256 of the code, hex.
     pub code_hash: String,
-    /// Created.
     pub created_ms: i64,
     /// Valid until.
     pub expires_ms: i64,
     /// Wrong attempts each sender may make with this code (stored as `attempts_left`, the
     /// attempts left of the code itself before schema version 11).
     pub attempts_per_sender: i64,
-    /// State.
     pub state: PairingState,
 }
 

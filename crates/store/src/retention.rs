@@ -101,7 +101,6 @@ impl Table {
 /// When a pass runs and what "old" means then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Horizon {
-    /// Now.
     pub now_ms: i64,
     /// Rows that finished before this are old.
     pub before_ms: i64,

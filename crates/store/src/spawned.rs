@@ -46,7 +46,6 @@ impl SpawnState {
 /// A spawned instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spawned {
-    /// Id.
     pub id: i64,
     /// Its folder.
     pub cwd: String,
@@ -56,7 +55,6 @@ pub struct Spawned {
     pub session_file: Option<String>,
     /// The hub instance of its current process.
     pub instance_id: Option<String>,
-    /// State.
     pub state: SpawnState,
     /// Why it ended.
     pub detail: Option<String>,

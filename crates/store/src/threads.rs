@@ -12,7 +12,6 @@ pub const CURSOR: &str = "threads.cursor";
 /// Key of the mode (`threaded` or `classic`) the hub last determined.
 pub const MODE: &str = "threads.mode";
 
-/// A binding's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BindingState {
     /// A live instance uses the topic.
@@ -50,9 +49,7 @@ impl BindingState {
 /// identity -> topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Binding {
-    /// Identity.
     pub identity: String,
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     pub thread_id: i64,
@@ -60,7 +57,6 @@ pub struct Binding {
     pub slot: String,
     /// Topic title.
     pub title: String,
-    /// State.
     pub state: BindingState,
     /// The live instance using it.
     pub instance_id: Option<String>,
@@ -68,11 +64,9 @@ pub struct Binding {
     pub cwd: String,
     /// Lease epoch that committed it.
     pub epoch: i64,
-    /// Created.
     pub created_ms: i64,
     /// Last change.
     pub updated_ms: i64,
-    /// Offline since.
     pub offline_since_ms: Option<i64>,
 }
 
@@ -192,7 +186,6 @@ pub fn delete_binding(conn: &Connection, identity: &str) -> Result<bool> {
         .map_err(StoreError::sqlite("removing a binding"))
 }
 
-/// An intent's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IntentState {
     /// Its hub is creating the topic right now.
@@ -214,27 +207,21 @@ impl IntentState {
 /// A durable intent to create a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Intent {
-    /// Id.
     pub id: i64,
-    /// Identity.
     pub identity: String,
     /// Instance it is for.
     pub instance_id: Option<String>,
-    /// Chat.
     pub chat_id: i64,
     /// Working directory.
     pub cwd: String,
     /// Slot held.
     pub slot: String,
-    /// Title.
     pub title: String,
     /// Epoch of the hub that wrote it.
     pub epoch: i64,
-    /// State.
     pub state: IntentState,
     /// Thread id, once known.
     pub thread_id: Option<i64>,
-    /// Created.
     pub created_ms: i64,
     /// Why it is ambiguous.
     pub detail: Option<String>,
@@ -289,22 +276,15 @@ fn select_intents(
     .collect()
 }
 
-/// A new intent.
 #[derive(Debug, Clone)]
 pub struct NewIntent<'a> {
-    /// Identity.
     pub identity: &'a str,
-    /// Instance.
     pub instance_id: Option<&'a str>,
-    /// Chat.
     pub chat_id: i64,
     /// Working directory.
     pub cwd: &'a str,
-    /// Slot.
     pub slot: &'a str,
-    /// Title.
     pub title: &'a str,
-    /// Epoch.
     pub epoch: i64,
 }
 
@@ -356,15 +336,12 @@ pub fn delete_intent(conn: &Connection, id: i64) -> Result<bool> {
 pub struct Evidence {
     /// The intent it belongs to.
     pub intent_id: i64,
-    /// Identity.
     pub identity: String,
     /// Epoch of the hub that created the topic.
     pub epoch: i64,
-    /// Chat.
     pub chat_id: i64,
     /// The topic.
     pub thread_id: i64,
-    /// Recorded.
     pub recorded_ms: i64,
 }
 
@@ -417,9 +394,7 @@ pub fn delete_evidence(conn: &Connection, intent_id: i64) -> Result<()> {
 /// A topic to delete, with the proof that allows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cleanup {
-    /// Id.
     pub id: i64,
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     pub thread_id: i64,
@@ -429,7 +404,6 @@ pub struct Cleanup {
     pub attempts: i64,
     /// Not before.
     pub next_ms: i64,
-    /// Last error.
     pub last_error: Option<String>,
 }
 

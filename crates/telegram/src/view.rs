@@ -20,7 +20,6 @@ pub enum UpdateKind {
     Other(String),
 }
 
-/// An update.
 #[derive(Debug, Clone, Copy)]
 pub struct UpdateView<'a>(pub &'a Value);
 
@@ -94,7 +93,6 @@ impl<'a> UpdateView<'a> {
     }
 }
 
-/// A message.
 #[derive(Debug, Clone, Copy)]
 pub struct MessageView<'a>(pub &'a Value);
 

@@ -16,9 +16,7 @@ pub const DEFAULT_USER_ID: i64 = 1001;
 pub struct PersonConfig {
     /// User id and private chat id.
     pub id: i64,
-    /// First name.
     pub first_name: String,
-    /// Last name.
     pub last_name: Option<String>,
     /// Username without `@`.
     pub username: Option<String>,

@@ -76,7 +76,6 @@ pub type ControlResult<T> = Result<T, ControlError>;
 /// The person sends a text message (a command when it starts with `/`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SendText {
-    /// The text.
     pub text: String,
     /// Topic to send in; none for the main chat.
     #[serde(default)]
@@ -119,7 +118,6 @@ pub struct Sent {
     pub update_id: Option<i64>,
     /// The message id in the chat.
     pub message_id: i64,
-    /// The chat.
     pub chat_id: i64,
 }
 
@@ -133,10 +131,8 @@ pub struct MediaItem {
     /// File name.
     #[serde(default)]
     pub filename: Option<String>,
-    /// MIME type.
     #[serde(default)]
     pub mime_type: Option<String>,
-    /// Caption.
     #[serde(default)]
     pub caption: Option<String>,
 }
@@ -235,7 +231,6 @@ pub struct React {
 /// The person creates a topic in the Telegram UI.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewTopic {
-    /// Name.
     pub name: String,
     /// Creator.
     #[serde(default)]
@@ -290,13 +285,10 @@ pub struct Block {
 /// A file as the transcript shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MediaView {
-    /// Kind.
     pub kind: MediaKind,
     /// `file_id`.
     pub file_id: String,
-    /// File name.
     pub file_name: Option<String>,
-    /// MIME type.
     pub mime_type: Option<String>,
     /// Size in bytes.
     pub size: usize,
@@ -305,7 +297,6 @@ pub struct MediaView {
 /// One message as the person sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptEntry {
-    /// Message id.
     pub message_id: i64,
     /// Sent by the bot (else by a person).
     pub from_bot: bool,
@@ -333,7 +324,6 @@ pub struct TranscriptEntry {
     pub service: Option<String>,
     /// Album.
     pub media_group_id: Option<String>,
-    /// Forwarded.
     pub forwarded: bool,
     /// Reactions the bot set.
     pub bot_reactions: Vec<Value>,
@@ -344,7 +334,6 @@ pub struct TranscriptEntry {
 /// A draft with whether it is on screen now.
 #[derive(Debug, Clone, Serialize)]
 pub struct DraftView {
-    /// The draft.
     #[serde(flatten)]
     pub draft: DraftEvent,
     /// The latest state of its `draft_id`, younger than 30 s, and no bot message in its thread
@@ -355,7 +344,6 @@ pub struct DraftView {
 /// A chat action with whether the indicator shows now.
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionView {
-    /// The action.
     #[serde(flatten)]
     pub action: ActionEvent,
     /// Younger than 5 s and no bot message in its thread since.
@@ -365,17 +353,13 @@ pub struct ActionView {
 /// Everything the person sees in one chat.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChatView {
-    /// The chat.
     pub chat_id: i64,
-    /// Messages.
     pub messages: Vec<TranscriptEntry>,
     /// Drafts streamed.
     pub drafts: Vec<DraftView>,
-    /// Chat actions.
     pub chat_actions: Vec<ActionView>,
     /// Callback answers (toasts and alerts).
     pub callback_answers: Vec<CallbackAnswer>,
-    /// Topics.
     pub topics: Vec<Topic>,
     /// The person blocked the bot.
     pub blocked: bool,
@@ -386,13 +370,9 @@ pub struct ChatView {
 pub struct UploadView {
     /// `file_id`.
     pub file_id: String,
-    /// Kind.
     pub kind: MediaKind,
-    /// File name.
     pub file_name: Option<String>,
-    /// MIME type.
     pub mime_type: Option<String>,
-    /// Size.
     pub size: usize,
     /// Uploaded by the bot (else sent by a person).
     pub from_bot: bool,

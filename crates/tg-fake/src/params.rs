@@ -18,7 +18,6 @@ pub struct Upload {
     pub filename: Option<String>,
     /// `Content-Type` of the part, if any.
     pub content_type: Option<String>,
-    /// The bytes.
     pub bytes: Bytes,
 }
 

@@ -20,7 +20,6 @@ use crate::log::RequestLog;
 /// Who sent a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sender {
-    /// The bot.
     Bot,
     /// A person, by user id.
     Person(i64),
@@ -80,7 +79,6 @@ pub struct StoredFile {
     pub bytes: Bytes,
     /// Original file name.
     pub file_name: Option<String>,
-    /// MIME type.
     pub mime_type: Option<String>,
     /// `file_path` for downloads.
     pub path: String,
@@ -160,13 +158,9 @@ pub enum TopicState {
 pub struct Topic {
     /// `message_thread_id` (the id of its `forum_topic_created` service message).
     pub thread_id: i64,
-    /// Name.
     pub name: String,
-    /// Icon color.
     pub icon_color: i64,
-    /// Custom emoji icon.
     pub icon_custom_emoji_id: Option<String>,
-    /// State.
     pub state: TopicState,
     /// Whether the bot created it (else the person did, in the Telegram UI).
     pub created_by_bot: bool,
@@ -196,7 +190,6 @@ pub struct DraftEvent {
 /// A chat action the bot sent (`typing`, ...).
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionEvent {
-    /// When (ms).
     pub at_ms: u64,
     /// Position among this chat's events.
     pub seq: u64,
@@ -209,7 +202,6 @@ pub struct ActionEvent {
 /// An answer to a callback query, as the person sees it (a toast or an alert).
 #[derive(Debug, Clone, Serialize)]
 pub struct CallbackAnswer {
-    /// When (ms).
     pub at_ms: u64,
     /// The query answered.
     pub callback_query_id: String,
@@ -582,11 +574,8 @@ impl Bot {
 pub struct Person {
     /// User id (also their private chat id).
     pub id: i64,
-    /// First name.
     pub first_name: String,
-    /// Last name.
     pub last_name: Option<String>,
-    /// Username.
     pub username: Option<String>,
     /// IETF language tag.
     pub language_code: Option<String>,
@@ -667,7 +656,6 @@ pub struct World {
     pub rng: Rng,
     /// Request log.
     pub log: RequestLog,
-    /// The clock.
     pub clock: Arc<Clock>,
 }
 

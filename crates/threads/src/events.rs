@@ -173,7 +173,6 @@ pub fn adopt_intent_at(
 /// Who "move here" binds when the identity has neither binding nor intent.
 #[derive(Debug, Clone)]
 pub struct Newcomer<'a> {
-    /// Identity.
     pub identity: &'a str,
     /// Its live instance, if any.
     pub instance_id: Option<&'a str>,
@@ -181,7 +180,6 @@ pub struct Newcomer<'a> {
     pub cwd: &'a str,
     /// Project name for the title.
     pub project: &'a str,
-    /// Title template.
     pub title_template: &'a str,
 }
 

@@ -9,9 +9,7 @@ use store::{Store, StoreError, lease};
 /// A topic as the fake Telegram reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenTopic {
-    /// Chat.
     pub chat_id: i64,
-    /// Thread.
     pub thread_id: i64,
     /// Not deleted.
     pub alive: bool,

@@ -170,7 +170,6 @@ impl<S: Storage + Send> Storage for std::sync::Arc<S> {
 /// What went wrong besides the outcomes provisioning reports.
 #[derive(Debug, thiserror::Error)]
 pub enum ThreadsError {
-    /// The store.
     #[error(transparent)]
     Store(#[from] store::StoreError),
     /// A simulated crash.

@@ -23,7 +23,6 @@ use crate::{Hook, Point, Storage, ThreadsError, TopicApi, TopicError, slots, tit
 /// What to provision.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
-    /// Identity.
     pub identity: &'a str,
     /// The live instance.
     pub instance_id: Option<&'a str>,

@@ -2,7 +2,6 @@
 //! forward (wrapping `Z -> A`) to the first letter nothing holds, so letters are reused as late
 //! as possible and a topic's letter stays recognisable.
 
-/// The letters.
 pub const LETTERS: [char; 26] = [
     'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'N', 'O', 'P', 'Q', 'R', 'S',
     'T', 'U', 'V', 'W', 'X', 'Y', 'Z',

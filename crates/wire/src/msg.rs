@@ -50,7 +50,6 @@ pub enum Role {
 /// A model reference.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ModelRef {
-    /// Provider.
     #[serde(default)]
     pub provider: String,
     /// Model id.
@@ -78,7 +77,6 @@ pub struct InstanceState {
     pub session_name: Option<String>,
     /// Current model.
     pub model: Option<ModelRef>,
-    /// Thinking level.
     pub thinking_level: Option<String>,
     /// Idle (no run in progress).
     pub idle: Option<bool>,
@@ -89,7 +87,6 @@ pub struct InstanceState {
 /// The result of a settled turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnResult {
-    /// The turn.
     pub turn_id: TurnId,
     /// Text of the last assistant message.
     #[serde(default)]
@@ -270,7 +267,6 @@ pub enum ClientMsg {
     Hello(Hello),
     /// A prompt was received.
     Ack {
-        /// The turn.
         turn_id: TurnId,
         /// `started`, `queued` or `duplicate`.
         #[serde(default)]
@@ -281,7 +277,6 @@ pub enum ClientMsg {
         /// The hub turn the run belongs to.
         #[serde(default)]
         turn_id: Option<TurnId>,
-        /// The event.
         event: PiEvent,
     },
     /// A turn settled.
@@ -307,7 +302,6 @@ pub enum ClientMsg {
     ToolCall {
         /// Request id.
         id: String,
-        /// The tool.
         tool: String,
         /// Its arguments (paths already absolute).
         #[serde(default)]
@@ -379,7 +373,6 @@ pub enum HubMsg {
     Welcome {
         /// The hub's protocol version.
         protocol: u32,
-        /// The hub's pid.
         hub_pid: u32,
         /// This connection's instance id (instances only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -398,7 +391,6 @@ pub enum HubMsg {
     },
     /// Run a turn.
     Prompt {
-        /// The turn.
         turn_id: TurnId,
         /// The prompt.
         text: String,
@@ -432,7 +424,6 @@ pub enum HubMsg {
     SetModel {
         /// Request id.
         id: String,
-        /// Provider.
         provider: String,
         /// Model id.
         model_id: String,
@@ -442,7 +433,6 @@ pub enum HubMsg {
         /// Request id.
         id: String,
     },
-    /// Set the thinking level.
     SetThinkingLevel {
         /// Request id.
         id: String,
@@ -480,7 +470,6 @@ pub enum HubMsg {
     },
     /// Show a notification in pi.
     Notify {
-        /// Text.
         text: String,
         /// `info`, `warning` or `error`.
         level: String,
@@ -492,7 +481,6 @@ pub enum HubMsg {
     },
     /// The turn's result is stored: forget it.
     DoneAck {
-        /// The turn.
         turn_id: TurnId,
     },
     /// The hub is about to close the connection.

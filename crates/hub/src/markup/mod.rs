@@ -42,11 +42,9 @@ pub use voice::{VoiceError, VoiceSpec, parse_voice};
 /// a keyboard to).
 pub const BUTTON_ONLY_HEADING: &str = "\u{2611}\u{fe0f} **Choose an option:**";
 
-/// The button marker.
 pub const BUTTON_MARKER: &str = "telegram_button";
 /// The plural alias of [`BUTTON_MARKER`].
 pub const BUTTONS_MARKER: &str = "telegram_buttons";
-/// The voice marker.
 pub const VOICE_MARKER: &str = "telegram_voice";
 
 /// An answer with its action comments taken out.

@@ -13,7 +13,6 @@ pub struct Example {
     pub section: String,
     /// The extension named after `example` (`table`, `autolink`, ...), if any.
     pub extension: Option<String>,
-    /// The Markdown.
     pub markdown: String,
     /// The HTML the spec expects.
     pub html: String,

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 /// made of.
 #[derive(Debug, Clone)]
 pub struct RemoteConfig {
-    /// The profile.
     pub profile: ProfileName,
     /// Where the hub listens (`remote.listen`).
     pub listen: SocketAddr,

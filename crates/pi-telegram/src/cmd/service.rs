@@ -29,7 +29,6 @@ pub const NO_RESTART_EXIT_CODES: [i32; 4] = [2, 3, 4, 5];
 pub struct UnitSpec {
     /// The `pi-telegram` binary (absolute).
     pub exe: PathBuf,
-    /// The profile.
     pub profile: ProfileName,
     /// Environment for the hub (besides `PI_TELEGRAM_STARTED_BY=service`).
     pub env: Vec<(String, String)>,
@@ -140,7 +139,6 @@ fn xml_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The launchd label.
 pub fn launchd_label(profile: &ProfileName) -> String {
     format!("dev.pi-telegram.{profile}")
 }

@@ -17,7 +17,6 @@ use hub::paths::{AgentDir, ProfileName};
 pub struct SetupOptions {
     /// pi's agent dir.
     pub agent_dir: AgentDir,
-    /// The profile.
     pub profile: ProfileName,
     /// `--token`.
     pub token: Option<String>,
@@ -36,7 +35,6 @@ pub struct SetupReport {
     pub pairing_code: Option<String>,
     /// An earlier code was still valid: this one replaces it (the earlier one no longer works).
     pub replaces_previous_code: bool,
-    /// The bot's id.
     #[serde(skip)]
     pub bot_id: i64,
     /// The owner, when known.

@@ -15,7 +15,6 @@ pub enum StopOutcome {
     NotRunning,
     /// The hub with this pid stopped.
     Stopped {
-        /// Its pid.
         pid: u32,
     },
 }

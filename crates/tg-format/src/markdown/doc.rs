@@ -23,20 +23,16 @@ pub enum Block {
     },
     /// A block quotation.
     Quote(Vec<Block>),
-    /// A list.
     List {
         /// The first number of an ordered list; `None` for bullets.
         start: Option<u64>,
-        /// Its items.
         items: Vec<Item>,
     },
-    /// A table.
     Table(Table),
     /// A thematic break.
     Rule,
     /// A footnote definition.
     Footnote {
-        /// Its label.
         label: String,
         /// Its content.
         blocks: Vec<Block>,
@@ -101,7 +97,6 @@ pub enum Inline {
     Strong(Vec<Inline>),
     /// `~~strikethrough~~`
     Strike(Vec<Inline>),
-    /// A link.
     Link {
         /// Its target, as written.
         url: String,
