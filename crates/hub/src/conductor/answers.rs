@@ -1,12 +1,13 @@
 //! A turn's answer: pi's result stored, and what the person gets queued in the same commit
 //! (the tools it ran, the answer, spoken versions, files pi attached).
 
+use store::outbox::OutboxRow;
 use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, kv};
 use wire::TurnResult;
 
 use super::{Conductor, is_own, save_states, tools};
-use crate::activity;
+use crate::activity::{self, ToolRecord};
 use crate::assistant::{self, Rendering};
 use crate::clock::Clock;
 use crate::crashpoint;
@@ -14,6 +15,7 @@ use crate::db::Durability;
 use crate::error::HubError;
 use crate::instance::{Command, InstanceId};
 use crate::outbound;
+use crate::sender::Opening;
 use crate::texts;
 
 /// What an answer row needs.
@@ -27,25 +29,32 @@ pub(super) struct AnswerCtx<'a> {
     pub(super) clock: &'a Clock,
 }
 
+/// A finished turn's answer, as its transaction needs it.
+struct Answer {
+    n: i64,
+    instance: InstanceId,
+    identity: String,
+    /// When several pis talk.
+    label: Option<String>,
+    result: TurnResult,
+    /// The tools it ran since pi's last message (shown when the settings say so).
+    tools: Vec<ToolRecord>,
+    show_tools: bool,
+    rendering: Rendering,
+    /// `voice.replyMode` and `voice.sendTranscript`.
+    voice: (assistant::VoiceReply, bool),
+    clock: Clock,
+}
+
 impl Conductor {
+    /// pi finished a turn: its answer is stored and queued in one commit, handed to the
+    /// sender, and pi is told it may forget the turn.
     pub(super) async fn turn_done(
         &mut self,
         id: &InstanceId,
         result: TurnResult,
     ) -> Result<(), HubError> {
-        // The turn this hub handed the instance is its own without asking the store (the
-        // transaction below checks again); one from before a restart is looked up.
-        let outstanding = self.live.get(id).and_then(|l| l.outstanding);
-        let known = result.turn_id.number().filter(|n| outstanding == Some(*n));
-        let n = match known {
-            Some(n) => Some(n),
-            None => self.own_turn(id, &result.turn_id).await?,
-        };
-        let Some(n) = n else {
-            // Not ours to finish; acknowledged all the same, so pi stops reporting it.
-            if let Some(l) = self.live.get(id) {
-                let _ = l.commands.try_send(Command::DoneAck(result.turn_id));
-            }
+        let Some(n) = self.turn_of_result(id, &result).await? else {
             return Ok(());
         };
         let (identity, label, reach) = match self.live.get(id) {
@@ -62,12 +71,18 @@ impl Conductor {
             .unwrap_or_default();
         let settings = self.assistant.current();
         let now = self.db.now_ms();
-        let clock = self.db.clock().clone();
-        let r = result.clone();
-        let rendering = settings.rendering;
-        let voice = (settings.voice_reply, settings.voice_transcript);
-        let show_tools = settings.activity.tools();
-        let instance = id.clone();
+        let answer = Answer {
+            n,
+            instance: id.clone(),
+            identity,
+            label: several.then_some(label),
+            result: result.clone(),
+            tools,
+            show_tools: settings.activity.tools(),
+            rendering: settings.rendering,
+            voice: (settings.voice_reply, settings.voice_transcript),
+            clock: self.db.clock().clone(),
+        };
         let states = std::mem::take(&mut self.unsaved_states);
         let opening = self.handoff.open();
         let ((claimed, spoken), commit) = self
@@ -76,45 +91,9 @@ impl Conductor {
                 Durability::BeforeTelling(reach),
                 move |tx| {
                     save_states(tx, &states)?;
-                    let (mut claimed, mut spoken) = (None, false);
-                    if let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &instance)) {
-                        if show_tools && !tools.is_empty() && t.state != TurnState::Done {
-                            let place = outbound::place_of_turn(tx, &t, &identity)?;
-                            let (h, p) = activity::tools_message(&tools);
-                            outbound::enqueue_html(
-                                tx,
-                                place,
-                                (&h, &p),
-                                outbound::Meta {
-                                    purpose: &format!("tools:{n}:last"),
-                                    source_update_id: t.source_update_id,
-                                    identity: &identity,
-                                    turn_id: Some(n),
-                                    resend: false,
-                                },
-                                now,
-                            )?;
-                        }
-                        let label = several.then_some(label.as_str());
-                        spoken = finish(
-                            tx,
-                            &t,
-                            &r,
-                            &AnswerCtx {
-                                label,
-                                identity: &identity,
-                                rendering,
-                                voice,
-                                clock: &clock,
-                            },
-                            now,
-                        )?;
-                        if let Some(opening) = opening {
-                            claimed = crate::sender::Handoff::claim(tx, opening, n, now)?;
-                        }
-                    }
+                    let stored = store_answer(tx, &answer, opening, now)?;
                     crashpoint::hit(crashpoint::CrashPoint::TurnDoneBeforeCommit);
-                    Ok((claimed, spoken))
+                    Ok(stored)
                 },
                 // A claimed row is called next: its commit goes to disk in this store call,
                 // before the sender wakes, so no second call off the runtime and no wake-up
@@ -145,9 +124,82 @@ impl Conductor {
         tokio::task::yield_now().await;
         Ok(())
     }
+
+    /// The number of the turn a result finishes, if it is the instance's own open turn. One
+    /// that is not is acknowledged all the same, so pi stops reporting it.
+    async fn turn_of_result(
+        &self,
+        id: &InstanceId,
+        result: &TurnResult,
+    ) -> Result<Option<i64>, HubError> {
+        // The turn this hub handed the instance is its own without asking the store (the
+        // answer's transaction checks again); one from before a restart is looked up.
+        let outstanding = self.live.get(id).and_then(|l| l.outstanding);
+        let known = result.turn_id.number().filter(|n| outstanding == Some(*n));
+        let n = match known {
+            Some(n) => Some(n),
+            None => self.own_turn(id, &result.turn_id).await?,
+        };
+        if n.is_none()
+            && let Some(l) = self.live.get(id)
+        {
+            let _ = l
+                .commands
+                .try_send(Command::DoneAck(result.turn_id.clone()));
+        }
+        Ok(n)
+    }
 }
 
-/// Stores a turn's result and queues its answer (once: a result reported twice is ignored).
+/// The answer's transaction, if the turn is still the instance's own: its last tools, the
+/// answer, and the answer's row claimed for a sender that waits (`opening`). Returns the
+/// claimed row and whether anything is spoken.
+fn store_answer(
+    tx: &Connection,
+    a: &Answer,
+    opening: Option<Opening>,
+    now: i64,
+) -> Result<(Option<OutboxRow>, bool), StoreError> {
+    let n = a.n;
+    let Some(t) = turns::get(tx, n)?.filter(|t| is_own(t, &a.instance)) else {
+        return Ok((None, false));
+    };
+    if a.show_tools && !a.tools.is_empty() && t.state != TurnState::Done {
+        let place = outbound::place_of_turn(tx, &t, &a.identity)?;
+        let (h, p) = activity::tools_message(&a.tools);
+        outbound::enqueue_html(
+            tx,
+            place,
+            (&h, &p),
+            outbound::Meta {
+                purpose: &format!("tools:{n}:last"),
+                source_update_id: t.source_update_id,
+                identity: &a.identity,
+                turn_id: Some(n),
+                resend: false,
+            },
+            now,
+        )?;
+    }
+    let ctx = AnswerCtx {
+        label: a.label.as_deref(),
+        identity: &a.identity,
+        rendering: a.rendering,
+        voice: a.voice,
+        clock: &a.clock,
+    };
+    let spoken = finish(tx, &t, &a.result, &ctx, now)?;
+    let claimed = match opening {
+        Some(opening) => crate::sender::Handoff::claim(tx, opening, n, now)?,
+        None => None,
+    };
+    Ok((claimed, spoken))
+}
+
+/// Stores a turn's result and queues its answer: the text with pi's buttons, spoken
+/// versions, and files pi attached during the turn. The caller read `t` open in this
+/// transaction (a result reported twice is ignored before it gets here). Returns whether
+/// anything is spoken.
 pub(super) fn finish(
     tx: &Connection,
     t: &Turn,
@@ -155,7 +207,13 @@ pub(super) fn finish(
     ctx: &AnswerCtx<'_>,
     now: i64,
 ) -> Result<bool, StoreError> {
-    if !turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)? {
+    let done = turns::mark_done(tx, t.id, &r.text, r.aborted, r.error.as_deref(), now)?;
+    if crate::never!(
+        !done,
+        "turn {} read {} in this transaction could not be marked done",
+        t.id,
+        t.state.as_str()
+    ) {
         return Ok(false);
     }
     let place = outbound::place_of_turn(tx, t, ctx.identity)?;
@@ -182,26 +240,7 @@ pub(super) fn finish(
         crate::menu::prompt_buttons(tx, ctx.clock, owner, ctx.identity, &extracted.buttons, now)?;
     // Files pi attached during the turn go right after the answer.
     let (files, caption) = tools::take_waiting(tx, t.id)?;
-    // Spoken when the person's voice reply mode says so (a voice note in `mirror`, every
-    // answer in `always`), unless pi chose what to say itself.
-    let (mode, transcript) = ctx.voice;
-    let from_voice = store::files::of_turn(tx, t.id)?
-        .iter()
-        .any(|f| matches!(f.kind.as_str(), "voice" | "audio"));
-    let automatic = match mode {
-        assistant::VoiceReply::Always => true,
-        assistant::VoiceReply::Mirror => from_voice,
-        assistant::VoiceReply::Hidden => false,
-    } && extracted.voices.is_empty()
-        && !r.aborted
-        && r.error.is_none()
-        && !extracted.text.trim().is_empty();
-    let spoken = automatic.then(|| crate::voice::Spoken {
-        text: extracted.text.trim().to_owned(),
-        lang: None,
-        rate: None,
-        transcript,
-    });
+    let spoken = automatic_voice(tx, t, r, &extracted, ctx.voice)?;
     outbound::enqueue_markdown_with(
         tx,
         place,
@@ -219,37 +258,15 @@ pub(super) fn finish(
         },
         now,
     )?;
-    for (i, v) in extracted.voices.iter().enumerate() {
-        let spoken = crate::voice::Spoken {
-            text: v.text.clone(),
-            lang: v.lang.clone(),
-            rate: v.rate.clone(),
-            transcript,
-        };
-        outbound::enqueue_voice(
-            tx,
-            outbound::Place {
-                reply_to: None,
-                ..place
-            },
-            &spoken,
-            outbound::Meta {
-                purpose: &format!("voice:{}:{i}", t.id),
-                source_update_id: t.source_update_id,
-                identity: ctx.identity,
-                turn_id: Some(t.id),
-                resend: false,
-            },
-            now,
-        )?;
-    }
+    let after = outbound::Place {
+        reply_to: None,
+        ..place
+    };
+    queue_voices(tx, t, &extracted.voices, after, ctx, now)?;
     if !files.is_empty() {
         outbound::enqueue_files(
             tx,
-            outbound::Place {
-                reply_to: None,
-                ..place
-            },
+            after,
             &files,
             caption.as_deref(),
             outbound::Meta {
@@ -263,4 +280,66 @@ pub(super) fn finish(
         )?;
     }
     Ok(spoken.is_some() || !extracted.voices.is_empty())
+}
+
+/// The answer spoken as a whole, when the person's voice reply mode says so (a voice note in
+/// `mirror`, every answer in `always`), unless pi chose what to say itself.
+fn automatic_voice(
+    tx: &Connection,
+    t: &Turn,
+    r: &TurnResult,
+    extracted: &crate::markup::Extracted,
+    (mode, transcript): (assistant::VoiceReply, bool),
+) -> Result<Option<crate::voice::Spoken>, StoreError> {
+    let from_voice = store::files::of_turn(tx, t.id)?
+        .iter()
+        .any(|f| matches!(f.kind.as_str(), "voice" | "audio"));
+    let automatic = match mode {
+        assistant::VoiceReply::Always => true,
+        assistant::VoiceReply::Mirror => from_voice,
+        assistant::VoiceReply::Hidden => false,
+    } && extracted.voices.is_empty()
+        && !r.aborted
+        && r.error.is_none()
+        && !extracted.text.trim().is_empty();
+    Ok(automatic.then(|| crate::voice::Spoken {
+        text: extracted.text.trim().to_owned(),
+        lang: None,
+        rate: None,
+        transcript,
+    }))
+}
+
+/// The voice messages pi wrote into its answer, after it.
+fn queue_voices(
+    tx: &Connection,
+    t: &Turn,
+    voices: &[crate::markup::VoiceSpec],
+    place: outbound::Place,
+    ctx: &AnswerCtx<'_>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let (_, transcript) = ctx.voice;
+    for (i, v) in voices.iter().enumerate() {
+        let spoken = crate::voice::Spoken {
+            text: v.text.clone(),
+            lang: v.lang.clone(),
+            rate: v.rate.clone(),
+            transcript,
+        };
+        outbound::enqueue_voice(
+            tx,
+            place,
+            &spoken,
+            outbound::Meta {
+                purpose: &format!("voice:{}:{i}", t.id),
+                source_update_id: t.source_update_id,
+                identity: ctx.identity,
+                turn_id: Some(t.id),
+                resend: false,
+            },
+            now,
+        )?;
+    }
+    Ok(())
 }

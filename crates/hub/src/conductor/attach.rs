@@ -12,6 +12,8 @@ use wire::{TurnId, TurnResult};
 
 use super::answers::{AnswerCtx, finish};
 use super::{Conductor, Live, controls, tools};
+use crate::assistant::{Rendering, VoiceReply};
+use crate::clock::Clock;
 use crate::crashpoint;
 use crate::db::Durability;
 use crate::error::HubError;
@@ -69,6 +71,7 @@ impl Conductor {
         Ok(())
     }
 
+    /// Registers a connecting instance, reconciles what it reports, and makes it live.
     pub(super) async fn attach(
         &mut self,
         a: Attach,
@@ -90,107 +93,60 @@ impl Conductor {
             tools_token,
         } = a;
         let now = self.db.now_ms();
-        let clock = self.db.clock().clone();
-        let cwd2 = cwd.clone();
-        let live_count = self.live.len() + 1;
         let current = self.assistant.current();
-        let rendering = current.rendering;
-        let voice = (current.voice_reply, current.voice_transcript);
-        let (id, identity, label, done_acks, outstanding, resumed) = self
+        let style = AnswerStyle {
+            // The newcomer makes two.
+            several: !self.live.is_empty(),
+            rendering: current.rendering,
+            voice: (current.voice_reply, current.voice_transcript),
+            clock: self.db.clock().clone(),
+        };
+        let newcomer = Newcomer {
+            transport,
+            pid,
+            cwd: cwd.clone(),
+            session_id,
+            idle,
+            received,
+            completed,
+        };
+        let registered = self
             .db
             .write(Durability::OnDisk, move |tx| {
-                let n = instances::next_number(tx)?;
-                let id = format!("i{n}");
-                let identity = choose_identity(tx, &cwd2, pid, transport, &live_identities)?;
-                let label = label_of(&identity);
-                // Was it live when the last hub stopped? Then this is a reconnect the person
-                // did not ask for, and it is quiet.
-                let returning = state::returning(tx, &identity)?;
-                instances::insert(
-                    tx,
-                    &instances::InstanceRow {
-                        id: id.clone(),
-                        identity: identity.clone(),
-                        transport: transport.as_str().into(),
-                        pid,
-                        cwd: cwd2.clone(),
-                        label: label.clone(),
-                        session_id,
-                        state: InstanceState::working(!idle),
-                        connected_ms: now,
-                        gone_ms: None,
-                        gone_reason: None,
-                    },
-                )?;
-                let answer_label = (live_count > 1).then_some(label.as_str());
-                let ctx = AnswerCtx {
-                    label: answer_label,
-                    identity: &identity,
-                    rendering,
-                    voice,
-                    clock: &clock,
-                };
-                let reported = Reported {
-                    transport,
-                    pid,
-                    identity: &identity,
-                    instance_id: &id,
-                    received: &received,
-                    completed: &completed,
-                };
-                let (done_acks, outstanding) = reconcile_reported(tx, &reported, &ctx, now)?;
-                // A turn it carries on with gets its preview back.
-                let resumed = match outstanding
-                    .map(|n| turns::get(tx, n))
-                    .transpose()?
-                    .flatten()
-                {
-                    Some(t) => Some((t.id, outbound::place_of_turn(tx, &t, &identity)?)),
-                    None => None,
-                };
-                // The person's selection stays theirs across restarts and reconnects; only a
-                // hub without one selects the first pi that connects.
-                let selected = match kv::get(tx, SELECTED)? {
-                    Some(s) => s,
-                    None => {
-                        kv::set(tx, SELECTED, &identity)?;
-                        identity.clone()
-                    }
-                };
-                // Messages that arrived while no pi was live go to the first that connects;
-                // messages that wait for the person's choice are never handed out here.
-                let handed = turns::assign_unassigned(tx, &identity)? as i64;
-                kv::delete(tx, HELD_NOTICE)?;
-                kv::delete(tx, &waits_notice_key(&identity))?;
-                if let Some(owner) = kv::get_i64(tx, kv::OWNER)? {
-                    // In Threaded Mode the instance's own topic greets it (the topics task).
-                    let text = if state::threaded(tx)? {
-                        (handed > 0).then(|| texts::took_waiting(&label, handed, true))
-                    } else if returning {
-                        (handed > 0).then(|| texts::took_waiting(&label, handed, false))
-                    } else {
-                        Some(texts::instance_connected(
-                            &label,
-                            &cwd2,
-                            selected == identity,
-                            handed,
-                        ))
-                    };
-                    if let Some(text) = text {
-                        outbound::notice(
-                            tx,
-                            owner,
-                            None,
-                            &text,
-                            &format!("notice:connected:{id}"),
-                            now,
-                        )?;
-                    }
-                }
-                crashpoint::hit(crashpoint::CrashPoint::AttachBeforeCommit);
-                Ok::<_, StoreError>((id, identity, label, done_acks, outstanding, resumed))
+                register(tx, &newcomer, &live_identities, &style, now)
             })
             .await?;
+        let live = Live {
+            identity: registered.identity,
+            label: registered.label,
+            cwd,
+            transport,
+            reach,
+            pid,
+            idle,
+            pending,
+            outstanding: registered.outstanding,
+            commands,
+            last_status: None,
+            tools: Vec::new(),
+            tool_args: std::collections::HashMap::new(),
+            tools_token,
+        };
+        let id = InstanceId(registered.id);
+        self.go_live(id, live, registered.done_acks, registered.resumed, reply);
+        Ok(())
+    }
+
+    /// A registered instance joins the live ones: its link and its tools learn its id, pi
+    /// forgets the turns whose results are stored, and the tasks that serve it are woken.
+    fn go_live(
+        &mut self,
+        id: InstanceId,
+        live: Live,
+        done_acks: Vec<TurnId>,
+        resumed: Option<(i64, outbound::Place)>,
+        reply: oneshot::Sender<InstanceId>,
+    ) {
         if let Some((turn, place)) = resumed {
             let _ = self.previews.try_send(PreviewMsg::Begin {
                 turn,
@@ -198,39 +154,21 @@ impl Conductor {
                 thread: place.thread,
             });
         }
-        let id = InstanceId(id);
-        tracing::info!(instance = %id, transport = transport.as_str(), identity = %identity, "instance connected");
+        tracing::info!(instance = %id, transport = live.transport.as_str(), identity = %live.identity, "instance connected");
         let _ = reply.send(id.clone());
         for turn in done_acks {
-            let _ = commands.try_send(Command::DoneAck(turn));
+            let _ = live.commands.try_send(Command::DoneAck(turn));
         }
         // In Threaded Mode the new instance needs its topic.
         self.wakes.topics.notify_one();
         tokio::spawn(controls::learn_commands(
             self.db.clone(),
             self.wakes.sender.clone(),
-            commands.clone(),
-            identity.clone(),
+            live.commands.clone(),
+            live.identity.clone(),
         ));
-        self.live.insert(
-            id.clone(),
-            Live {
-                identity,
-                label,
-                cwd,
-                transport,
-                reach,
-                pid,
-                idle,
-                pending,
-                outstanding,
-                commands,
-                last_status: None,
-                tools: Vec::new(),
-                tool_args: std::collections::HashMap::new(),
-                tools_token: tools_token.clone(),
-            },
-        );
+        let tools_token = live.tools_token.clone();
+        self.live.insert(id.clone(), live);
         // The child's tools may have said hello before pi answered the hub's first question.
         if let Some(waiting) = tools_token.and_then(|t| self.tools_waiting.remove(&t)) {
             for w in waiting {
@@ -240,8 +178,174 @@ impl Conductor {
         self.wakes.sender.notify_one();
         // Results the instance reported on attaching may have queued spoken answers.
         self.wakes.voice.notify_one();
-        Ok(())
     }
+}
+
+/// What the store learns of a connecting instance: the part of its [`Attach`] the
+/// registering transaction takes.
+struct Newcomer {
+    transport: Transport,
+    pid: Option<i64>,
+    cwd: String,
+    session_id: Option<String>,
+    idle: bool,
+    received: Vec<TurnId>,
+    completed: Vec<TurnResult>,
+}
+
+/// How answers of turns a connecting instance finished while the hub was away are written.
+struct AnswerStyle {
+    /// Other instances are live: answers carry the instance's label.
+    several: bool,
+    rendering: Rendering,
+    /// `voice.replyMode` and `voice.sendTranscript`.
+    voice: (VoiceReply, bool),
+    clock: Clock,
+}
+
+/// What registering an instance decided.
+struct Registered {
+    id: String,
+    identity: String,
+    label: String,
+    /// Turns pi may forget: their results are stored.
+    done_acks: Vec<TurnId>,
+    /// The turn it still works on.
+    outstanding: Option<i64>,
+    /// That turn again, with where its preview goes.
+    resumed: Option<(i64, outbound::Place)>,
+}
+
+/// A registered instance, as its welcome needs it.
+struct Arrival<'a> {
+    id: &'a str,
+    identity: &'a str,
+    label: &'a str,
+    cwd: &'a str,
+    /// It was live when the last hub stopped: a reconnect the person did not ask for.
+    returning: bool,
+}
+
+/// The registering transaction: the instance's row, its reported turns reconciled, the
+/// selection, the turns that waited for any pi, and the owner's notice.
+fn register(
+    tx: &Connection,
+    who: &Newcomer,
+    live_identities: &[String],
+    style: &AnswerStyle,
+    now: i64,
+) -> Result<Registered, StoreError> {
+    let n = instances::next_number(tx)?;
+    let id = format!("i{n}");
+    let identity = choose_identity(tx, &who.cwd, who.pid, who.transport, live_identities)?;
+    let label = label_of(&identity);
+    // Was it live when the last hub stopped? Then this is a reconnect the person did not ask
+    // for, and it is quiet.
+    let returning = state::returning(tx, &identity)?;
+    instances::insert(
+        tx,
+        &instances::InstanceRow {
+            id: id.clone(),
+            identity: identity.clone(),
+            transport: who.transport.as_str().into(),
+            pid: who.pid,
+            cwd: who.cwd.clone(),
+            label: label.clone(),
+            session_id: who.session_id.clone(),
+            state: InstanceState::working(!who.idle),
+            connected_ms: now,
+            gone_ms: None,
+            gone_reason: None,
+        },
+    )?;
+    let ctx = AnswerCtx {
+        label: style.several.then_some(label.as_str()),
+        identity: &identity,
+        rendering: style.rendering,
+        voice: style.voice,
+        clock: &style.clock,
+    };
+    let reported = Reported {
+        transport: who.transport,
+        pid: who.pid,
+        identity: &identity,
+        instance_id: &id,
+        received: &who.received,
+        completed: &who.completed,
+    };
+    let (done_acks, outstanding) = reconcile_reported(tx, &reported, &ctx, now)?;
+    // A turn it carries on with gets its preview back.
+    let resumed = match outstanding
+        .map(|n| turns::get(tx, n))
+        .transpose()?
+        .flatten()
+    {
+        Some(t) => Some((t.id, outbound::place_of_turn(tx, &t, &identity)?)),
+        None => None,
+    };
+    let arrival = Arrival {
+        id: &id,
+        identity: &identity,
+        label: &label,
+        cwd: &who.cwd,
+        returning,
+    };
+    welcome(tx, &arrival, now)?;
+    crashpoint::hit(crashpoint::CrashPoint::AttachBeforeCommit);
+    Ok(Registered {
+        id,
+        identity,
+        label,
+        done_acks,
+        outstanding,
+        resumed,
+    })
+}
+
+/// Selects the instance if nothing is selected, hands it the turns that waited for any pi,
+/// and tells the owner (unless it is a quiet reconnect with nothing handed over).
+fn welcome(tx: &Connection, a: &Arrival<'_>, now: i64) -> Result<(), StoreError> {
+    // The person's selection stays theirs across restarts and reconnects; only a hub without
+    // one selects the first pi that connects.
+    let selected = match kv::get(tx, SELECTED)? {
+        Some(s) => s,
+        None => {
+            kv::set(tx, SELECTED, a.identity)?;
+            a.identity.to_owned()
+        }
+    };
+    // Messages that arrived while no pi was live go to the first that connects; messages that
+    // wait for the person's choice are never handed out here.
+    let handed = turns::assign_unassigned(tx, a.identity)? as i64;
+    kv::delete(tx, HELD_NOTICE)?;
+    kv::delete(tx, &waits_notice_key(a.identity))?;
+    let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+        return Ok(());
+    };
+    // In Threaded Mode the instance's own topic greets it (the topics task).
+    let text = if state::threaded(tx)? {
+        (handed > 0).then(|| texts::took_waiting(a.label, handed, true))
+    } else if a.returning {
+        (handed > 0).then(|| texts::took_waiting(a.label, handed, false))
+    } else {
+        Some(texts::instance_connected(
+            a.label,
+            a.cwd,
+            selected == a.identity,
+            handed,
+        ))
+    };
+    if let Some(text) = text {
+        outbound::notice(
+            tx,
+            owner,
+            None,
+            &text,
+            &format!("notice:connected:{}", a.id),
+            now,
+        )?;
+    }
+    Ok(())
 }
 
 /// What a connecting instance reports about turns it had.
