@@ -40,12 +40,19 @@ impl Conductor {
                     if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
                         continue;
                     }
-                    if turns::mark_interrupted(tx, t.id, HUB_RESTARTED, now)? {
-                        by_place
-                            .entry((t.chat_id, t.thread_id))
-                            .or_default()
-                            .push(t);
+                    let interrupted = turns::mark_interrupted(tx, t.id, HUB_RESTARTED, now)?;
+                    // `outstanding` read it dispatched or acked in this transaction.
+                    if crate::never!(
+                        !interrupted,
+                        "outstanding turn {} could not be interrupted at the hub's start",
+                        t.id
+                    ) {
+                        continue;
                     }
+                    by_place
+                        .entry((t.chat_id, t.thread_id))
+                        .or_default()
+                        .push(t);
                 }
                 for ((chat, thread), list) in &by_place {
                     let prompts: Vec<String> = list.iter().map(|t| t.text.clone()).collect();
@@ -385,7 +392,14 @@ fn reconcile_reported(
                 done_acks.push(turn_id);
             } else if r.received.contains(&turn_id) {
                 // This link carries it on: its result comes back through this link.
-                turns::adopt(tx, t.id, r.instance_id)?;
+                let adopted = turns::adopt(tx, t.id, r.instance_id)?;
+                // `outstanding` read it dispatched or acked in this transaction.
+                crate::never!(
+                    !adopted,
+                    "outstanding turn {} could not be adopted by {}",
+                    t.id,
+                    r.instance_id
+                );
                 turns::mark_acked(tx, t.id, now)?;
                 outstanding = Some(t.id);
             } else {
@@ -396,7 +410,13 @@ fn reconcile_reported(
             && t.instance_pid.is_some_and(|p| !process_alive(p))
         {
             // The process that had it is gone for good.
-            if turns::mark_interrupted(tx, t.id, "pi exited", now)? {
+            let interrupted = turns::mark_interrupted(tx, t.id, "pi exited", now)?;
+            // `outstanding` read it dispatched or acked in this transaction.
+            if !crate::never!(
+                !interrupted,
+                "outstanding turn {} of an exited process could not be interrupted",
+                t.id
+            ) {
                 outbound::prompt_notice(
                     tx,
                     t.chat_id,
