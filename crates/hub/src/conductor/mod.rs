@@ -6,6 +6,12 @@
 //! written; an instance that reconnects reports the turn ids its process received, so a turn is
 //! re-sent only if pi never got it, and a turn that finished while the hub was away is reported
 //! with its result.
+//!
+//! Its parts: `run` (the loop and what wakes it), `attach` (instances connecting, and the
+//! hub's own restart), `gone` (an instance going away), `dispatch` (queued turns into pi),
+//! `answers` (a finished turn's answer), `pi_event` (pi's stream), `controls` and `tools` (the
+//! person's controls and pi's Telegram tools, each in a task of its own). This file keeps the
+//! conductor's state and what those parts share.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
