@@ -23,7 +23,7 @@ use telegram::{CallError, Client};
 use tg_format::markdown::{self, RichBudget};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use wire::PiEvent;
+use wire::{EventKind, PiEvent, ToolPhase};
 
 use crate::activity::{self, short_args};
 use crate::assistant::{Rendering, Watched};
@@ -391,15 +391,15 @@ async fn sleep_until(at: Option<Instant>) {
 /// Folds one of pi's events into the stream.
 fn reduce(s: &mut Stream, event: &PiEvent) {
     let e = &event.0;
-    match e.get("type").and_then(Value::as_str).unwrap_or_default() {
-        "message_start" if is_assistant(e.get("message")) => {
+    match event.kind() {
+        EventKind::MessageStart if is_assistant(e.get("message")) => {
             // A new assistant message: the previous one was delivered as commentary (or is
             // the final answer to come); the preview shows the new one.
             s.text.clear();
             s.thinking.clear();
             s.dirty = true;
         }
-        "message_update" => {
+        EventKind::MessageUpdate => {
             let Some(ame) = e.get("assistantMessageEvent") else {
                 return;
             };
@@ -425,13 +425,13 @@ fn reduce(s: &mut Stream, event: &PiEvent) {
                 _ => {}
             }
         }
-        "tool_execution_start" => {
+        EventKind::ToolExecution(ToolPhase::Start) => {
             let name = e.get("toolName").and_then(Value::as_str).unwrap_or("tool");
             let args = short_args(name, e.get("args").unwrap_or(&Value::Null));
             s.running = Some(format!("{name} {}", activity::clip(&args, 120)));
             s.dirty = true;
         }
-        "tool_execution_end" => {
+        EventKind::ToolExecution(ToolPhase::End) => {
             let name = e.get("toolName").and_then(Value::as_str).unwrap_or("tool");
             let ok = !e.get("isError").and_then(Value::as_bool).unwrap_or(false);
             s.done_tools.push((name.to_owned(), ok));

@@ -24,8 +24,8 @@ pub enum EventKind {
     MessageUpdate,
     /// A message is complete.
     MessageEnd,
-    /// Tool execution events.
-    ToolExecution,
+    /// A tool's run, at the phase the event reports.
+    ToolExecution(ToolPhase),
     /// Steering/follow-up queue changed.
     QueueUpdate,
     /// Compaction started.
@@ -36,6 +36,18 @@ pub enum EventKind {
     ExtensionUiRequest,
     /// Anything else, by name.
     Other(String),
+}
+
+/// Which step of a tool's run a `tool_execution_*` event reports: matched as this enum, so a
+/// phase pi renames is one place here, not strings spread through the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPhase {
+    /// `tool_execution_start`: the tool's name and arguments.
+    Start,
+    /// `tool_execution_update`: partial output while it runs.
+    Update,
+    /// `tool_execution_end`: its result, and whether it failed.
+    End,
 }
 
 /// One pi event.
@@ -55,9 +67,9 @@ impl PiEvent {
             "message_start" => EventKind::MessageStart,
             "message_update" => EventKind::MessageUpdate,
             "message_end" => EventKind::MessageEnd,
-            "tool_execution_start" | "tool_execution_update" | "tool_execution_end" => {
-                EventKind::ToolExecution
-            }
+            "tool_execution_start" => EventKind::ToolExecution(ToolPhase::Start),
+            "tool_execution_update" => EventKind::ToolExecution(ToolPhase::Update),
+            "tool_execution_end" => EventKind::ToolExecution(ToolPhase::End),
             "queue_update" => EventKind::QueueUpdate,
             "compaction_start" => EventKind::CompactionStart,
             "compaction_end" => EventKind::CompactionEnd,
@@ -129,6 +141,14 @@ mod tests {
         );
         let u = PiEvent(json!({"type":"brand_new_event","x":1}));
         assert_eq!(u.kind(), EventKind::Other("brand_new_event".into()));
+        for (name, phase) in [
+            ("tool_execution_start", ToolPhase::Start),
+            ("tool_execution_update", ToolPhase::Update),
+            ("tool_execution_end", ToolPhase::End),
+        ] {
+            let e = PiEvent(json!({"type": name, "toolCallId": "c"}));
+            assert_eq!(e.kind(), EventKind::ToolExecution(phase), "{name}");
+        }
         let user = PiEvent(json!({"type":"message_end","message":{"role":"user","content":"q"}}));
         assert_eq!(user.assistant_message(), None);
         assert_eq!(

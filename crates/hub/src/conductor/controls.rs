@@ -180,175 +180,21 @@ impl Job {
         let _ = self.conductor.send(ConductorMsg::ControlSettled(id)).await;
     }
 
+    /// Carries out one control and writes what the person is told about it.
     async fn carry_out(&self, c: Control) -> Result<(), HubError> {
-        let section = c
-            .params
-            .get("section")
-            .and_then(|s| serde_json::from_value::<Section>(s.clone()).ok());
         let outcome = match c.kind.as_str() {
-            "menu" => {
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let section = section.unwrap_or(Section::Main);
-                Outcome::Answered {
-                    section: Some(section),
-                    headline: None,
-                    answer: self.section_answer(section).await,
-                }
-            }
-            "set_model" => {
-                let provider = str_param(&c, "provider");
-                let model = str_param(&c, "id");
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let switched = self
-                    .ask(
-                        Request::SetModel {
-                            provider: provider.clone(),
-                            id: model.clone(),
-                        },
-                        ASK_TIMEOUT,
-                    )
-                    .await;
-                Outcome::Answered {
-                    section: Some(Section::Model),
-                    headline: Some(match &switched {
-                        Ok(_) => texts::model_switched(&format!("{provider}/{model}")),
-                        Err(e) => texts::switch_failed(e),
-                    }),
-                    answer: self.section_answer(Section::Model).await,
-                }
-            }
-            "set_thinking" => {
-                let level = str_param(&c, "level");
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let set = self
-                    .ask(Request::SetThinking(level.clone()), ASK_TIMEOUT)
-                    .await;
-                Outcome::Answered {
-                    section: Some(Section::Thinking),
-                    headline: Some(match &set {
-                        Ok(v) => texts::thinking_set(
-                            v.get("level").and_then(Value::as_str).unwrap_or(&level),
-                        ),
-                        Err(e) => texts::switch_failed(e),
-                    }),
-                    answer: self.section_answer(Section::Thinking).await,
-                }
-            }
-            "compact" => {
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let id = c.id;
-                // From here on a restart cannot know whether pi compacted.
-                if !self
-                    .db
-                    .write(Durability::OnDisk, move |tx| controls::mark_sent(tx, id))
-                    .await?
-                {
-                    return Ok(());
-                }
-                Outcome::Answered {
-                    section: None,
-                    headline: None,
-                    answer: self.ask(Request::Compact, COMPACT_TIMEOUT).await,
-                }
-            }
-            "spawn" => {
-                let cwd = str_param(&c, "cwd");
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let started = match &self.spawner {
-                    Some(spawner) => spawner.start_new(cwd.clone(), Vec::new()).await,
-                    None => Err("the hub cannot start pi here".into()),
-                };
-                Outcome::Shown(View {
-                    text: match started {
-                        Ok(_) => texts::pi_started(&cwd),
-                        Err(e) => texts::pi_not_started(&cwd, &e),
-                    },
-                    rows: Vec::new(),
-                })
-            }
-            "new_session" | "switch_session" => {
-                let label = label_of(c.identity.as_deref().unwrap_or_default());
-                let resume = c.kind == "switch_session";
-                let request = if resume {
-                    Request::SwitchSession(str_param(&c, "path"))
-                } else {
-                    Request::NewSession
-                };
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let answer = self.ask(request, ASK_TIMEOUT).await;
-                if let (Ok(v), Some(instance)) = (&answer, &self.instance)
-                    && let Some(file) = v.get("session_file").and_then(Value::as_str)
-                {
-                    let (instance, file) = (instance.0.clone(), file.to_owned());
-                    let now = self.db.now_ms();
-                    self.db
-                        .write(Durability::OnDisk, move |tx| {
-                            store::spawned::set_session(tx, &instance, &file, now)
-                        })
-                        .await?;
-                }
-                let cancelled = answer
-                    .as_ref()
-                    .is_ok_and(|v| v.get("cancelled").and_then(Value::as_bool) == Some(true));
-                Outcome::Shown(View {
-                    text: match (&answer, resume) {
-                        (Err(e), _) => texts::session_failed(&label, e),
-                        (Ok(_), _) if cancelled => texts::session_cancelled(&label),
-                        (Ok(_), false) => texts::new_session_started(&label),
-                        (Ok(_), true) => texts::session_resumed(&label),
-                    },
-                    rows: Vec::new(),
-                })
-            }
-            "sessions" => {
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let identity = c.identity.clone().unwrap_or_default();
-                let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
-                Outcome::Shown(match answer {
-                    Ok(v) => menu::sessions(&identity, &v),
-                    Err(e) => View {
-                        text: texts::pi_did_not_answer(&label_of(&identity), &e),
-                        rows: Vec::new(),
-                    },
-                })
-            }
-            "close" => {
-                let label = label_of(c.identity.as_deref().unwrap_or_default());
-                crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
-                let text = if self.transport == Some(Transport::Rpc) {
-                    if let Some(instance) = self.instance.clone() {
-                        let id = instance.0.clone();
-                        let now = self.db.now_ms();
-                        // Recorded first: a crash after it does not bring it back.
-                        self.db
-                            .write(Durability::OnDisk, move |tx| {
-                                if let Some(row) = store::spawned::by_instance(tx, &id)? {
-                                    store::spawned::end(
-                                        tx,
-                                        row.id,
-                                        store::spawned::SpawnState::Closed,
-                                        "closed from Telegram",
-                                        now,
-                                    )?;
-                                }
-                                Ok(())
-                            })
-                            .await?;
-                    }
-                    if let Some(commands) = &self.commands {
-                        let _ = commands
-                            .send(Command::Close("closed from Telegram".into()))
-                            .await;
-                    }
-                    texts::pi_closed(&label)
-                } else {
-                    texts::cannot_close_terminal_pi(&label)
-                };
-                Outcome::Shown(View {
-                    text,
-                    rows: Vec::new(),
-                })
-            }
+            "menu" => self.menu(&c).await,
+            "set_model" => self.set_model(&c).await,
+            "set_thinking" => self.set_thinking(&c).await,
+            "compact" => match self.compact(&c).await? {
+                Some(outcome) => outcome,
+                // Settled already.
+                None => return Ok(()),
+            },
+            "spawn" => self.spawn(&c).await,
+            "new_session" | "switch_session" => self.session(&c).await?,
+            "sessions" => self.sessions(&c).await,
+            "close" => self.close(&c).await?,
             other => {
                 tracing::warn!(
                     control = c.id,
@@ -370,6 +216,191 @@ impl Job {
             self.sender.notify_one();
         }
         Ok(())
+    }
+
+    /// `menu`: the section asked for, with what pi reports for it.
+    async fn menu(&self, c: &Control) -> Outcome {
+        let section = c
+            .params
+            .get("section")
+            .and_then(|s| serde_json::from_value::<Section>(s.clone()).ok());
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let section = section.unwrap_or(Section::Main);
+        Outcome::Answered {
+            section: Some(section),
+            headline: None,
+            answer: self.section_answer(section).await,
+        }
+    }
+
+    /// `set_model`: pi switches, and the model section shows the result.
+    async fn set_model(&self, c: &Control) -> Outcome {
+        let provider = str_param(c, "provider");
+        let model = str_param(c, "id");
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let switched = self
+            .ask(
+                Request::SetModel {
+                    provider: provider.clone(),
+                    id: model.clone(),
+                },
+                ASK_TIMEOUT,
+            )
+            .await;
+        Outcome::Answered {
+            section: Some(Section::Model),
+            headline: Some(match &switched {
+                Ok(_) => texts::model_switched(&format!("{provider}/{model}")),
+                Err(e) => texts::switch_failed(e),
+            }),
+            answer: self.section_answer(Section::Model).await,
+        }
+    }
+
+    /// `set_thinking`: pi's thinking level, and the thinking section shows the result.
+    async fn set_thinking(&self, c: &Control) -> Outcome {
+        let level = str_param(c, "level");
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let set = self
+            .ask(Request::SetThinking(level.clone()), ASK_TIMEOUT)
+            .await;
+        Outcome::Answered {
+            section: Some(Section::Thinking),
+            headline: Some(match &set {
+                Ok(v) => {
+                    texts::thinking_set(v.get("level").and_then(Value::as_str).unwrap_or(&level))
+                }
+                Err(e) => texts::switch_failed(e),
+            }),
+            answer: self.section_answer(Section::Thinking).await,
+        }
+    }
+
+    /// `compact`: marked sent before pi is asked. `None` when it was settled meanwhile.
+    async fn compact(&self, c: &Control) -> Result<Option<Outcome>, HubError> {
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let id = c.id;
+        // From here on a restart cannot know whether pi compacted.
+        if !self
+            .db
+            .write(Durability::OnDisk, move |tx| controls::mark_sent(tx, id))
+            .await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(Outcome::Answered {
+            section: None,
+            headline: None,
+            answer: self.ask(Request::Compact, COMPACT_TIMEOUT).await,
+        }))
+    }
+
+    /// `spawn`: a new headless pi in the folder asked for.
+    async fn spawn(&self, c: &Control) -> Outcome {
+        let cwd = str_param(c, "cwd");
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let started = match &self.spawner {
+            Some(spawner) => spawner.start_new(cwd.clone(), Vec::new()).await,
+            None => Err("the hub cannot start pi here".into()),
+        };
+        Outcome::Shown(View {
+            text: match started {
+                Ok(_) => texts::pi_started(&cwd),
+                Err(e) => texts::pi_not_started(&cwd, &e),
+            },
+            rows: Vec::new(),
+        })
+    }
+
+    /// `new_session` or `switch_session`; a hub-started pi's new session file is recorded, so
+    /// it resumes that one when started again.
+    async fn session(&self, c: &Control) -> Result<Outcome, HubError> {
+        let label = label_of(c.identity.as_deref().unwrap_or_default());
+        let resume = c.kind == "switch_session";
+        let request = if resume {
+            Request::SwitchSession(str_param(c, "path"))
+        } else {
+            Request::NewSession
+        };
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let answer = self.ask(request, ASK_TIMEOUT).await;
+        if let (Ok(v), Some(instance)) = (&answer, &self.instance)
+            && let Some(file) = v.get("session_file").and_then(Value::as_str)
+        {
+            let (instance, file) = (instance.0.clone(), file.to_owned());
+            let now = self.db.now_ms();
+            self.db
+                .write(Durability::OnDisk, move |tx| {
+                    store::spawned::set_session(tx, &instance, &file, now)
+                })
+                .await?;
+        }
+        let cancelled = answer
+            .as_ref()
+            .is_ok_and(|v| v.get("cancelled").and_then(Value::as_bool) == Some(true));
+        Ok(Outcome::Shown(View {
+            text: match (&answer, resume) {
+                (Err(e), _) => texts::session_failed(&label, e),
+                (Ok(_), _) if cancelled => texts::session_cancelled(&label),
+                (Ok(_), false) => texts::new_session_started(&label),
+                (Ok(_), true) => texts::session_resumed(&label),
+            },
+            rows: Vec::new(),
+        }))
+    }
+
+    /// `sessions`: the list pi keeps, to choose one from.
+    async fn sessions(&self, c: &Control) -> Outcome {
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let identity = c.identity.clone().unwrap_or_default();
+        let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
+        Outcome::Shown(match answer {
+            Ok(v) => menu::sessions(&identity, &v),
+            Err(e) => View {
+                text: texts::pi_did_not_answer(&label_of(&identity), &e),
+                rows: Vec::new(),
+            },
+        })
+    }
+
+    /// `close`: a hub-started pi is closed (and not started again); one in a terminal is not
+    /// the hub's to close.
+    async fn close(&self, c: &Control) -> Result<Outcome, HubError> {
+        let label = label_of(c.identity.as_deref().unwrap_or_default());
+        crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
+        let text = if self.transport == Some(Transport::Rpc) {
+            if let Some(instance) = self.instance.clone() {
+                let id = instance.0.clone();
+                let now = self.db.now_ms();
+                // Recorded first: a crash after it does not bring it back.
+                self.db
+                    .write(Durability::OnDisk, move |tx| {
+                        if let Some(row) = store::spawned::by_instance(tx, &id)? {
+                            store::spawned::end(
+                                tx,
+                                row.id,
+                                store::spawned::SpawnState::Closed,
+                                "closed from Telegram",
+                                now,
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await?;
+            }
+            if let Some(commands) = &self.commands {
+                let _ = commands
+                    .send(Command::Close("closed from Telegram".into()))
+                    .await;
+            }
+            texts::pi_closed(&label)
+        } else {
+            texts::cannot_close_terminal_pi(&label)
+        };
+        Ok(Outcome::Shown(View {
+            text,
+            rows: Vec::new(),
+        }))
     }
 
     /// What pi reports for a section (`Null` for the sections it has no part in).

@@ -185,6 +185,8 @@ fn explicit_place(tx: &Connection, args: &Value, owner: i64) -> Result<Option<Pl
 }
 
 impl Job {
+    /// `telegram_attach`: the files copied, then recorded to go with the turn's answer or
+    /// queued now. Returns what the model is told.
     async fn attach(&self, args: &Value) -> Result<String, String> {
         let paths: Vec<String> = args
             .get("paths")
@@ -219,74 +221,20 @@ impl Job {
             .map(|f| format!("{} ({})", f.name, human_size(f.size)))
             .collect::<Vec<_>>()
             .join(", ");
-        let (identity, said, outstanding) = (self.identity.clone(), self.said, self.outstanding);
-        let args = args.clone();
+        let filing = Filing {
+            identity: self.identity.clone(),
+            said: self.said,
+            outstanding: self.outstanding,
+            args: args.clone(),
+            files: files.clone(),
+            caption,
+        };
         let now = self.db.now_ms();
-        let recorded = files.clone();
         let went = self
             .db
             .write_as(
                 Durability::OnDisk,
-                move |tx| -> Result<Recorded, CallFailed> {
-                    let files = recorded;
-                    let owner = paired_owner(tx)?;
-                    let explicit = explicit_place(tx, &args, owner).map_err(CallFailed::Refused)?;
-                    if let Some(place) = explicit {
-                        enqueue_now(tx, place, &files, caption.as_deref(), &identity, None, now)?;
-                        return Ok(Recorded::Now);
-                    }
-                    // Read in this transaction: the turn's answer, queued in another, takes the
-                    // files recorded before it and none after it.
-                    match call_turn(tx, said, outstanding, &identity)? {
-                        Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
-                            for (i, f) in files.iter().enumerate() {
-                                attachments::create(
-                                    tx,
-                                    &attachments::NewAttachment {
-                                        turn_id: t.id,
-                                        path: &f.path,
-                                        name: &f.name,
-                                        mime: f.mime.as_deref(),
-                                        size: f.size,
-                                        caption: caption.as_deref().filter(|_| i == 0),
-                                    },
-                                    now,
-                                )?;
-                            }
-                            Ok(Recorded::WithAnswer)
-                        }
-                        Some(t) => {
-                            // Where its answer went, after it (rows of a place go in order).
-                            let place = Place {
-                                reply_to: None,
-                                ..outbound::place_of_turn(tx, &t, &identity)?
-                            };
-                            enqueue_now(
-                                tx,
-                                place,
-                                &files,
-                                caption.as_deref(),
-                                &identity,
-                                Some(t.id),
-                                now,
-                            )?;
-                            Ok(Recorded::AfterAnswer)
-                        }
-                        None => {
-                            let place = outbound::place_of_instance(tx, &identity, owner)?;
-                            enqueue_now(
-                                tx,
-                                place,
-                                &files,
-                                caption.as_deref(),
-                                &identity,
-                                None,
-                                now,
-                            )?;
-                            Ok(Recorded::Now)
-                        }
-                    }
-                },
+                move |tx| -> Result<Recorded, CallFailed> { record_files(tx, &filing, now) },
             )
             .await;
         let went = match went {
@@ -383,6 +331,65 @@ impl Job {
             .map_err(|e| e.to_string())?;
         self.sender.notify_one();
         Ok(format!("Sent to Telegram ({to})."))
+    }
+}
+
+/// `telegram_attach`'s copies, as the transaction that records them needs the call.
+struct Filing {
+    identity: String,
+    said: Said,
+    outstanding: Option<i64>,
+    /// The call's arguments (an explicit place).
+    args: Value,
+    files: Vec<OutFile>,
+    caption: Option<String>,
+}
+
+/// Records where `telegram_attach`'s copies go: a place pi chose, the turn's answer if it
+/// still waits for it, after the answer that took the turn's files already, or the
+/// instance's place.
+fn record_files(tx: &Connection, f: &Filing, now: i64) -> Result<Recorded, CallFailed> {
+    let (files, caption, identity) = (&f.files, f.caption.as_deref(), f.identity.as_str());
+    let owner = paired_owner(tx)?;
+    let explicit = explicit_place(tx, &f.args, owner).map_err(CallFailed::Refused)?;
+    if let Some(place) = explicit {
+        enqueue_now(tx, place, files, caption, identity, None, now)?;
+        return Ok(Recorded::Now);
+    }
+    // Read in this transaction: the turn's answer, queued in another, takes the files
+    // recorded before it and none after it.
+    match call_turn(tx, f.said, f.outstanding, identity)? {
+        Some(t) if matches!(t.state, TurnState::Dispatched | TurnState::Acked) => {
+            for (i, file) in files.iter().enumerate() {
+                attachments::create(
+                    tx,
+                    &attachments::NewAttachment {
+                        turn_id: t.id,
+                        path: &file.path,
+                        name: &file.name,
+                        mime: file.mime.as_deref(),
+                        size: file.size,
+                        caption: caption.filter(|_| i == 0),
+                    },
+                    now,
+                )?;
+            }
+            Ok(Recorded::WithAnswer)
+        }
+        Some(t) => {
+            // Where its answer went, after it (rows of a place go in order).
+            let place = Place {
+                reply_to: None,
+                ..outbound::place_of_turn(tx, &t, identity)?
+            };
+            enqueue_now(tx, place, files, caption, identity, Some(t.id), now)?;
+            Ok(Recorded::AfterAnswer)
+        }
+        None => {
+            let place = outbound::place_of_instance(tx, identity, owner)?;
+            enqueue_now(tx, place, files, caption, identity, None, now)?;
+            Ok(Recorded::Now)
+        }
     }
 }
 
