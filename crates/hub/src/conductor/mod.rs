@@ -267,10 +267,10 @@ impl Conductor {
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
                 let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
-                    if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
+                    if t.transport == Some(Transport::Shim) {
                         continue;
                     }
-                    if turns::mark_interrupted(tx, t.id, HUB_RESTARTED, now)? {
+                    if turns::mark_interrupted(tx, t.id, &HUB_RESTARTED.detail(), now)? {
                         by_place
                             .entry((t.chat_id, t.thread_id))
                             .or_default()
@@ -419,7 +419,7 @@ impl Conductor {
                     &instances::InstanceRow {
                         id: id.clone(),
                         identity: identity.clone(),
-                        transport: transport.as_str().into(),
+                        transport,
                         pid,
                         cwd: cwd2.clone(),
                         label: label.clone(),
@@ -767,10 +767,11 @@ impl Conductor {
         // The person reads what happened in plain words; status keeps the detail.
         let why = reason.describe();
         let detail = reason.detail();
+        let gone = reason.clone();
         let cwd = l.cwd.clone();
         self.db
             .write(Durability::OnDisk, move |tx| {
-                instances::mark_gone(tx, &key, &detail, now)?;
+                instances::mark_gone(tx, &key, &gone, now)?;
                 if exited {
                     crate::spawned::exited(tx, &key, &detail, now)?;
                 }
@@ -1118,7 +1119,7 @@ impl Conductor {
                             skipped += 1;
                         }
                     };
-                    turns::mark_dispatched(tx, t.id, &key, pid, transport.as_str(), now)?;
+                    turns::mark_dispatched(tx, t.id, &key, pid, transport, now)?;
                     let place = outbound::place_of_turn(tx, &t, &identity)?;
                     // Read here rather than after the commit: one store round trip less
                     // between the person's message and pi.
@@ -1309,7 +1310,7 @@ fn reconcile_reported(
 ) -> Result<(Vec<TurnId>, Option<i64>), StoreError> {
     let same_process = |t: &Turn| {
         r.transport == Transport::Shim
-            && t.transport.as_deref() == Some(Transport::Shim.as_str())
+            && t.transport == Some(Transport::Shim)
             && r.pid.is_some()
             && t.instance_pid == r.pid
             && t.identity.as_deref() == Some(r.identity)
@@ -1387,7 +1388,7 @@ fn choose_identity(
     if let (Some(pid), Transport::Shim) = (pid, transport) {
         let previous = instances::recent(tx, 50)?
             .into_iter()
-            .find(|r| r.pid == Some(pid) && r.cwd == cwd && r.transport == "shim")
+            .find(|r| r.pid == Some(pid) && r.cwd == cwd && r.transport == Transport::Shim)
             .map(|r| r.identity);
         if let Some(p) = previous.filter(|p| !live.contains(p)) {
             return Ok(p);
