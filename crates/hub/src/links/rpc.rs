@@ -24,6 +24,9 @@ pub const CHILD_ENV: &str = "PI_TELEGRAM_CHILD";
 /// Environment variable with the token a child's tools connect with (role `tools`).
 pub const CHILD_TOKEN_ENV: &str = "PI_TELEGRAM_CHILD_TOKEN";
 
+/// The variables of a spawn request that say how to find pi (kept for restarts).
+pub const REQUEST_ENV: [&str; 2] = ["PI_TELEGRAM_PI_BIN", "PATH"];
+
 /// The extension children load (`-e`) for pi's Telegram tools, and the profile its tools
 /// connect to, set once at start.
 static CHILD_EXTENSION: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();

@@ -610,7 +610,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
             Ok(ClientMsg::Spawn { id, cwd, env }) => {
                 let env = env
                     .into_iter()
-                    .filter(|(k, _)| crate::spawned::REQUEST_ENV.contains(&k.as_str()))
+                    .filter(|(k, _)| super::rpc::REQUEST_ENV.contains(&k.as_str()))
                     .collect();
                 let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, env, reply)).await;
                 response(id, result.map(|i| json!({ "instance_id": i.0 })))
