@@ -174,15 +174,9 @@ impl GoneReason {
                 return plain;
             }
         }
-        let with_detail: [(fn(String) -> Self, &str); 3] = [
-            (Self::Exited, Self::Exited(String::new()).words()),
-            (
-                Self::ConnectionLost,
-                Self::ConnectionLost(String::new()).words(),
-            ),
-            (Self::Closed, Self::Closed(String::new()).words()),
-        ];
-        for (make, words) in with_detail {
+        let makers: [fn(String) -> Self; 3] = [Self::Exited, Self::ConnectionLost, Self::Closed];
+        for make in makers {
+            let words = make(String::new()).words();
             let why = text
                 .strip_prefix(words)
                 .and_then(|rest| rest.strip_prefix(" ("))
