@@ -224,7 +224,7 @@ fn fixture() -> Fixture {
                     &InstanceRow {
                         id: format!("i{n}"),
                         identity: identity.into(),
-                        transport: "shim".into(),
+                        transport: store::instances::Transport::Shim,
                         pid: Some(4000 + n),
                         cwd: identity.into(),
                         label: hub::names::label_of(identity),

@@ -18,27 +18,8 @@ impl fmt::Display for InstanceId {
     }
 }
 
-/// How the hub reaches the instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// The extension over `hub.sock` (the person's own pi).
-    Shim,
-    /// A `pi --mode rpc` child of the hub.
-    Rpc,
-    /// The built-in echo agent (the demo without pi).
-    Echo,
-}
-
-impl Transport {
-    /// Stored text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Shim => "shim",
-            Self::Rpc => "rpc",
-            Self::Echo => "echo",
-        }
-    }
-}
+// Both are stored, so the store owns their text; a renamed variant is a compile error here.
+pub use store::instances::{GoneReason, Transport};
 
 /// Whether an instance outlives a crash of this machine, which decides how durable a commit
 /// must be before the hub tells the instance something (ARCHITECTURE.md, "Durability").
@@ -114,49 +95,6 @@ pub enum Command {
     Close(String),
     /// Ask something and wait for the answer.
     Request(Request, Answer),
-}
-
-/// Why an instance left.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GoneReason {
-    /// The person ran `/telegram-disconnect`.
-    Disconnected,
-    /// pi is shutting down (or replacing its session).
-    Shutdown,
-    /// The process exited (RPC children).
-    Exited(String),
-    /// The connection dropped without a goodbye.
-    ConnectionLost(String),
-    /// The hub closed it (protocol error, peer not reading, hub stopping).
-    Closed(String),
-}
-
-impl GoneReason {
-    /// Whether the pi process behind it is known to be gone (its turns cannot come back).
-    pub fn process_gone(&self) -> bool {
-        matches!(self, Self::Shutdown | Self::Exited(_) | Self::Disconnected)
-    }
-
-    /// A short text for people: what happened, in plain words, without error details.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Disconnected => "disconnected from Telegram (/telegram-disconnect)".into(),
-            Self::Shutdown => "pi closed its session".into(),
-            Self::Exited(_) => "pi exited".into(),
-            Self::ConnectionLost(_) => "its connection to the hub was lost".into(),
-            Self::Closed(_) => "the hub closed its connection".into(),
-        }
-    }
-
-    /// [`describe`](Self::describe) with the technical detail, for `status` and the log.
-    pub fn detail(&self) -> String {
-        match self {
-            Self::Disconnected | Self::Shutdown => self.describe(),
-            Self::Exited(why) | Self::ConnectionLost(why) | Self::Closed(why) => {
-                format!("{} ({why})", self.describe())
-            }
-        }
-    }
 }
 
 /// A link reporting about its instance.

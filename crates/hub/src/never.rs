@@ -38,6 +38,12 @@ pub fn panic_when_broken(panics: bool) {
     PANICS.store(panics, Ordering::Relaxed);
 }
 
+/// Whether a broken invariant panics now: debug builds, and wherever [`panic_when_broken`]
+/// asked for it. Checks that cost a read of the store run only then.
+pub fn panics() -> bool {
+    PANICS.load(Ordering::Relaxed)
+}
+
 /// A broken invariant: a panic, or a log line and an incident. Called by [`never!`].
 #[doc(hidden)]
 pub fn broken(what: std::fmt::Arguments<'_>, file: &'static str, line: u32) {

@@ -32,8 +32,8 @@ pub struct Spawner {
     pub wakes: Wakes,
 }
 
-/// The variables of a spawn request that say how to find pi (kept for restarts).
-pub const REQUEST_ENV: [&str; 2] = ["PI_TELEGRAM_PI_BIN", "PATH"];
+// The control socket filters requests with it, below this module; named here too for the CLI.
+pub use crate::links::rpc::REQUEST_ENV;
 
 /// The pi to run: the request's `PI_TELEGRAM_PI_BIN`, else the hub's, else `piBinary` in
 /// telegram.json, else `pi` on PATH (the request's PATH when it gave one).

@@ -13,7 +13,7 @@ pub const SELECTED: &str = "classic.selected";
 pub const HELD_NOTICE: &str = "notice.held.outbox_id";
 
 /// `gone_reason` of instances that were live when a hub stopped.
-pub const HUB_RESTARTED: &str = "the hub restarted";
+pub const HUB_RESTARTED: instances::GoneReason = instances::GoneReason::HubRestarted;
 
 /// Rows waiting for a topic that does not exist yet (the old one was deleted) carry this
 /// `not_before_ms`; provisioning retargets and releases them.
@@ -46,7 +46,7 @@ pub fn skip_key(identity: &str) -> String {
 pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
     Ok(instances::last_of(tx, identity)?.is_some_and(|r| {
         r.state == store::instances::InstanceState::Gone
-            && r.transport == "shim"
-            && r.gone_reason.as_deref() == Some(HUB_RESTARTED)
+            && r.transport == instances::Transport::Shim
+            && r.gone_reason == Some(HUB_RESTARTED)
     }))
 }

@@ -320,13 +320,13 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
                 selected: i.state != store::instances::InstanceState::Gone
                     && selected.as_deref() == Some(i.identity.as_str()),
                 id: i.id,
-                transport: i.transport,
+                transport: i.transport.as_str().to_owned(),
                 cwd: i.cwd,
                 label: i.label,
                 identity: i.identity,
                 pid: i.pid,
                 state: i.state.as_str().to_owned(),
-                gone_reason: i.gone_reason,
+                gone_reason: i.gone_reason.map(|r| r.detail()),
             })
             .collect();
         st.outbox = store::outbox::counts(c)?

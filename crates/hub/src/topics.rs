@@ -190,6 +190,7 @@ pub async fn run(
                 tracing::warn!("another hub holds the lease now: stopping topic work");
                 return Ok(());
             }
+            check_invariants(&db).await;
             next_due = match (next_due, report.next_due_ms) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -205,6 +206,27 @@ pub async fn run(
                 probe(&db, &*client, &sender).await?;
                 release_stale(&db, epoch, settings.offline_retention).await?;
             }
+        }
+    }
+}
+
+/// After a pass the thread system's invariants hold (slots, one binding or intent per
+/// identity, no thread bound twice, intents in flight only in this epoch). Checked where a
+/// broken one panics (debug builds, the simulation): it reads every binding and intent.
+async fn check_invariants(db: &Db) {
+    if !(cfg!(debug_assertions) || crate::never::panics()) {
+        return;
+    }
+    match db.read(|c| threads::invariants::check_in(c, None)).await {
+        Ok(problems) => {
+            crate::never!(
+                !problems.is_empty(),
+                "threads invariants after a topics pass: {problems:?}"
+            );
+        }
+        // A check that cannot read changes nothing of what the task does.
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the store to check the threads invariants")
         }
     }
 }

@@ -438,7 +438,14 @@ async fn the_restart_notice_of_an_interrupted_prompt_is_sent_again_when_its_send
                 1,
             )?
             .unwrap();
-            store::turns::mark_dispatched(tx, t, "gone-1", Some(4_000_000), "rpc", 2)?;
+            store::turns::mark_dispatched(
+                tx,
+                t,
+                "gone-1",
+                Some(4_000_000),
+                store::instances::Transport::Rpc,
+                2,
+            )?;
             Ok::<_, store::StoreError>(())
         })
         .unwrap();

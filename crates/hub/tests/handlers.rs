@@ -128,7 +128,7 @@ impl Hub {
         let row = InstanceRow {
             id: id.clone(),
             identity: identity.into(),
-            transport: "shim".into(),
+            transport: store::instances::Transport::Shim,
             pid: Some(4000 + self.next_instance),
             cwd: identity.into(),
             label,
@@ -347,7 +347,16 @@ impl Hub {
     /// `queued -> dispatched` to `PROJ`'s instance, as the conductor does.
     fn dispatch(&self, turn: i64) {
         self.store
-            .write(|tx| turns::mark_dispatched(tx, turn, "i1", Some(4002), "shim", self.now))
+            .write(|tx| {
+                turns::mark_dispatched(
+                    tx,
+                    turn,
+                    "i1",
+                    Some(4002),
+                    store::instances::Transport::Shim,
+                    self.now,
+                )
+            })
             .unwrap();
     }
 
@@ -510,7 +519,14 @@ fn a_reaction_on_a_prompt_pi_has_changes_nothing_and_says_nothing() {
     let (done_mid, done) = h.prompt("answered");
     h.store
         .write(|tx| {
-            turns::mark_dispatched(tx, done.id, "i1", Some(4002), "shim", NOW)?;
+            turns::mark_dispatched(
+                tx,
+                done.id,
+                "i1",
+                Some(4002),
+                store::instances::Transport::Shim,
+                NOW,
+            )?;
             turns::mark_done(tx, done.id, "the answer", false, None, NOW)
         })
         .unwrap();
@@ -948,7 +964,7 @@ fn model_asks_pi_through_a_control_when_the_instance_is_live() {
     let id = h.connect("/home/ann/gone");
     h.select("/home/ann/gone");
     h.store
-        .write(|tx| instances::mark_gone(tx, &id, "disconnected", NOW))
+        .write(|tx| instances::mark_gone(tx, &id, &store::instances::GoneReason::Disconnected, NOW))
         .unwrap();
     let (_, d) = h.write("/model");
     assert_eq!(d.outcome, "menu:model");
@@ -1309,7 +1325,16 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     assert_eq!(t.identity.as_deref(), Some(WEB));
     assert_eq!(t.thread_id, Some(20));
     h.store
-        .write(|tx| turns::mark_dispatched(tx, t.id, &web, Some(1), "shim", NOW))
+        .write(|tx| {
+            turns::mark_dispatched(
+                tx,
+                t.id,
+                &web,
+                Some(1),
+                store::instances::Transport::Shim,
+                NOW,
+            )
+        })
         .unwrap();
 
     // /abort in api's topic: api runs nothing.

@@ -58,6 +58,149 @@ impl rusqlite::types::FromSql for InstanceState {
     }
 }
 
+/// How the hub reaches an instance, as stored (instances and the turns dispatched to them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// The extension over `hub.sock` (the person's own pi).
+    Shim,
+    /// A `pi --mode rpc` child of the hub.
+    Rpc,
+    /// The built-in echo agent (the demo without pi).
+    Echo,
+}
+
+impl Transport {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shim => "shim",
+            Self::Rpc => "rpc",
+            Self::Echo => "echo",
+        }
+    }
+
+    /// From its stored text.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "shim" => Self::Shim,
+            "rpc" => Self::Rpc,
+            "echo" => Self::Echo,
+            _ => return None,
+        })
+    }
+}
+
+impl rusqlite::types::ToSql for Transport {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for Transport {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = v.as_str()?;
+        Self::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown transport {text:?}").into())
+        })
+    }
+}
+
+/// Why an instance left. Stored as its [`detail`](Self::detail), the words `status` shows, so
+/// a database read back gives the same text it always did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoneReason {
+    /// The person ran `/telegram-disconnect`.
+    Disconnected,
+    /// pi is shutting down (or replacing its session).
+    Shutdown,
+    /// The process exited (RPC children).
+    Exited(String),
+    /// The connection dropped without a goodbye.
+    ConnectionLost(String),
+    /// The hub closed it (protocol error, peer not reading, hub stopping).
+    Closed(String),
+    /// It was live when the hub stopped (recorded by the next hub; no link reports it).
+    HubRestarted,
+    /// Words an earlier hub stored that this one does not write (kept as they were, since the
+    /// column has no constraint and refusing them would hide the whole row).
+    Earlier(String),
+}
+
+impl GoneReason {
+    /// Whether the pi process behind it is known to be gone (its turns cannot come back).
+    pub fn process_gone(&self) -> bool {
+        matches!(self, Self::Shutdown | Self::Exited(_) | Self::Disconnected)
+    }
+
+    /// A short text for people: what happened, in plain words, without error details.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Earlier(text) => text.clone(),
+            _ => self.words().into(),
+        }
+    }
+
+    /// The plain words of a variant; its detail goes after them in parentheses.
+    fn words(&self) -> &'static str {
+        match self {
+            Self::Disconnected => "disconnected from Telegram (/telegram-disconnect)",
+            Self::Shutdown => "pi closed its session",
+            Self::Exited(_) => "pi exited",
+            Self::ConnectionLost(_) => "its connection to the hub was lost",
+            Self::Closed(_) => "the hub closed its connection",
+            Self::HubRestarted => "the hub restarted",
+            Self::Earlier(_) => "",
+        }
+    }
+
+    /// [`describe`](Self::describe) with the technical detail, for `status` and the log; the
+    /// stored text.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Disconnected | Self::Shutdown | Self::HubRestarted | Self::Earlier(_) => {
+                self.describe()
+            }
+            Self::Exited(why) | Self::ConnectionLost(why) | Self::Closed(why) => {
+                format!("{} ({why})", self.words())
+            }
+        }
+    }
+
+    /// From its stored text: the inverse of [`detail`](Self::detail), anything else kept as
+    /// [`Earlier`](Self::Earlier).
+    pub fn parse(text: &str) -> Self {
+        for plain in [Self::Disconnected, Self::Shutdown, Self::HubRestarted] {
+            if text == plain.words() {
+                return plain;
+            }
+        }
+        let makers: [fn(String) -> Self; 3] = [Self::Exited, Self::ConnectionLost, Self::Closed];
+        for make in makers {
+            let words = make(String::new()).words();
+            let why = text
+                .strip_prefix(words)
+                .and_then(|rest| rest.strip_prefix(" ("))
+                .and_then(|rest| rest.strip_suffix(')'));
+            if let Some(why) = why {
+                return make(why.to_owned());
+            }
+        }
+        Self::Earlier(text.to_owned())
+    }
+}
+
+impl rusqlite::types::ToSql for GoneReason {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.detail().into())
+    }
+}
+
+impl rusqlite::types::FromSql for GoneReason {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Ok(Self::parse(v.as_str()?))
+    }
+}
+
 /// An instance row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceRow {
@@ -65,8 +208,8 @@ pub struct InstanceRow {
     pub id: String,
     /// Identity: what lets a returning pi take its place (by default the cwd).
     pub identity: String,
-    /// `shim`, `rpc` or `echo`.
-    pub transport: String,
+    /// How the hub reaches it.
+    pub transport: Transport,
     /// Process id.
     pub pid: Option<i64>,
     /// Working directory.
@@ -82,7 +225,7 @@ pub struct InstanceRow {
     /// Left at.
     pub gone_ms: Option<i64>,
     /// Why it left.
-    pub gone_reason: Option<String>,
+    pub gone_reason: Option<GoneReason>,
 }
 
 const COLUMNS: &str = "id, identity, transport, pid, cwd, label, session_id, state, connected_ms, gone_ms, gone_reason";
@@ -141,7 +284,7 @@ pub fn set_state(conn: &Connection, id: &str, state: InstanceState) -> Result<()
 }
 
 /// Marks an instance gone.
-pub fn mark_gone(conn: &Connection, id: &str, reason: &str, now_ms: i64) -> Result<()> {
+pub fn mark_gone(conn: &Connection, id: &str, reason: &GoneReason, now_ms: i64) -> Result<()> {
     conn.exec(
         "UPDATE instances SET state = 'gone', gone_ms = ?2, gone_reason = ?3 WHERE id = ?1 AND state != 'gone'",
         params![id, now_ms, reason],
@@ -151,7 +294,7 @@ pub fn mark_gone(conn: &Connection, id: &str, reason: &str, now_ms: i64) -> Resu
 }
 
 /// At hub start every instance of the previous hub is gone (their connections died with it).
-pub fn mark_all_gone(conn: &Connection, reason: &str, now_ms: i64) -> Result<usize> {
+pub fn mark_all_gone(conn: &Connection, reason: GoneReason, now_ms: i64) -> Result<usize> {
     conn.exec(
         "UPDATE instances SET state = 'gone', gone_ms = ?1, gone_reason = ?2 WHERE state != 'gone'",
         params![now_ms, reason],
@@ -188,4 +331,36 @@ pub fn next_number(conn: &Connection) -> Result<i64> {
     let n = crate::kv::get_i64(conn, "instances.next")?.unwrap_or(1);
     crate::kv::set_i64(conn, "instances.next", n + 1)?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gone_reasons_read_back_as_written() {
+        let all = [
+            GoneReason::Disconnected,
+            GoneReason::Shutdown,
+            GoneReason::Exited("exit status: 1".into()),
+            GoneReason::ConnectionLost("reset (os error 104)".into()),
+            GoneReason::Closed(String::new()),
+            GoneReason::HubRestarted,
+        ];
+        for r in all {
+            assert_eq!(GoneReason::parse(&r.detail()), r);
+        }
+        // The words of earlier hubs stay what they were.
+        for text in ["the connection was lost (eof)", "exited", "pi exited (", ""] {
+            assert_eq!(GoneReason::parse(text).detail(), text);
+        }
+    }
+
+    #[test]
+    fn transports_read_back_as_written() {
+        for t in [Transport::Shim, Transport::Rpc, Transport::Echo] {
+            assert_eq!(Transport::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(Transport::parse("tcp"), None);
+    }
 }

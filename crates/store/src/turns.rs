@@ -184,7 +184,7 @@ pub struct Turn {
     /// That instance's pid.
     pub instance_pid: Option<i64>,
     /// Its transport.
-    pub transport: Option<String>,
+    pub transport: Option<crate::instances::Transport>,
     /// Answer text.
     pub result_text: Option<String>,
     /// What it waited for before it had an identity (`None`: it was created with one).
@@ -497,7 +497,7 @@ pub fn mark_dispatched(
     id: i64,
     instance_id: &str,
     pid: Option<i64>,
-    transport: &str,
+    transport: crate::instances::Transport,
     now_ms: i64,
 ) -> Result<()> {
     if !transition(

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use serde_json::json;
+use store::instances::{GoneReason, Transport};
 use store::outbox::{self, NewRow, State};
 use store::turns::{self, NewTurn, Target, TurnState, Waits};
 use store::{
@@ -444,10 +445,10 @@ fn turns_move_through_their_states_once() {
         !s.write(|tx| turns::assign(tx, c, "/r", Some("/q")))
             .unwrap()
     );
-    s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), "shim", 1))
+    s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), Transport::Shim, 1))
         .unwrap();
     assert!(
-        s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), "shim", 1))
+        s.write(|tx| turns::mark_dispatched(tx, a, "i1", Some(42), Transport::Shim, 1))
             .is_err()
     );
     assert!(s.write(|tx| turns::mark_acked(tx, a, 2)).unwrap());
@@ -472,14 +473,14 @@ fn turns_move_through_their_states_once() {
             .as_deref(),
         Some("answer")
     );
-    s.write(|tx| turns::mark_dispatched(tx, b, "i1", Some(42), "shim", 5))
+    s.write(|tx| turns::mark_dispatched(tx, b, "i1", Some(42), Transport::Shim, 5))
         .unwrap();
     assert!(s.write(|tx| turns::requeue(tx, b)).unwrap());
     assert_eq!(
         s.read(|c| turns::get(c, b)).unwrap().unwrap().state,
         TurnState::Queued
     );
-    s.write(|tx| turns::mark_dispatched(tx, b, "i2", None, "rpc", 6))
+    s.write(|tx| turns::mark_dispatched(tx, b, "i2", None, Transport::Rpc, 6))
         .unwrap();
     assert!(
         s.write(|tx| turns::mark_interrupted(tx, b, "pi exited", 7))
@@ -497,7 +498,7 @@ fn instances_routes_and_buttons() {
     let row = instances::InstanceRow {
         id: "i1".into(),
         identity: "/p".into(),
-        transport: "shim".into(),
+        transport: Transport::Shim,
         pid: Some(1),
         cwd: "/p".into(),
         label: "p".into(),
@@ -509,14 +510,13 @@ fn instances_routes_and_buttons() {
     };
     s.write(|tx| instances::insert(tx, &row)).unwrap();
     assert_eq!(s.read(instances::live).unwrap().len(), 1);
-    s.write(|tx| instances::mark_gone(tx, "i1", "exited", 5))
+    let exited = GoneReason::Exited("exit status: 0".into());
+    s.write(|tx| instances::mark_gone(tx, "i1", &exited, 5))
         .unwrap();
     assert!(s.read(instances::live).unwrap().is_empty());
     assert_eq!(
-        s.read(|c| instances::recent(c, 5)).unwrap()[0]
-            .gone_reason
-            .as_deref(),
-        Some("exited")
+        s.read(|c| instances::recent(c, 5)).unwrap()[0].gone_reason,
+        Some(exited)
     );
     assert_eq!(
         s.read(|c| instances::recent(c, 5)).unwrap()[0].state,

@@ -13,6 +13,7 @@
 //! ```
 
 mod api;
+mod api_lookup;
 pub mod api_spec;
 mod api_table;
 pub mod clock;

@@ -16,13 +16,13 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::api;
-use crate::api_spec;
 use crate::error::{ApiError, ApiResult, into_response};
 use crate::faults::FaultKind;
 use crate::flood::Scope;
 use crate::log::RequestEntry;
 use crate::params::{self, Params};
 use crate::shared::Shared;
+use crate::{api_lookup, api_spec};
 
 /// Bodies above this are refused before parsing (uploads are limited to 50 MB).
 const MAX_BODY: usize = 60 * 1024 * 1024;
@@ -113,7 +113,7 @@ async fn answer(
         Ok(p) => p,
         Err(e) => return into_response(&Err(e)),
     };
-    let Some(spec) = api_spec::method(method) else {
+    let Some(spec) = api_lookup::method(method) else {
         let err = Err(ApiError::not_found());
         log(&shared, bot, method, &params, Some(&err), None, false);
         return into_response(&err);

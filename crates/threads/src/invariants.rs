@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use store::threads::{self, BindingState, IntentState};
-use store::{Store, StoreError, lease};
+use store::{Connection, Store, StoreError, lease};
 
 /// A topic as the fake Telegram reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,12 +19,18 @@ pub struct SeenTopic {
 
 /// Checks the store against what Telegram shows. `None` skips the Telegram-side checks.
 pub fn check(store: &Store, topics: Option<&[SeenTopic]>) -> Result<Vec<String>, StoreError> {
+    store.read(|c| check_in(c, topics))
+}
+
+/// [`check`] in one read transaction the caller holds, so every table is seen at one moment
+/// (the hub checks after each pass of its topics task, on its own store handle).
+pub fn check_in(c: &Connection, topics: Option<&[SeenTopic]>) -> Result<Vec<String>, StoreError> {
     let mut v = Vec::new();
-    let bindings = store.read(threads::bindings)?;
-    let intents = store.read(threads::intents)?;
-    let evidence = store.read(|c| threads::evidence(c, None))?;
-    let cleanups = store.read(threads::pending_cleanups)?;
-    let epoch = store.read(lease::current)?.map(|l| l.epoch.0);
+    let bindings = threads::bindings(c)?;
+    let intents = threads::intents(c)?;
+    let evidence = threads::evidence(c, None)?;
+    let cleanups = threads::pending_cleanups(c)?;
+    let epoch = lease::current(c)?.map(|l| l.epoch.0);
 
     // Slots: each held by exactly one binding or intent.
     let mut slot_holders: BTreeMap<&str, usize> = BTreeMap::new();

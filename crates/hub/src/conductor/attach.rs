@@ -37,10 +37,10 @@ impl Conductor {
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
                 let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
-                    if t.transport.as_deref() == Some(Transport::Shim.as_str()) {
+                    if t.transport == Some(Transport::Shim) {
                         continue;
                     }
-                    let interrupted = turns::mark_interrupted(tx, t.id, HUB_RESTARTED, now)?;
+                    let interrupted = turns::mark_interrupted(tx, t.id, &HUB_RESTARTED.detail(), now)?;
                     // `outstanding` read it dispatched or acked in this transaction.
                     if crate::never!(
                         !interrupted,
@@ -254,7 +254,7 @@ fn register(
         &instances::InstanceRow {
             id: id.clone(),
             identity: identity.clone(),
-            transport: who.transport.as_str().into(),
+            transport: who.transport,
             pid: who.pid,
             cwd: who.cwd.clone(),
             label: label.clone(),
@@ -377,7 +377,7 @@ fn reconcile_reported(
 ) -> Result<(Vec<TurnId>, Option<i64>), StoreError> {
     let same_process = |t: &Turn| {
         r.transport == Transport::Shim
-            && t.transport.as_deref() == Some(Transport::Shim.as_str())
+            && t.transport == Some(Transport::Shim)
             && r.pid.is_some()
             && t.instance_pid == r.pid
             && t.identity.as_deref() == Some(r.identity)
@@ -468,7 +468,7 @@ fn choose_identity(
     if let (Some(pid), Transport::Shim) = (pid, transport) {
         let previous = instances::recent(tx, 50)?
             .into_iter()
-            .find(|r| r.pid == Some(pid) && r.cwd == cwd && r.transport == "shim")
+            .find(|r| r.pid == Some(pid) && r.cwd == cwd && r.transport == Transport::Shim)
             .map(|r| r.identity);
         if let Some(p) = previous.filter(|p| !live.contains(p)) {
             return Ok(p);

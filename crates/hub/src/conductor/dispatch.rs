@@ -186,7 +186,7 @@ fn take_next(
         t.id,
         &taker.instance,
         taker.pid,
-        taker.transport.as_str(),
+        taker.transport,
         now,
     )?;
     let place = outbound::place_of_turn(tx, &t, &taker.identity)?;

@@ -33,6 +33,8 @@ struct Departure {
     why: String,
     /// What happened, in detail for `status`.
     detail: String,
+    /// Why, as stored.
+    reason: GoneReason,
     epoch: Epoch,
     /// The instances still live: (identity, label).
     others: Vec<(String, String)>,
@@ -65,6 +67,7 @@ impl Conductor {
             exited: matches!(reason, GoneReason::Exited(_)) && l.transport == Transport::Rpc,
             why: reason.describe(),
             detail: reason.detail(),
+            reason: reason.clone(),
             epoch: self.epoch,
             identity: l.identity,
             label: l.label,
@@ -84,7 +87,7 @@ impl Conductor {
 
 /// The instance's row, its turns, the selection and its binding; then the owner's notice.
 fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), StoreError> {
-    instances::mark_gone(tx, &d.key, &d.detail, now)?;
+    instances::mark_gone(tx, &d.key, &d.reason, now)?;
     if d.exited {
         crate::spawned::exited(tx, &d.key, &d.detail, now)?;
     }

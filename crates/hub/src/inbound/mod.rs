@@ -202,32 +202,54 @@ async fn fetch(
         settle_not_saved(db, turn, f, FileState::Refused, &over(size)).await?;
         return Ok(true);
     }
-    let fetched = async {
-        let info = client
-            .call("getFile", &serde_json::json!({ "file_id": f.file_id }))
-            .await?;
-        let path = info
-            .get("file_path")
-            .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| CallError::Retryable("getFile answered without file_path".into()))?
-            .to_owned();
-        client.download(&path).await
-    }
-    .await;
-    let bytes = match fetched {
+    let bytes = match download(client, f).await {
         Ok(b) => b,
-        Err(CallError::Api(e)) if e.description.contains("file is too big") => {
+        Err(e) => return download_failed(db, turn, f, e).await,
+    };
+    let size = bytes.as_ref().len() as u64;
+    if size > limit {
+        settle_not_saved(db, turn, f, FileState::Refused, &over(size)).await?;
+        return Ok(true);
+    }
+    crashpoint::hit(crashpoint::CrashPoint::InboundAfterDownload);
+    keep(db, settings, turn, f, bytes).await?;
+    Ok(true)
+}
+
+/// The file's bytes from Telegram (`getFile`, then its path). Named by what they can do, since
+/// their type is the `bytes` crate's, which the hub does not depend on.
+async fn download(client: &Client, f: &File) -> Result<impl Downloaded, CallError> {
+    let info = client
+        .call("getFile", &serde_json::json!({ "file_id": f.file_id }))
+        .await?;
+    let path = info
+        .get("file_path")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| CallError::Retryable("getFile answered without file_path".into()))?
+        .to_owned();
+    client.download(&path).await
+}
+
+/// A downloaded file's bytes, cheap to clone.
+trait Downloaded: AsRef<[u8]> + Clone + Send + 'static {}
+
+impl<T: AsRef<[u8]> + Clone + Send + 'static> Downloaded for T {}
+
+/// Settles a file Telegram would not give, or schedules another attempt (then `false`).
+async fn download_failed(db: &Db, turn: &Turn, f: &File, e: CallError) -> Result<bool, HubError> {
+    match e {
+        CallError::Api(e) if e.description.contains("file is too big") => {
             let why = "Telegram's cloud Bot API gives bots files up to 20 MB and this one is \
                        bigger (a local Bot API server, set as apiBase, serves larger files)";
             settle_not_saved(db, turn, f, FileState::Refused, why).await?;
-            return Ok(true);
+            Ok(true)
         }
-        Err(CallError::Api(e)) if e.kind != ApiErrorKind::Unauthorized => {
+        CallError::Api(e) if e.kind != ApiErrorKind::Unauthorized => {
             let why = format!("Telegram refused it: {}", e.description);
             settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
-            return Ok(true);
+            Ok(true)
         }
-        Err(e) => {
+        e => {
             if f.attempts + 1 >= MAX_ATTEMPTS {
                 let why = format!("could not be downloaded after {MAX_ATTEMPTS} attempts ({e})");
                 settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
@@ -247,14 +269,20 @@ async fn fetch(
                 files::retry_later(tx, id, &why, at)
             })
             .await?;
-            return Ok(false);
+            Ok(false)
         }
-    };
-    if bytes.len() as u64 > limit {
-        settle_not_saved(db, turn, f, FileState::Refused, &over(bytes.len() as u64)).await?;
-        return Ok(true);
     }
-    crashpoint::hit(crashpoint::CrashPoint::InboundAfterDownload);
+}
+
+/// Saves the downloaded bytes under the turn's name for the file and settles it (`failed`
+/// when this machine cannot keep it).
+async fn keep(
+    db: &Db,
+    settings: &InboundSettings,
+    turn: &Turn,
+    f: &File,
+    bytes: impl Downloaded,
+) -> Result<(), HubError> {
     let name = format!(
         "{}-{}-{}",
         turn.id,
@@ -264,7 +292,7 @@ async fn fetch(
     let path = settings.dir.join(&name);
     let written = {
         let (path, bytes) = (path.clone(), bytes.clone());
-        tokio::task::spawn_blocking(move || save(&path, &bytes))
+        tokio::task::spawn_blocking(move || save(&path, bytes.as_ref()))
             .await
             .map_err(|e| HubError::Io {
                 context: "saving a file".into(),
@@ -274,17 +302,20 @@ async fn fetch(
     if let Err(e) = written {
         tracing::warn!(file = f.id, error = %e, "could not save a file from Telegram");
         let why = format!("could not be saved on this machine ({e})");
-        settle_not_saved(db, turn, f, FileState::Failed, &why).await?;
-        return Ok(true);
+        return settle_not_saved(db, turn, f, FileState::Failed, &why).await;
     }
-    let (id, p, size) = (f.id, path.display().to_string(), bytes.len() as i64);
+    let (id, p, size) = (
+        f.id,
+        path.display().to_string(),
+        bytes.as_ref().len() as i64,
+    );
     let now = db.now_ms();
     db.write(Durability::OnDisk, move |tx| {
         files::mark_saved(tx, id, &p, size, now)
     })
     .await?;
     tracing::debug!(file = f.id, turn = turn.id, bytes = size, "file saved");
-    Ok(true)
+    Ok(())
 }
 
 /// Writes `bytes` to `path` through a temporary name: a crash leaves no half file under the

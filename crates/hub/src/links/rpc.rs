@@ -2,14 +2,15 @@
 //! over the child's stdio. Extension UI requests it cannot show are declined; the child's exit
 //! is noticed.
 
-use std::path::PathBuf;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command as Process};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command as Process};
 use tokio::sync::{mpsc, oneshot};
-use wire::{EventKind, LineReader, PiEvent, TurnId, TurnResult};
+use wire::{EventKind, LineError, LineReader, PiEvent, TurnId, TurnResult};
 
 use std::collections::HashMap;
 
@@ -23,6 +24,9 @@ pub const CHILD_ENV: &str = "PI_TELEGRAM_CHILD";
 
 /// Environment variable with the token a child's tools connect with (role `tools`).
 pub const CHILD_TOKEN_ENV: &str = "PI_TELEGRAM_CHILD_TOKEN";
+
+/// The variables of a spawn request that say how to find pi (kept for restarts).
+pub const REQUEST_ENV: [&str; 2] = ["PI_TELEGRAM_PI_BIN", "PATH"];
 
 /// The extension children load (`-e`) for pi's Telegram tools, and the profile its tools
 /// connect to, set once at start.
@@ -118,6 +122,53 @@ async fn start(
     if !dir.is_dir() {
         return Err(format!("{cwd} is not a directory"));
     }
+    let mut child = spawn_child(&bin, &dir, env, session, &token)?;
+    let pid = child.id().map(i64::from);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err("pi's stdio could not be opened".into());
+    };
+    drain_stderr(stderr);
+    let mut rpc = Rpc { stdin, next_id: 0 };
+    let mut reader = LineReader::new(BufReader::new(stdout));
+    let state = first_state(&mut rpc, &mut reader, &mut child).await?;
+    let session_file = state
+        .get("sessionFile")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let (commands, command_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let current = Current {
+        cwd: cwd.clone(),
+        ..Current::default()
+    };
+    let attach = attach_of(&state, pid, cwd, commands, token);
+    let (reply, id_rx) = oneshot::channel();
+    conductor
+        .send(ConductorMsg::Attach(attach, reply))
+        .await
+        .map_err(|_| "the hub is stopping".to_owned())?;
+    let id = id_rx.await.map_err(|_| "the hub is stopping".to_owned())?;
+    tokio::spawn(run(
+        id.clone(),
+        rpc,
+        reader,
+        child,
+        command_rx,
+        conductor,
+        current,
+    ));
+    Ok(Started { id, session_file })
+}
+
+/// Starts the `pi --mode rpc` process, with the extension for pi's Telegram tools.
+fn spawn_child(
+    bin: &PiBinary,
+    dir: &Path,
+    env: Vec<(String, String)>,
+    session: Option<PathBuf>,
+    token: &str,
+) -> Result<Child, String> {
     let mut process = Process::new(&bin.path);
     process.arg("--mode").arg("rpc");
     if let Some(file) = session.filter(|f| f.is_file()) {
@@ -129,11 +180,11 @@ async fn start(
             .arg(entry)
             .env("PI_TELEGRAM_PROFILE", profile);
     }
-    let mut child = process
-        .current_dir(&dir)
+    process
+        .current_dir(dir)
         .envs(env)
         .env(CHILD_ENV, "1")
-        .env(CHILD_TOKEN_ENV, &token)
+        .env(CHILD_TOKEN_ENV, token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -147,13 +198,11 @@ async fn start(
                 bin.path.display(),
                 bin.source
             )
-        })?;
-    let pid = child.id().map(i64::from);
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err("pi's stdio could not be opened".into());
-    };
+        })
+}
+
+/// Reads pi's stderr so it never blocks on a full pipe.
+fn drain_stderr(stderr: tokio::process::ChildStderr) {
     // Diagnostics only; never parsed, never logged at info (it may contain content).
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
@@ -161,20 +210,25 @@ async fn start(
             tracing::debug!(target: "pi_stderr", "{line}");
         }
     });
-    let mut rpc = Rpc { stdin, next_id: 0 };
-    let mut reader = LineReader::new(BufReader::new(stdout));
-    // The first exchange: its state, which also proves it speaks RPC.
+}
+
+/// The first exchange: pi's state, which also proves it speaks RPC.
+async fn first_state(
+    rpc: &mut Rpc,
+    reader: &mut LineReader<BufReader<ChildStdout>>,
+    child: &mut Child,
+) -> Result<Value, String> {
     rpc.send(&json!({ "id": "hello", "type": "get_state" }))
         .await
         .map_err(|e| format!("pi did not start: {e}"))?;
-    let state = loop {
+    loop {
         match reader.next_line().await {
             Ok(Some(line)) => {
                 let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
                 if v.get("type").and_then(Value::as_str) == Some("response")
                     && v.get("id").and_then(Value::as_str) == Some("hello")
                 {
-                    break v.get("data").cloned().unwrap_or(Value::Null);
+                    return Ok(v.get("data").cloned().unwrap_or(Value::Null));
                 }
             }
             Ok(None) => {
@@ -187,14 +241,18 @@ async fn start(
             }
             Err(e) => return Err(format!("pi's output is unreadable: {e}")),
         }
-    };
-    let session_file = state
-        .get("sessionFile")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let (commands, command_rx) = mpsc::channel(super::COMMAND_QUEUE);
-    let attach_cwd = cwd.clone();
-    let attach = Attach {
+    }
+}
+
+/// What the conductor is told of a new child, from its first state.
+fn attach_of(
+    state: &Value,
+    pid: Option<i64>,
+    cwd: String,
+    commands: mpsc::Sender<Command>,
+    token: String,
+) -> Attach {
+    Attach {
         transport: Transport::Rpc,
         reach: crate::instance::Reach::ThisMachine,
         pid,
@@ -220,27 +278,7 @@ async fn start(
         completed: Vec::new(),
         commands,
         tools_token: Some(token),
-    };
-    let (reply, id_rx) = oneshot::channel();
-    conductor
-        .send(ConductorMsg::Attach(attach, reply))
-        .await
-        .map_err(|_| "the hub is stopping".to_owned())?;
-    let id = id_rx.await.map_err(|_| "the hub is stopping".to_owned())?;
-    let current = Current {
-        cwd: attach_cwd,
-        ..Current::default()
-    };
-    tokio::spawn(run(
-        id.clone(),
-        rpc,
-        reader,
-        child,
-        command_rx,
-        conductor,
-        current,
-    ));
-    Ok(Started { id, session_file })
+    }
 }
 
 struct Rpc {
@@ -278,6 +316,21 @@ struct Current {
     text: String,
     error: Option<String>,
     requests: HashMap<String, Pending>,
+}
+
+impl Current {
+    /// The turn pi ran as a command with no run started since: done now, with no answer.
+    fn handled(&mut self) -> Option<TurnResult> {
+        self.handled_until = None;
+        let turn = self.turn.take()?;
+        Some(TurnResult {
+            turn_id: turn,
+            text: String::new(),
+            aborted: false,
+            error: None,
+            handled: true,
+        })
+    }
 }
 
 /// How long after pi ran a prompt as a command it must stay without a run for the turn to be
@@ -373,7 +426,7 @@ fn normalize(kind: &Request, acc: &Value) -> Value {
 async fn run(
     id: InstanceId,
     mut rpc: Rpc,
-    mut reader: LineReader<BufReader<tokio::process::ChildStdout>>,
+    mut reader: LineReader<BufReader<ChildStdout>>,
     mut child: Child,
     mut commands: mpsc::Receiver<Command>,
     conductor: mpsc::Sender<ConductorMsg>,
@@ -383,21 +436,10 @@ async fn run(
     let gone = loop {
         tokio::select! {
             line = reader.next_line() => {
-                let line = match line {
-                    Ok(Some(l)) => l,
-                    Ok(None) => break None,
-                    Err(e) => {
-                        tracing::warn!(instance = %id, error = %e, "unreadable output from pi");
-                        continue;
-                    }
-                };
-                let v: Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        // A syntax error's words quote nothing of the line.
-                        tracing::warn!(instance = %id, error = %e, "a line from pi is not JSON; skipped");
-                        continue;
-                    }
+                let v = match parsed(&id, line) {
+                    ControlFlow::Break(()) => break None,
+                    ControlFlow::Continue(None) => continue,
+                    ControlFlow::Continue(Some(v)) => v,
                 };
                 for event in translate(&mut rpc, &mut current, v).await {
                     if conductor.send(report(event)).await.is_err() {
@@ -406,71 +448,20 @@ async fn run(
                 }
             }
             () = tokio::time::sleep_until(current.handled_until.unwrap_or_else(tokio::time::Instant::now)), if current.handled_until.is_some() => {
-                current.handled_until = None;
-                if let Some(turn) = current.turn.take() {
-                    let done = TurnResult {
-                        turn_id: turn,
-                        text: String::new(),
-                        aborted: false,
-                        error: None,
-                        handled: true,
-                    };
-                    if conductor.send(report(LinkEvent::TurnDone(done))).await.is_err() {
-                        break Some(GoneReason::Closed("the hub is stopping".into()));
-                    }
+                if let Some(done) = current.handled()
+                    && conductor.send(report(LinkEvent::TurnDone(done))).await.is_err()
+                {
+                    break Some(GoneReason::Closed("the hub is stopping".into()));
                 }
             }
             cmd = commands.recv() => match cmd {
-                Some(Command::Prompt { turn, text, images }) => {
-                    let request = rpc.id("prompt");
-                    // A new run: its text starts empty; pi's folder and the hub's requests in
-                    // flight (a menu asked meanwhile) stay.
-                    current = Current {
-                        cwd: std::mem::take(&mut current.cwd),
-                        turn: Some(turn.clone()),
-                        prompt_request: Some(request.clone()),
-                        requests: std::mem::take(&mut current.requests),
-                        ..Current::default()
-                    };
-                    let mut prompt = json!({ "id": request, "type": "prompt", "message": text });
-                    if !images.is_empty() {
-                        prompt["images"] = json!(images);
-                    }
-                    if let Err(e) = rpc.send(&prompt).await {
-                        let _ = conductor.send(report(LinkEvent::PromptRefused { turn, error: e.to_string() })).await;
+                Some(cmd) => {
+                    if let Some(why) = command(&mut rpc, &mut current, &conductor, &id, cmd).await {
+                        close(rpc, &mut child).await;
+                        let _ = conductor.send(report(LinkEvent::Gone(GoneReason::Closed(why)))).await;
+                        return;
                     }
                 }
-                Some(Command::Abort) => {
-                    let request = rpc.id("abort");
-                    let _ = rpc.send(&json!({ "id": request, "type": "abort" })).await;
-                }
-                Some(Command::Request(kind, answer)) => {
-                    let mut steps = rpc_steps(&kind);
-                    steps.reverse();
-                    let Some(mut first) = steps.pop() else {
-                        let _ = answer.send(Ok(Value::Null));
-                        continue;
-                    };
-                    let request = rpc.id("req");
-                    first["id"] = json!(request);
-                    if rpc.send(&first).await.is_ok() {
-                        current.requests.insert(request, Pending { answer, kind, steps, acc: json!({}) });
-                    } else {
-                        let _ = answer.send(Err("pi is not reading its input".into()));
-                    }
-                }
-                Some(Command::Close(why)) => {
-                    // Closing stdin is pi's orderly shutdown.
-                    drop(rpc);
-                    let status = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
-                    if status.is_err() {
-                        let _ = child.kill().await;
-                    }
-                    let _ = conductor.send(report(LinkEvent::Gone(GoneReason::Closed(why)))).await;
-                    return;
-                }
-                // Headless: nothing to show, nothing to forget.
-                Some(Command::DoneAck(_) | Command::Notify { .. } | Command::SetStatus(_)) => {}
                 None => break Some(GoneReason::Closed("the hub is stopping".into())),
             },
         }
@@ -487,6 +478,104 @@ async fn run(
         }
     };
     let _ = conductor.send(report(LinkEvent::Gone(reason))).await;
+}
+
+/// A line of pi's output as JSON: `Break` at its end, `None` for a line that is skipped.
+fn parsed(
+    id: &InstanceId,
+    line: Result<Option<String>, LineError>,
+) -> ControlFlow<(), Option<Value>> {
+    let line = match line {
+        Ok(Some(l)) => l,
+        Ok(None) => return ControlFlow::Break(()),
+        Err(e) => {
+            tracing::warn!(instance = %id, error = %e, "unreadable output from pi");
+            return ControlFlow::Continue(None);
+        }
+    };
+    match serde_json::from_str(&line) {
+        Ok(v) => ControlFlow::Continue(Some(v)),
+        Err(e) => {
+            // A syntax error's words quote nothing of the line.
+            tracing::warn!(instance = %id, error = %e, "a line from pi is not JSON; skipped");
+            ControlFlow::Continue(None)
+        }
+    }
+}
+
+/// Carries out a command of the conductor; returns why when it closes the link.
+async fn command(
+    rpc: &mut Rpc,
+    current: &mut Current,
+    conductor: &mpsc::Sender<ConductorMsg>,
+    id: &InstanceId,
+    cmd: Command,
+) -> Option<String> {
+    match cmd {
+        Command::Prompt { turn, text, images } => {
+            let request = rpc.id("prompt");
+            // A new run: its text starts empty; pi's folder and the hub's requests in
+            // flight (a menu asked meanwhile) stay.
+            *current = Current {
+                cwd: std::mem::take(&mut current.cwd),
+                turn: Some(turn.clone()),
+                prompt_request: Some(request.clone()),
+                requests: std::mem::take(&mut current.requests),
+                ..Current::default()
+            };
+            let mut prompt = json!({ "id": request, "type": "prompt", "message": text });
+            if !images.is_empty() {
+                prompt["images"] = json!(images);
+            }
+            if let Err(e) = rpc.send(&prompt).await {
+                let refused = LinkEvent::PromptRefused {
+                    turn,
+                    error: e.to_string(),
+                };
+                let _ = conductor
+                    .send(ConductorMsg::Link(id.clone(), refused))
+                    .await;
+            }
+        }
+        Command::Abort => {
+            let request = rpc.id("abort");
+            let _ = rpc.send(&json!({ "id": request, "type": "abort" })).await;
+        }
+        Command::Request(kind, answer) => {
+            let mut steps = rpc_steps(&kind);
+            steps.reverse();
+            let Some(mut first) = steps.pop() else {
+                let _ = answer.send(Ok(Value::Null));
+                return None;
+            };
+            let request = rpc.id("req");
+            first["id"] = json!(request);
+            if rpc.send(&first).await.is_ok() {
+                let pending = Pending {
+                    answer,
+                    kind,
+                    steps,
+                    acc: json!({}),
+                };
+                current.requests.insert(request, pending);
+            } else {
+                let _ = answer.send(Err("pi is not reading its input".into()));
+            }
+        }
+        Command::Close(why) => return Some(why),
+        // Headless: nothing to show, nothing to forget.
+        Command::DoneAck(_) | Command::Notify { .. } | Command::SetStatus(_) => {}
+    }
+    None
+}
+
+/// Stops the child: closing stdin is pi's orderly shutdown; it is killed if it lingers.
+async fn close(rpc: Rpc, child: &mut Child) {
+    drop(rpc);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
+    if status.is_err() {
+        let _ = child.kill().await;
+    }
 }
 
 /// pi's saved sessions of `cwd`, read from its session files (RPC has no command that lists
@@ -511,74 +600,86 @@ fn answer_sessions(p: Pending, cwd: &str) {
 
 /// One RPC output line into link events (and answers to UI requests and hub requests).
 async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-    if kind == "response"
-        && let Some(mut p) = v
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|i| current.requests.remove(i))
-    {
-        if v.get("success").and_then(Value::as_bool) != Some(true) {
-            let error = v
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("pi refused")
-                .to_owned();
-            let _ = p.answer.send(Err(error));
-            return Vec::new();
-        }
-        if let (Some(acc), Some(Value::Object(data))) = (p.acc.as_object_mut(), v.get("data")) {
-            for (k, val) in data {
-                acc.insert(k.clone(), val.clone());
-            }
-        }
-        match p.steps.pop() {
-            Some(mut next) => {
-                let request = rpc.id("req");
-                next["id"] = json!(request);
-                if rpc.send(&next).await.is_ok() {
-                    current.requests.insert(request, p);
-                } else {
-                    let _ = p.answer.send(Err("pi is not reading its input".into()));
-                }
-            }
-            None if matches!(p.kind, Request::Sessions) => answer_sessions(p, &current.cwd),
-            None => {
-                let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
-            }
-        }
-        return Vec::new();
+    if v.get("type").and_then(Value::as_str) != Some("response") {
+        return pi_event(rpc, current, PiEvent(v)).await;
     }
-    if kind == "response" {
-        let ours = v
-            .get("id")
-            .and_then(Value::as_str)
-            .is_some_and(|i| current.prompt_request.as_deref() == Some(i));
-        if !ours {
-            return Vec::new();
+    let request = v
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|i| current.requests.remove(i));
+    match request {
+        Some(p) => {
+            request_step(rpc, current, p, &v).await;
+            Vec::new()
         }
-        current.prompt_request = None;
-        let Some(turn) = current.turn.clone() else {
-            return Vec::new();
-        };
-        if v.get("success").and_then(Value::as_bool) == Some(true) {
-            // A pi command (an extension's `/name`) runs without an agent run: unless it starts
-            // one, no `agent_settled` will come, and the turn is done after a moment (`run`).
-            let handled = v.pointer("/data/disposition").and_then(Value::as_str) == Some("handled");
-            if handled && !current.running {
-                current.handled_until = Some(tokio::time::Instant::now() + COMMAND_SETTLE);
-            }
-            return vec![LinkEvent::Acked { turn }];
-        }
-        current.turn = None;
+        None => prompt_response(current, &v).into_iter().collect(),
+    }
+}
+
+/// pi answered a step of a hub request: the next step is sent, or the request is answered.
+async fn request_step(rpc: &mut Rpc, current: &mut Current, mut p: Pending, v: &Value) {
+    if v.get("success").and_then(Value::as_bool) != Some(true) {
         let error = v
             .get("error")
             .and_then(Value::as_str)
-            .unwrap_or("pi refused the prompt")
+            .unwrap_or("pi refused")
             .to_owned();
-        return vec![LinkEvent::PromptRefused { turn, error }];
+        let _ = p.answer.send(Err(error));
+        return;
     }
-    let event = PiEvent(v);
+    if let (Some(acc), Some(Value::Object(data))) = (p.acc.as_object_mut(), v.get("data")) {
+        for (k, val) in data {
+            acc.insert(k.clone(), val.clone());
+        }
+    }
+    match p.steps.pop() {
+        Some(mut next) => {
+            let request = rpc.id("req");
+            next["id"] = json!(request);
+            if rpc.send(&next).await.is_ok() {
+                current.requests.insert(request, p);
+            } else {
+                let _ = p.answer.send(Err("pi is not reading its input".into()));
+            }
+        }
+        None if matches!(p.kind, Request::Sessions) => answer_sessions(p, &current.cwd),
+        None => {
+            let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
+        }
+    }
+}
+
+/// pi's answer to the prompt of the current turn (other answers are not the link's).
+fn prompt_response(current: &mut Current, v: &Value) -> Option<LinkEvent> {
+    let ours = v
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|i| current.prompt_request.as_deref() == Some(i));
+    if !ours {
+        return None;
+    }
+    current.prompt_request = None;
+    let turn = current.turn.clone()?;
+    if v.get("success").and_then(Value::as_bool) == Some(true) {
+        // A pi command (an extension's `/name`) runs without an agent run: unless it starts
+        // one, no `agent_settled` will come, and the turn is done after a moment (`run`).
+        let handled = v.pointer("/data/disposition").and_then(Value::as_str) == Some("handled");
+        if handled && !current.running {
+            current.handled_until = Some(tokio::time::Instant::now() + COMMAND_SETTLE);
+        }
+        return Some(LinkEvent::Acked { turn });
+    }
+    current.turn = None;
+    let error = v
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or("pi refused the prompt")
+        .to_owned();
+    Some(LinkEvent::PromptRefused { turn, error })
+}
+
+/// An event of pi's run: the current turn's text and end, busy/idle, and dialogs declined.
+async fn pi_event(rpc: &mut Rpc, current: &mut Current, event: PiEvent) -> Vec<LinkEvent> {
     let mut out = Vec::new();
     match event.kind() {
         EventKind::ExtensionUiRequest => {

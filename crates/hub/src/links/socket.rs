@@ -7,6 +7,7 @@
 //! instance.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,10 +137,19 @@ struct Conn {
     version: Arc<str>,
 }
 
+/// Where a connection's lines go, to its writer. Handlers of an instance's messages take this
+/// rather than the [`Conn`], whose reader is not `Sync`, so they may await.
+type Out = mpsc::Sender<String>;
+
+/// Sends a message; `false` when the peer is not keeping up (or gone).
+fn send(out: &Out, msg: &HubMsg) -> bool {
+    out.try_send(encode(msg)).is_ok()
+}
+
 impl Conn {
     /// Sends a message; `false` when the peer is not keeping up (or gone).
     fn send(&self, msg: &HubMsg) -> bool {
-        self.out.try_send(encode(msg)).is_ok()
+        send(&self.out, msg)
     }
 
     /// Sends a last message and closes after it is written.
@@ -310,7 +320,22 @@ fn hub_msg(cmd: Command) -> HubMsg {
     }
 }
 
-async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<ConductorMsg>) {
+/// What one message on an instance's connection leaves: the link goes on, or it ends and why.
+type Step<T = ()> = ControlFlow<GoneReason, T>;
+
+/// Says why the hub closes the link to the peer (where it can still read it) and returns the
+/// reason for the conductor.
+fn closing(out: &Out, message: String) -> GoneReason {
+    send(
+        out,
+        &HubMsg::Error {
+            message: message.clone(),
+        },
+    );
+    GoneReason::Closed(message)
+}
+
+async fn instance(conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<ConductorMsg>) {
     let Some(cwd) = hello.state.cwd.clone().filter(|c| !c.is_empty()) else {
         return refuse(
             conn,
@@ -321,7 +346,38 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
         .await;
     };
     let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
-    let attach = Attach {
+    let attach = attach_of(hello, peer, cwd, commands);
+    let Some((mut conn, id)) = register(conn, &conductor, attach).await else {
+        return;
+    };
+    if let Peer::Remote(addr) = peer {
+        tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
+    }
+    let mut link = InstanceLink {
+        id,
+        peer,
+        conductor,
+        pending: HashMap::new(),
+        next_request: 0,
+    };
+    let gone = loop {
+        let step = tokio::select! {
+            line = conn.lines.next_line() => link.on_line(&conn.out, line).await,
+            cmd = command_rx.recv() => link.on_command(&conn.out, cmd),
+            _ = &mut conn.writer => Step::Break(GoneReason::ConnectionLost("pi stopped reading".into())),
+        };
+        if let Step::Break(gone) = step {
+            break gone;
+        }
+    };
+    tracing::info!(instance = %link.id, reason = ?gone, "instance link closed");
+    let _ = link.report(LinkEvent::Gone(gone)).await;
+    drop(conn.out);
+}
+
+/// What the conductor is told of a new instance, from its hello.
+fn attach_of(hello: Hello, peer: Peer, cwd: String, commands: mpsc::Sender<Command>) -> Attach {
+    Attach {
         transport: Transport::Shim,
         reach: match peer {
             Peer::Local => Reach::ThisMachine,
@@ -329,29 +385,37 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
         },
         pid: hello.state.pid,
         cwd,
-        session_id: hello.state.session_id.clone(),
-        session_name: hello.state.session_name.clone(),
+        session_id: hello.state.session_id,
+        session_name: hello.state.session_name,
         idle: hello.state.idle.unwrap_or(true),
         pending: hello.state.pending.unwrap_or(false),
         received: hello.received_turns,
         completed: hello.completed_turns,
         commands,
         tools_token: None,
-    };
+    }
+}
+
+/// Registers the instance and welcomes it with its id; `None` when the hub is stopping.
+async fn register(
+    conn: Conn,
+    conductor: &mpsc::Sender<ConductorMsg>,
+    attach: Attach,
+) -> Option<(Conn, InstanceId)> {
     let (reply, id_rx) = oneshot::channel();
     if conductor
         .send(ConductorMsg::Attach(attach, reply))
         .await
         .is_err()
     {
-        return;
+        return None;
     }
     let Ok(id) = id_rx.await else {
-        return conn
-            .close_with(&HubMsg::Error {
-                message: "the hub is stopping".into(),
-            })
-            .await;
+        conn.close_with(&HubMsg::Error {
+            message: "the hub is stopping".into(),
+        })
+        .await;
+        return None;
     };
     conn.send(&HubMsg::Welcome {
         protocol: PROTOCOL,
@@ -359,117 +423,161 @@ async fn instance(mut conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sen
         instance_id: Some(id.0.clone()),
         hub_version: Some(conn.version.to_string()),
     });
-    if let Peer::Remote(addr) = peer {
-        tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
+    Some((conn, id))
+}
+
+/// What a registered instance's connection keeps between messages.
+struct InstanceLink {
+    id: InstanceId,
+    peer: Peer,
+    conductor: mpsc::Sender<ConductorMsg>,
+    /// Requests waiting for pi's answer, by request id.
+    pending: HashMap<String, Answer>,
+    next_request: u64,
+}
+
+impl InstanceLink {
+    /// Tells the conductor; `false` when it is gone (the hub is stopping).
+    async fn report(&self, event: LinkEvent) -> bool {
+        self.conductor
+            .send(ConductorMsg::Link(self.id.clone(), event))
+            .await
+            .is_ok()
     }
-    let report = |event: LinkEvent| ConductorMsg::Link(id.clone(), event);
-    // Requests waiting for pi's answer, by request id.
-    let mut pending: HashMap<String, Answer> = HashMap::new();
-    let mut next_request = 0u64;
-    let gone = loop {
-        tokio::select! {
-            line = conn.lines.next_line() => {
-                let line = match line {
-                    Ok(Some(l)) => l,
-                    Ok(None) => break GoneReason::ConnectionLost("closed by pi".into()),
-                    Err(LineError::TooLong(n)) => {
-                        let message = format!("a line longer than {n} bytes: closing");
-                        conn.send(&HubMsg::Error { message: message.clone() });
-                        break GoneReason::Closed(message);
-                    }
-                    Err(e) => break GoneReason::ConnectionLost(e.to_string()),
+
+    /// A line from pi, or the end of its connection.
+    async fn on_line(&mut self, out: &Out, line: Result<Option<String>, LineError>) -> Step {
+        let line = match line {
+            Ok(Some(l)) => l,
+            Ok(None) => return Step::Break(GoneReason::ConnectionLost("closed by pi".into())),
+            Err(LineError::TooLong(n)) => {
+                return Step::Break(closing(
+                    out,
+                    format!("a line longer than {n} bytes: closing"),
+                ));
+            }
+            Err(e) => return Step::Break(GoneReason::ConnectionLost(e.to_string())),
+        };
+        let msg = match serde_json::from_str::<ClientMsg>(&line) {
+            Ok(m) => m,
+            Err(e) => return Step::Break(closing(out, malformed(&e))),
+        };
+        if let Some(event) = self.on_message(out, msg).await?
+            && !self.report(event).await
+        {
+            return Step::Break(GoneReason::Closed("the hub is stopping".into()));
+        }
+        Step::Continue(())
+    }
+
+    /// What a message from pi is for the conductor; `None` for those answered here.
+    async fn on_message(&mut self, out: &Out, msg: ClientMsg) -> Step<Option<LinkEvent>> {
+        let event = match msg {
+            ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
+            ClientMsg::TurnDone(r) => {
+                crate::latency::mark(crate::latency::Step::Settled, &r.turn_id.0);
+                LinkEvent::TurnDone(r)
+            }
+            ClientMsg::State(s) => LinkEvent::State {
+                idle: s.idle,
+                pending: s.pending,
+            },
+            ClientMsg::Event { turn_id, event } => {
+                // Busy/idle from the events themselves, so a lost `state` cannot wedge
+                // dispatch.
+                let state = match event.kind() {
+                    EventKind::AgentStart => Some(false),
+                    EventKind::AgentSettled => Some(true),
+                    _ => None,
                 };
-                let msg = match serde_json::from_str::<ClientMsg>(&line) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        let message = malformed(&e);
-                        conn.send(&HubMsg::Error { message: message.clone() });
-                        break GoneReason::Closed(message);
-                    }
-                };
-                let event = match msg {
-                    ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
-                    ClientMsg::TurnDone(r) => {
-                        crate::latency::mark(crate::latency::Step::Settled, &r.turn_id.0);
-                        LinkEvent::TurnDone(r)
-                    }
-                    ClientMsg::State(s) => LinkEvent::State { idle: s.idle, pending: s.pending },
-                    ClientMsg::Event { turn_id, event } => {
-                        // Busy/idle from the events themselves, so a lost `state` cannot wedge
-                        // dispatch.
-                        let state = match event.kind() {
-                            EventKind::AgentStart => Some(false),
-                            EventKind::AgentSettled => Some(true),
-                            _ => None,
-                        };
-                        if let Some(idle) = state {
-                            let _ = conductor.send(report(LinkEvent::State { idle: Some(idle), pending: None })).await;
-                        }
-                        LinkEvent::Pi { turn: turn_id, event }
-                    }
-                    ClientMsg::Bye { reason } => {
-                        break if reason == "disconnect" { GoneReason::Disconnected } else { GoneReason::Shutdown };
-                    }
-                    ClientMsg::Hello(_) => {
-                        let message = "a second hello on one connection".to_owned();
-                        conn.send(&HubMsg::Error { message: message.clone() });
-                        break GoneReason::Closed(message);
-                    }
-                    ClientMsg::Response { id, ok, data, error } => {
-                        if let Some(answer) = pending.remove(&id) {
-                            let _ = answer.send(if ok {
-                                Ok(data.unwrap_or(serde_json::Value::Null))
-                            } else {
-                                Err(error.unwrap_or_else(|| "pi refused".into()))
-                            });
-                        }
-                        continue;
-                    }
-                    ClientMsg::ToolCall { id: rid, tool, args, turn_id } => {
-                        if peer != Peer::Local && tool == "telegram_attach" {
-                            // The hub reads attached files from its own disk: a path from
-                            // another machine names nothing here (or something else).
-                            conn.send(&response(rid, Err(REMOTE_ATTACH.into())));
-                        } else {
-                            tool_call(&conductor, &conn.out, id.clone(), rid, tool, args, turn_id);
-                        }
-                        continue;
-                    }
-                    ClientMsg::Spawn { .. } | ClientMsg::Instances { .. } | ClientMsg::ResolveIntent { .. } | ClientMsg::Unknown => {
-                        continue;
-                    }
-                };
-                if conductor.send(report(event)).await.is_err() {
-                    break GoneReason::Closed("the hub is stopping".into());
+                if let Some(idle) = state {
+                    let _ = self
+                        .report(LinkEvent::State {
+                            idle: Some(idle),
+                            pending: None,
+                        })
+                        .await;
+                }
+                LinkEvent::Pi {
+                    turn: turn_id,
+                    event,
                 }
             }
-            cmd = command_rx.recv() => match cmd {
-                Some(Command::Close(why)) => {
-                    conn.send(&HubMsg::Error { message: why.clone() });
-                    break GoneReason::Closed(why);
-                }
-                Some(Command::Request(req, answer)) => {
-                    next_request += 1;
-                    let rid = format!("r{next_request}");
-                    if conn.send(&request_msg(rid.clone(), req)) {
-                        pending.insert(rid, answer);
+            ClientMsg::Bye { reason } => {
+                return Step::Break(if reason == "disconnect" {
+                    GoneReason::Disconnected
+                } else {
+                    GoneReason::Shutdown
+                });
+            }
+            ClientMsg::Hello(_) => {
+                return Step::Break(closing(out, "a second hello on one connection".into()));
+            }
+            ClientMsg::Response {
+                id,
+                ok,
+                data,
+                error,
+            } => {
+                if let Some(answer) = self.pending.remove(&id) {
+                    let _ = answer.send(if ok {
+                        Ok(data.unwrap_or(serde_json::Value::Null))
                     } else {
-                        let _ = answer.send(Err("pi is not reading its connection".into()));
-                    }
+                        Err(error.unwrap_or_else(|| "pi refused".into()))
+                    });
                 }
-                Some(cmd) => {
-                    if !conn.send(&hub_msg(cmd)) {
-                        break GoneReason::Closed("pi is not reading its connection".into());
-                    }
+                return Step::Continue(None);
+            }
+            ClientMsg::ToolCall {
+                id: rid,
+                tool,
+                args,
+                turn_id,
+            } => {
+                if self.peer != Peer::Local && tool == "telegram_attach" {
+                    // The hub reads attached files from its own disk: a path from
+                    // another machine names nothing here (or something else).
+                    send(out, &response(rid, Err(REMOTE_ATTACH.into())));
+                } else {
+                    let id = self.id.clone();
+                    tool_call(&self.conductor, out, id, rid, tool, args, turn_id);
                 }
-                None => break GoneReason::Closed("the hub is stopping".into()),
-            },
-            _ = &mut conn.writer => break GoneReason::ConnectionLost("pi stopped reading".into()),
+                return Step::Continue(None);
+            }
+            ClientMsg::Spawn { .. }
+            | ClientMsg::Instances { .. }
+            | ClientMsg::ResolveIntent { .. }
+            | ClientMsg::Unknown => return Step::Continue(None),
+        };
+        Step::Continue(Some(event))
+    }
+
+    /// A command of the conductor (`None`: the conductor is gone).
+    fn on_command(&mut self, out: &Out, cmd: Option<Command>) -> Step {
+        match cmd {
+            Some(Command::Close(why)) => Step::Break(closing(out, why)),
+            Some(Command::Request(req, answer)) => {
+                self.next_request += 1;
+                let rid = format!("r{}", self.next_request);
+                if send(out, &request_msg(rid.clone(), req)) {
+                    self.pending.insert(rid, answer);
+                } else {
+                    let _ = answer.send(Err("pi is not reading its connection".into()));
+                }
+                Step::Continue(())
+            }
+            Some(cmd) => {
+                if send(out, &hub_msg(cmd)) {
+                    Step::Continue(())
+                } else {
+                    Step::Break(GoneReason::Closed(
+                        "pi is not reading its connection".into(),
+                    ))
+                }
+            }
+            None => Step::Break(GoneReason::Closed("the hub is stopping".into())),
         }
-    };
-    tracing::info!(instance = %id, reason = ?gone, "instance link closed");
-    let _ = conductor.send(report(LinkEvent::Gone(gone))).await;
-    drop(conn.out);
+    }
 }
 
 /// Carries out a tool call in a task of its own (a file copy or a send must not hold the
@@ -610,7 +718,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
             Ok(ClientMsg::Spawn { id, cwd, env }) => {
                 let env = env
                     .into_iter()
-                    .filter(|(k, _)| crate::spawned::REQUEST_ENV.contains(&k.as_str()))
+                    .filter(|(k, _)| super::rpc::REQUEST_ENV.contains(&k.as_str()))
                     .collect();
                 let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, env, reply)).await;
                 response(id, result.map(|i| json!({ "instance_id": i.0 })))
