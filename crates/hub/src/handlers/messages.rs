@@ -1,6 +1,7 @@
 //! An owner message becomes a turn for the pi it belongs to.
 
 use serde_json::json;
+use store::journal::Outcome;
 use store::threads as tables;
 use store::turns::{self, Target, Waits};
 use store::{Connection, StoreError, instances, kv, routes};
@@ -58,7 +59,7 @@ fn route(
 /// Turns an owner message into a turn (see [`route`]), with `text` instead of the message's
 /// own when given (a pi command mapped to its real name). A pi that is away gets the message
 /// when it is back; the person is told, and offered the pi that are live.
-pub(super) fn to_turn(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+pub(super) fn to_turn(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     to_turn_as(say, msg, None, turns::Lane::Normal)
 }
 
@@ -68,10 +69,10 @@ pub(super) fn to_turn_as(
     msg: &MessageView<'_>,
     text_override: Option<&str>,
     lane: turns::Lane,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let (tx, ctx) = (say.tx, say.ctx);
     let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
-        return Ok("ignored:malformed".into());
+        return Ok(Outcome::IgnoredMalformed);
     };
     let media = inbound::media::of_message(msg.0);
     let words = text_override
@@ -83,7 +84,7 @@ pub(super) fn to_turn_as(
     if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {
         let text = texts::attachment_not_delivered(unsupported.unwrap_or_default(), false);
         say.reply_to_prompt(msg, &text, None, "reply:text-only")?;
-        return Ok("replied:text-only".into());
+        return Ok(Outcome::RepliedTextOnly);
     }
     if let Some(field) = unsupported {
         let text = texts::attachment_not_delivered(field, true);
@@ -144,13 +145,13 @@ pub(super) fn to_turn_as(
     }
     say.after.turns = true;
     let Some(turn) = turn else {
-        return Ok("queued".into());
+        return Ok(Outcome::Queued);
     };
     let owner = msg.from_id().unwrap_or(chat);
     match route {
-        Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok("queued".into()),
+        Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok(Outcome::Queued),
         // Reconnecting after a hub restart: it gets the message in a moment.
-        Route::To(identity) if state::returning(tx, &identity)? => Ok("queued:returning".into()),
+        Route::To(identity) if state::returning(tx, &identity)? => Ok(Outcome::QueuedReturning),
         Route::To(identity) => {
             let label = label_of(&identity);
             let folder = folder_of(&identity);
@@ -163,7 +164,7 @@ pub(super) fn to_turn_as(
                     let text = texts::waits_for(&label, folder, false);
                     say.reply(msg, &text, None, "reply:waits")?;
                 }
-                return Ok("queued:waits".into());
+                return Ok(Outcome::QueuedWaits);
             }
             let mut rows = Vec::new();
             for o in others {
@@ -189,7 +190,7 @@ pub(super) fn to_turn_as(
                 Some(markup),
                 "reply:waits",
             )?;
-            Ok("queued:waits".into())
+            Ok(Outcome::QueuedWaits)
         }
         Route::Choose => {
             let mut rows = Vec::new();
@@ -225,7 +226,7 @@ pub(super) fn to_turn_as(
             let markup = json!({ "inline_keyboard": rows });
             // The message waits for this choice: without the question it would wait unseen.
             say.reply_to_prompt(msg, &text, Some(markup), "reply:chooser")?;
-            Ok("chooser".into())
+            Ok(Outcome::Chooser)
         }
         Route::Hold => {
             if kv::get(tx, HELD_NOTICE)?.is_none() {
@@ -234,7 +235,7 @@ pub(super) fn to_turn_as(
                     kv::set_i64(tx, HELD_NOTICE, id)?;
                 }
             }
-            Ok("held".into())
+            Ok(Outcome::Held)
         }
     }
 }
