@@ -314,14 +314,14 @@ pub fn update(data: &[u8]) {
                 };
                 match handlers::handle(tx, &ctx, &entry, &mut after) {
                     Ok(outcome) => {
-                        assert!(!outcome.is_empty(), "an empty outcome for {raw}");
+                        assert!(!outcome.text().is_empty(), "an empty outcome for {raw}");
                         if verbose() {
                             eprintln!("update {update_id} ({kind}): {outcome}");
                         }
                         let recorded = journal::outcome(tx, update_id)?.map(|(_, o)| o);
                         assert_eq!(
-                            recorded.as_deref(),
-                            Some(outcome.as_str()),
+                            recorded.as_ref(),
+                            Some(&outcome),
                             "the journal records the outcome of {raw}"
                         );
                     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use store::{incidents, journal};
 use telegram::view::{UpdateKind, UpdateView};
-use telegram::{ApiErrorKind, CallError};
+use telegram::{ApiErrorKind, CallError, RawUpdate};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -67,9 +67,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     let mut offset = db.read(journal::offset).await?;
-    let mut conflict_since: Option<Instant> = None;
-    let mut last_removal: Option<Instant> = None;
-    let mut backoff = Duration::from_secs(1);
+    let mut failures = Failures::default();
     loop {
         let polled = tokio::select! {
             // Dropping an in-flight poll is safe: nothing it returned was confirmed.
@@ -78,34 +76,106 @@ pub async fn run(
         };
         let error = match polled {
             Ok(batch) => {
-                conflict_since = None;
-                backoff = Duration::from_secs(1);
-                let Some(last) = batch.iter().map(|u| u.update_id).max() else {
-                    continue;
-                };
-                crate::latency::mark(crate::latency::Step::Polled, last);
-                let next = last + 1;
-                let rows: Vec<(i64, String, String)> = batch
-                    .into_iter()
-                    .map(|u| (u.update_id, kind_name(&u.json), u.json))
-                    .collect();
-                let count = rows.len();
-                // A full batch says more are waiting: it is only journaled, and the worker
-                // handles it while the next batch comes (a backlog's pace); a smaller one is
-                // what a person just sent, handled at once (its latency).
-                let handle = count < POLL_LIMIT as usize;
-                worker::journal_batch(&db, handling, wakes, rows, next, handle).await?;
-                tracing::debug!(count, offset = next, "journaled updates");
-                // The next poll confirms these updates to Telegram: they must survive a crash
-                // of this machine first. The sync runs while the tasks woken above go on.
-                db.sync().await?;
-                crashpoint::hit(crashpoint::CrashPoint::JournalAfterSync);
-                offset = Some(next);
+                failures.cleared();
+                if let Some(next) = journal_polled(&db, handling, wakes, batch).await? {
+                    offset = Some(next);
+                }
                 continue;
             }
             Err(e) => e,
         };
-        match &error {
+        if failures.judge(&error, &client, &db, &settings).await? {
+            continue;
+        }
+        let message = error.to_string();
+        let now = db.now_ms();
+        db.write(Durability::OnDisk, move |tx| {
+            incidents::record(tx, now, "poll", &message)
+        })
+        .await?;
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = tokio::time::sleep(failures.backoff) => {}
+        }
+        // A conflict is retried quickly so a blip clears fast; other failures back off further.
+        let cap = if error.api_kind() == Some(ApiErrorKind::Conflict) {
+            5
+        } else {
+            30
+        };
+        failures.backoff = (failures.backoff * 2).min(Duration::from_secs(cap));
+    }
+}
+
+/// Journals a polled batch (handled at once when small) and syncs it to disk. Returns the
+/// offset that confirms it, `None` for an empty batch.
+async fn journal_polled(
+    db: &Db,
+    handling: &WorkerSettings,
+    wakes: &Wakes,
+    batch: Vec<RawUpdate>,
+) -> Result<Option<i64>, HubError> {
+    let Some(last) = batch.iter().map(|u| u.update_id).max() else {
+        return Ok(None);
+    };
+    crate::latency::mark(crate::latency::Step::Polled, last);
+    let next = last + 1;
+    let rows: Vec<(i64, String, String)> = batch
+        .into_iter()
+        .map(|u| (u.update_id, kind_name(&u.json), u.json))
+        .collect();
+    let count = rows.len();
+    // A full batch says more are waiting: it is only journaled, and the worker handles it
+    // while the next batch comes (a backlog's pace); a smaller one is what a person just sent,
+    // handled at once (its latency).
+    let handle = count < POLL_LIMIT as usize;
+    worker::journal_batch(db, handling, wakes, rows, next, handle).await?;
+    tracing::debug!(count, offset = next, "journaled updates");
+    // The next poll confirms these updates to Telegram: they must survive a crash of this
+    // machine first. The sync runs while the tasks woken above go on.
+    db.sync().await?;
+    crashpoint::hit(crashpoint::CrashPoint::JournalAfterSync);
+    Ok(Some(next))
+}
+
+/// What the poller keeps about failing polls.
+struct Failures {
+    /// When the current run of 409 conflicts began.
+    conflict_since: Option<Instant>,
+    /// When the poller last removed a webhook.
+    last_removal: Option<Instant>,
+    /// The wait before the next poll.
+    backoff: Duration,
+}
+
+impl Default for Failures {
+    fn default() -> Self {
+        Self {
+            conflict_since: None,
+            last_removal: None,
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Failures {
+    /// A poll succeeded: conflicts and back-off start over (a webhook removed stays
+    /// remembered).
+    fn cleared(&mut self) {
+        self.conflict_since = None;
+        self.backoff = Duration::from_secs(1);
+    }
+
+    /// Takes in a failed poll: `Ok(true)` to poll again at once, `Ok(false)` to poll again
+    /// after the backoff, an error when the hub must stop.
+    async fn judge(
+        &mut self,
+        error: &CallError,
+        client: &Api,
+        db: &Db,
+        settings: &PollSettings,
+    ) -> Result<bool, HubError> {
+        match error {
             CallError::Api(api) if api.kind == ApiErrorKind::Unauthorized => {
                 return Err(HubError::Unauthorized);
             }
@@ -116,20 +186,21 @@ pub async fn run(
                 // Not another program polling: a webhook set since the start. Remove it
                 // and poll again at once; one that comes back within the grace period is set
                 // by another program, and counts as a conflict.
-                let fresh =
-                    last_removal.is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
+                let fresh = self
+                    .last_removal
+                    .is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
                 if fresh {
-                    match webhook::clear(&*client, &db).await {
+                    match webhook::clear(&**client, db).await {
                         Ok(Some(_)) => {
-                            last_removal = Some(Instant::now());
-                            conflict_since = None;
-                            continue;
+                            self.last_removal = Some(Instant::now());
+                            self.conflict_since = None;
+                            return Ok(true);
                         }
                         Ok(None) => {}
                         Err(e) => tracing::warn!(error = %e, "could not remove the bot's webhook"),
                     }
                 }
-                let since = *conflict_since.get_or_insert_with(Instant::now);
+                let since = *self.conflict_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= settings.conflict_grace {
                     return Err(HubError::Conflict {
                         description: api.description.clone(),
@@ -138,7 +209,7 @@ pub async fn run(
                 }
             }
             CallError::Api(api) if api.kind == ApiErrorKind::Conflict => {
-                let since = *conflict_since.get_or_insert_with(Instant::now);
+                let since = *self.conflict_since.get_or_insert_with(Instant::now);
                 let lasted = since.elapsed();
                 if lasted >= settings.conflict_grace {
                     return Err(HubError::Conflict {
@@ -152,28 +223,12 @@ pub async fn run(
                 );
             }
             CallError::Flood { retry_after, .. } => {
-                backoff = *retry_after;
+                self.backoff = *retry_after;
             }
             other => {
                 tracing::warn!(error = %other, "getUpdates failed; retrying");
             }
         }
-        let message = error.to_string();
-        let now = db.now_ms();
-        db.write(Durability::OnDisk, move |tx| {
-            incidents::record(tx, now, "poll", &message)
-        })
-        .await?;
-        tokio::select! {
-            _ = stop.changed() => return Ok(()),
-            () = tokio::time::sleep(backoff) => {}
-        }
-        // A conflict is retried quickly so a blip clears fast; other failures back off further.
-        let cap = if error.api_kind() == Some(ApiErrorKind::Conflict) {
-            5
-        } else {
-            30
-        };
-        backoff = (backoff * 2).min(Duration::from_secs(cap));
+        Ok(false)
     }
 }

@@ -1,26 +1,39 @@
 //! `pi-telegram serve`: take the profile lock, open the store, check the bot, then run the
-//! poller, the worker and the sender until a signal or a fatal error, and stop cleanly.
+//! hub's tasks until a signal or a fatal error, and stop cleanly. Three steps: start-up
+//! (`Profile::read`, `start_up`), spawning (`spawn`, through [`Hub`], the very code the
+//! whole-hub simulation spawns its hub with), and running until the stop (`run_until_stopped`).
 
-use crate::db::Durability;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use store::{Store, flood, incidents, kv, lease, outbox};
-use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FloodScope, Pacer};
+use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FloodScope, Pacer, Token};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Mutex, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
-use crate::conductor::Conductor;
-use crate::config::{self, ConfigFile};
-use crate::db::Db;
+use crate::assistant::Watched;
+use crate::bot_api::Api;
+use crate::conductor::{Conductor, ConductorSettings, ToolSettings};
+use crate::config::{self, ConfigFile, ProfileSettings};
+use crate::db::{Db, Durability};
 use crate::error::HubError;
+use crate::inbound::InboundSettings;
+use crate::instance::ConductorMsg;
+use crate::lifecycle::StartedBy;
 use crate::links;
 use crate::lock::ProfileLock;
-use crate::paths::{AgentDir, ProfileName};
+use crate::paths::{AgentDir, ProfileName, ProfilePaths};
 use crate::poller::{self, PollSettings};
+use crate::preview::PreviewMsg;
+use crate::retention::RetentionSettings;
 use crate::sender;
 use crate::topics::{self, TopicSettings};
+use crate::voice::VoiceSettings;
 use crate::wakes::Wakes;
 use crate::webhook;
 use crate::worker::{self, WorkerSettings};
@@ -106,213 +119,635 @@ pub struct ServeOptions {
 }
 
 /// Runs the hub until `shutdown` resolves (a signal) or a fatal error.
-pub async fn serve(
-    opts: ServeOptions,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), HubError> {
-    let paths = opts.agent_dir.profile(&opts.profile);
-    if let Some(entry) = &opts.child_extension {
-        links::rpc::set_child_extension(entry.clone(), opts.profile.as_str());
+pub async fn serve(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Result<(), HubError> {
+    let Some(profile) = Profile::read(&opts)? else {
+        return Ok(());
+    };
+    let lock = ProfileLock::acquire(&profile.paths.lock_file())?;
+    // Starting a hub is as deliberate as stopping one: the extension may start it again.
+    if let Err(e) = crate::lifecycle::clear_stopped(&profile.paths) {
+        tracing::warn!(error = %e, "could not remove the stop marker");
     }
-    paths
-        .ensure()
-        .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
-    let config_path = opts.agent_dir.config_file();
-    let file = ConfigFile::load(&config_path)?;
+    // Every wait from here on ends on a stop: start-up retries an unreachable Telegram for as
+    // long as it takes, and a person stopping the hub meanwhile must not need SIGKILL.
+    let mut shutdown = std::pin::pin!(shutdown);
+    tracing::info!(profile = %opts.profile, started_by = profile.started_by.as_str(), bot = %profile.token, token_from = %profile.token_source, api_base = %profile.api_base, "starting the hub");
+    let started = tokio::select! {
+        r = start_up(&opts, &profile) => r?,
+        () = &mut shutdown => {
+            tracing::info!("stopped during start-up");
+            return Ok(());
+        }
+    };
+    let running = spawn(&opts, &profile, started).await;
+    run_until_stopped(&opts, &profile, &lock, running, shutdown).await
+}
+
+// ---------------------------------------------------------------- start-up
+
+/// The profile a hub serves, as read before its lock is taken.
+struct Profile {
+    paths: ProfilePaths,
+    config_path: PathBuf,
+    settings: ProfileSettings,
+    token: Token,
+    /// Where the token came from (the file or the environment), for the log.
+    token_source: String,
+    api_base: String,
+    started_by: StartedBy,
+}
+
+impl Profile {
+    /// Makes the profile's folder and reads its settings and bot token. `None` when the
+    /// profile's service was started instead of this hub.
+    fn read(opts: &ServeOptions) -> Result<Option<Self>, HubError> {
+        let paths = opts.agent_dir.profile(&opts.profile);
+        if let Some(entry) = &opts.child_extension {
+            links::rpc::set_child_extension(entry.clone(), opts.profile.as_str());
+        }
+        paths
+            .ensure()
+            .map_err(HubError::io(format!("creating {}", paths.dir.display())))?;
+        let config_path = opts.agent_dir.config_file();
+        let settings = load_settings(&config_path, &opts.profile)?;
+        let Some((token, token_source)) = config::resolve_token(&settings) else {
+            let flag = if opts.profile == ProfileName::default_profile() {
+                String::new()
+            } else {
+                format!(" --profile {}", opts.profile)
+            };
+            return Err(HubError::NoToken {
+                profile: opts.profile.to_string(),
+                flag,
+            });
+        };
+        let started_by = StartedBy::from_env();
+        if started_by == StartedBy::Extension && started_service(&paths) {
+            return Ok(None);
+        }
+        let api_base = config::resolve_api_base(&settings);
+        Ok(Some(Self {
+            paths,
+            config_path,
+            settings,
+            token,
+            token_source,
+            api_base,
+            started_by,
+        }))
+    }
+}
+
+/// The profile's settings, once an older top-level layout is moved into `profiles.default`.
+fn load_settings(config_path: &Path, profile: &ProfileName) -> Result<ProfileSettings, HubError> {
+    let file = ConfigFile::load(config_path)?;
     if file.migrated() {
         file.save()?;
         tracing::info!(
             "moved the bot identity of the older top-level layout into profiles.default"
         );
     }
-    let settings = file.profile(&opts.profile);
-    let Some((token, token_source)) = config::resolve_token(&settings) else {
-        let flag = if opts.profile == ProfileName::default_profile() {
-            String::new()
-        } else {
-            format!(" --profile {}", opts.profile)
-        };
-        return Err(HubError::NoToken {
-            profile: opts.profile.to_string(),
-            flag,
-        });
+    Ok(file.profile(profile))
+}
+
+/// Whether the service that runs this profile's hub is installed and was started: it is
+/// started rather than a second hub beside it.
+fn started_service(paths: &ProfilePaths) -> bool {
+    let Some(found) = crate::lifecycle::installed(paths) else {
+        return false;
     };
-    let started_by = crate::lifecycle::StartedBy::from_env();
-    if started_by == crate::lifecycle::StartedBy::Extension
-        && let Some(found) = crate::lifecycle::installed(&paths)
+    match crate::lifecycle::start(&found) {
+        Ok(()) => {
+            tracing::info!(service = %found.name, "started the service instead");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start the service; serving here");
+            false
+        }
+    }
+}
+
+/// What start-up made: the store under this hub's lease, the bot met, the listeners bound.
+struct Started {
+    db: Db,
+    epoch: lease::Epoch,
+    client: Client,
+    username: String,
+    pacer: Arc<Mutex<Pacer>>,
+    secret: Arc<String>,
+    listener: UnixListener,
+    remote: Option<(TcpListener, TlsAcceptor)>,
+}
+
+/// Opens the store, takes the lease, meets the bot and binds the listeners.
+async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started, HubError> {
+    let (db, epoch) = open_store(p, opts.version).await?;
+    let client =
+        Client::new(&p.api_base, p.token.clone(), ClientOptions::default()).map_err(|source| {
+            HubError::Telegram {
+                context: "starting the Telegram client".into(),
+                source,
+            }
+        })?;
+    let username = meet_the_bot(&client, &db, opts, p).await?;
+    // A webhook makes every poll fail: remove it (the poller checks again on a 409).
+    if let Err(e) = webhook::clear(&client, &db).await {
+        tracing::warn!(error = %e, "could not check the bot's webhook");
+    }
+    let pacer = pacer(&db, &p.settings).await?;
+    let secret = Arc::new(
+        crate::secret::ensure(&p.paths.secret()).map_err(HubError::io(format!(
+            "creating {}",
+            p.paths.secret().display()
+        )))?,
+    );
+    // Bound before hub.sock, so a hub whose socket is there listens everywhere it should.
+    let remote = listen_remote(opts, p).await?;
+    let listener = links::socket::bind(&p.paths.socket()).map_err(HubError::io(format!(
+        "listening on {}",
+        p.paths.socket().display()
+    )))?;
+    Ok(Started {
+        db,
+        epoch,
+        client,
+        username,
+        pacer,
+        secret,
+        listener,
+        remote,
+    })
+}
+
+/// Opens the store and takes the profile's lease, recovering what the last hub left.
+async fn open_store(p: &Profile, version: &'static str) -> Result<(Db, lease::Epoch), HubError> {
+    // Opening runs migrations and fsyncs: on a blocking thread, like every store call.
+    let state_db = p.paths.state_db();
+    let store = tokio::task::spawn_blocking(move || Store::open(&state_db))
+        .await
+        .map_err(|e| store::StoreError::Corrupt(format!("store task failed: {e}")))??;
+    let db = Db::new(Arc::new(store));
+    let pid = i64::from(std::process::id());
+    let now = db.now_ms();
+    let started_by = p.started_by;
+    // Which binary this is, for `status` (a person with the hub from npm and from cargo
+    // wants to know which one runs).
+    let binary = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let (epoch, (resent, ambiguous)) = db
+        .write(Durability::OnDisk, move |tx| {
+            let taken = take_over(tx, pid, started_by.as_str(), now)?;
+            kv::set(tx, kv::HUB_VERSION, version)?;
+            kv::set(tx, kv::HUB_BINARY, &binary)?;
+            Ok(taken)
+        })
+        .await?;
+    if resent + ambiguous > 0 {
+        tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
+    }
+    tracing::info!(epoch = epoch.0, "took the profile lease");
+    Ok((db, epoch))
+}
+
+/// `getMe`, and what it tells recorded: the bot, Threaded Mode, the owner. Returns the bot's
+/// username.
+async fn meet_the_bot(
+    client: &Client,
+    db: &Db,
+    opts: &ServeOptions,
+    p: &Profile,
+) -> Result<String, HubError> {
+    let me = get_me(client, db).await?;
+    let bot_id = me
+        .get("id")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or_else(|| p.token.bot_id());
+    let username = me
+        .get("username")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("bot")
+        .to_owned();
+    let topics = me
+        .get("has_topics_enabled")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let state_dir = p.paths.dir.display().to_string();
+    let config_owner = p.settings.allowed_user_id;
+    let (owner, mirror) = {
+        let username = username.clone();
+        db.write(Durability::OnDisk, move |tx| {
+            record_bot(tx, bot_id, &username, topics, state_dir, config_owner)
+        })
+        .await??
+    };
+    if mirror && let Some(o) = owner {
+        let mut file = ConfigFile::load(&p.config_path)?;
+        file.set_allowed_user_id(&opts.profile, o);
+        if let Err(e) = file.save() {
+            tracing::warn!(error = %e, "could not mirror the owner into the config file");
+        }
+    }
+    tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
+    Ok(username)
+}
+
+/// Records the bot `getMe` described, refusing a state kept for another bot. Returns the
+/// owner and whether it must be mirrored into the config file.
+fn record_bot(
+    tx: &store::Connection,
+    bot_id: i64,
+    username: &str,
+    topics: bool,
+    state_dir: String,
+    config_owner: Option<i64>,
+) -> Result<Result<(Option<i64>, bool), HubError>, store::StoreError> {
+    if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
+        && stored != bot_id
     {
-        // The service runs this profile's hub: start it rather than a second hub beside it.
-        match crate::lifecycle::start(&found) {
-            Ok(()) => {
-                tracing::info!(service = %found.name, "started the service instead");
-                return Ok(());
-            }
-            Err(e) => tracing::warn!(error = %e, "could not start the service; serving here"),
+        return Ok(Err(HubError::BotMismatch {
+            state: state_dir,
+            stored,
+            token: bot_id,
+        }));
+    }
+    kv::set_i64(tx, kv::BOT_ID, bot_id)?;
+    kv::set(tx, kv::BOT_USERNAME, username)?;
+    kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
+    kv::set(
+        tx,
+        store::threads::MODE,
+        if topics { "threaded" } else { "classic" },
+    )?;
+    // A configured allowedUserId is authoritative; a paired owner is mirrored back.
+    let stored_owner = kv::get_i64(tx, kv::OWNER)?;
+    if let Some(o) = config_owner {
+        kv::set_i64(tx, kv::OWNER, o)?;
+    }
+    let owner = config_owner.or(stored_owner);
+    Ok(Ok((
+        owner,
+        config_owner.is_none() && stored_owner.is_some(),
+    )))
+}
+
+/// The pacer, honouring the flood waits Telegram set before the restart.
+async fn pacer(db: &Db, settings: &ProfileSettings) -> Result<Arc<Mutex<Pacer>>, HubError> {
+    let mut pacer = Pacer::new(settings.pacing.clone());
+    let now = db.now_ms();
+    for w in db.read(move |c| flood::active(c, now)).await? {
+        if let Some(scope) = FloodScope::from_key(&w.scope) {
+            tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
+            pacer.impose(scope, w.until_ms as u64);
         }
     }
-    let lock = ProfileLock::acquire(&paths.lock_file())?;
-    // Starting a hub is as deliberate as stopping one: the extension may start it again.
-    if let Err(e) = crate::lifecycle::clear_stopped(&paths) {
-        tracing::warn!(error = %e, "could not remove the stop marker");
+    Ok(Arc::new(Mutex::new(pacer)))
+}
+
+/// pi on other machines, when the person asked for it: a listener that cannot bind is an
+/// error they must see, not a silent absence.
+async fn listen_remote(
+    opts: &ServeOptions,
+    p: &Profile,
+) -> Result<Option<(TcpListener, TlsAcceptor)>, HubError> {
+    let Some(addr) = p.settings.remote_listen else {
+        return Ok(None);
+    };
+    let acceptor = crate::remote::ensure_identity(&p.paths)?.acceptor()?;
+    let tcp = links::tcp::bind(addr).await.map_err(HubError::io(format!(
+        "listening on {addr} (remote.listen of profile {} in {})",
+        opts.profile,
+        p.config_path.display()
+    )))?;
+    tracing::info!(listen = %addr, "listening for pi on other machines (TLS)");
+    Ok(Some((tcp, acceptor)))
+}
+
+// ---------------------------------------------------------------- the tasks
+
+/// What the hub's tasks run on, injected: `serve` gives a profile's store, Telegram and
+/// settings; the whole-hub simulation (tests/simulation.rs) its simulated clock (in `db`) and
+/// fake Telegram, so that both run the very same tasks, spawned by [`Hub::spawn`].
+pub struct Parts {
+    /// The store.
+    pub db: Db,
+    /// Telegram, for the durable path's calls (poller, sender, topics).
+    pub api: Api,
+    /// Shared by everything that sends.
+    pub pacer: Arc<Mutex<Pacer>>,
+    /// This hub's lease.
+    pub epoch: lease::Epoch,
+    /// The assistant settings of `telegram.json`, re-read when it changes.
+    pub assistant: Arc<Watched>,
+    /// The conductor's.
+    pub conductor: ConductorSettings,
+    /// The worker's (and the poller's, which handles what it cannot journal).
+    pub worker: WorkerSettings,
+    /// The poller's.
+    pub poll: PollSettings,
+    /// The Threaded Mode task's.
+    pub topics: TopicSettings,
+}
+
+/// The tasks beside the durable path, which need the real Telegram client and the profile's
+/// folders: previews, downloads, voice, retention. `serve` runs them; the simulation does
+/// without (its header says what it leaves out).
+pub struct Extras {
+    /// The client previews and downloads call directly.
+    pub client: Client,
+    /// Downloads.
+    pub inbound: InboundSettings,
+    /// Pruning.
+    pub retention: RetentionSettings,
+    /// Voice messages.
+    pub voice: VoiceSettings,
+}
+
+/// A hub built and not yet running: its channels exist, so what needs the conductor (the
+/// links, the spawner) can be made, and read what it must, before any task starts.
+pub struct Hub {
+    parts: Parts,
+    wakes: Wakes,
+    stop: (watch::Sender<bool>, watch::Receiver<bool>),
+    conductor: (mpsc::Sender<ConductorMsg>, mpsc::Receiver<ConductorMsg>),
+    previews: (mpsc::Sender<PreviewMsg>, mpsc::Receiver<PreviewMsg>),
+}
+
+impl Hub {
+    /// A hub on `parts`.
+    pub fn new(parts: Parts) -> Self {
+        Self {
+            parts,
+            wakes: Wakes::default(),
+            stop: watch::channel(false),
+            conductor: mpsc::channel(1024),
+            // Bounded: previews are best effort, and a stuck preview call must not hold pi's
+            // events.
+            previews: mpsc::channel(4096),
+        }
     }
-    // Every wait from here on ends on a stop: start-up retries an unreachable Telegram for as
-    // long as it takes, and a person stopping the hub meanwhile must not need SIGKILL.
-    let mut shutdown = std::pin::pin!(shutdown);
-    let api_base = config::resolve_api_base(&settings);
-    tracing::info!(profile = %opts.profile, started_by = started_by.as_str(), bot = %token, token_from = %token_source, api_base = %api_base, "starting the hub");
 
-    let started = async {
-        // Opening runs migrations and fsyncs: on a blocking thread, like every store call.
-        let state_db = paths.state_db();
-        let store = tokio::task::spawn_blocking(move || Store::open(&state_db))
-            .await
-            .map_err(|e| store::StoreError::Corrupt(format!("store task failed: {e}")))??;
-        let store = Arc::new(store);
-        let db = Db::new(store);
-        let pid = i64::from(std::process::id());
-        let now = db.now_ms();
-        let version = opts.version;
-        // Which binary this is, for `status` (a person with the hub from npm and from cargo
-        // wants to know which one runs).
-        let binary = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let (epoch, (resent, ambiguous)) = db
-            .write(Durability::OnDisk, move |tx| {
-                let taken = take_over(tx, pid, started_by.as_str(), now)?;
-                kv::set(tx, kv::HUB_VERSION, version)?;
-                kv::set(tx, kv::HUB_BINARY, &binary)?;
-                Ok(taken)
-            })
-            .await?;
-        if resent + ambiguous > 0 {
-            tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
-        }
-        tracing::info!(epoch = epoch.0, "took the profile lease");
+    /// The conductor's channel, as links and the spawner use it.
+    pub fn conductor(&self) -> mpsc::Sender<ConductorMsg> {
+        self.conductor.0.clone()
+    }
 
-        let client =
-            Client::new(&api_base, token.clone(), ClientOptions::default()).map_err(|source| {
-                HubError::Telegram {
-                    context: "starting the Telegram client".into(),
-                    source,
-                }
-            })?;
-        let me = get_me(&client, &db).await?;
-        let bot_id = me
-            .get("id")
-            .and_then(serde_json::Value::as_i64)
-            .unwrap_or_else(|| token.bot_id());
-        let username = me
-            .get("username")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("bot")
-            .to_owned();
-        let topics = me
-            .get("has_topics_enabled")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
-        let state_dir = paths.dir.display().to_string();
-        let config_owner = settings.allowed_user_id;
-        let (owner, mirror) = {
-            let username = username.clone();
-            db.write(Durability::OnDisk, move |tx| {
-                if let Some(stored) = kv::get_i64(tx, kv::BOT_ID)?
-                    && stored != bot_id
-                {
-                    return Ok(Err(HubError::BotMismatch {
-                        state: state_dir,
-                        stored,
-                        token: bot_id,
-                    }));
-                }
-                kv::set_i64(tx, kv::BOT_ID, bot_id)?;
-                kv::set(tx, kv::BOT_USERNAME, &username)?;
-                kv::set(tx, kv::BOT_TOPICS, if topics { "true" } else { "false" })?;
-                kv::set(
-                    tx,
-                    store::threads::MODE,
-                    if topics { "threaded" } else { "classic" },
-                )?;
-                // A configured allowedUserId is authoritative; a paired owner is mirrored back.
-                let stored_owner = kv::get_i64(tx, kv::OWNER)?;
-                if let Some(o) = config_owner {
-                    kv::set_i64(tx, kv::OWNER, o)?;
-                }
-                let owner = config_owner.or(stored_owner);
-                Ok(Ok((
-                    owner,
-                    config_owner.is_none() && stored_owner.is_some(),
-                )))
-            })
-            .await??
+    /// The tasks' wakes.
+    pub fn wakes(&self) -> &Wakes {
+        &self.wakes
+    }
+
+    /// Spawns the durable path's tasks (conductor, worker, sender, topics, poller), then
+    /// `extras`', and wakes them for the work left from before the restart.
+    pub fn spawn(self, extras: Option<Extras>) -> Tasks {
+        let Self {
+            parts,
+            wakes,
+            stop: (stop, stop_rx),
+            conductor: (conductor_tx, conductor_rx),
+            previews: (preview_tx, preview_rx),
+        } = self;
+        let db = parts.db.clone();
+        let (handoff, claims) = sender::handoff(parts.pacer.clone());
+        let conductor = Conductor::new(
+            db.clone(),
+            conductor_rx,
+            conductor_tx.clone(),
+            wakes.clone(),
+            parts.epoch,
+            parts.assistant.clone(),
+            preview_tx,
+            handoff,
+            parts.conductor,
+        );
+        let mut running = vec![("conductor", tokio::spawn(conductor.run(stop_rx.clone())))];
+        running.push((
+            "worker",
+            tokio::spawn(worker::run(
+                db.clone(),
+                parts.worker.clone(),
+                wakes.clone(),
+                stop_rx.clone(),
+            )),
+        ));
+        running.push((
+            "sender",
+            tokio::spawn(sender::run(
+                db.clone(),
+                parts.api.clone(),
+                parts.pacer.clone(),
+                wakes.clone(),
+                claims,
+                stop_rx.clone(),
+            )),
+        ));
+        running.push((
+            "topics",
+            tokio::spawn(topics::run(
+                db.clone(),
+                parts.api.clone(),
+                parts.pacer,
+                parts.epoch,
+                parts.topics,
+                wakes.clone(),
+                stop_rx.clone(),
+            )),
+        ));
+        let poll = {
+            let (db, api, handling, wakes, stop) = (
+                db.clone(),
+                parts.api,
+                parts.worker,
+                wakes.clone(),
+                stop_rx.clone(),
+            );
+            let settings = parts.poll;
+            tokio::spawn(
+                async move { poller::run(db, api, settings, &handling, &wakes, stop).await },
+            )
         };
-        if mirror && let Some(o) = owner {
-            let mut file = ConfigFile::load(&config_path)?;
-            file.set_allowed_user_id(&opts.profile, o);
-            if let Err(e) = file.save() {
-                tracing::warn!(error = %e, "could not mirror the owner into the config file");
-            }
+        running.push(("poller", poll));
+        match extras {
+            Some(extras) => running.extend(spawn_extras(
+                extras,
+                preview_rx,
+                &db,
+                parts.assistant,
+                &wakes,
+                &stop_rx,
+            )),
+            // Nobody reads previews: the conductor's are dropped, as best effort allows.
+            None => drop(preview_rx),
         }
-        tracing::info!(bot_id, username = %username, threaded_mode = topics, owner = ?owner, "bot ready");
-        // A webhook makes every poll fail: remove it (the poller checks again on a 409).
-        if let Err(e) = webhook::clear(&client, &db).await {
-            tracing::warn!(error = %e, "could not check the bot's webhook");
+        // Work left from before the restart.
+        wakes.worker.notify_one();
+        wakes.sender.notify_one();
+        wakes.inbound.notify_one();
+        wakes.voice.notify_one();
+        Tasks {
+            db,
+            conductor: conductor_tx,
+            stop,
+            stop_rx,
+            running,
         }
+    }
+}
 
-        let mut pacer = Pacer::new(settings.pacing.clone());
-        let now = db.now_ms();
-        for w in db.read(move |c| flood::active(c, now)).await? {
-            if let Some(scope) = FloodScope::from_key(&w.scope) {
-                tracing::info!(scope = %w.scope, seconds_left = (w.until_ms - now) / 1000, "honouring a flood wait from before the restart");
-                pacer.impose(scope, w.until_ms as u64);
-            }
-        }
-        let pacer = Arc::new(Mutex::new(pacer));
+/// A task of the hub, by name; each runs until the stop, and ending before it is fatal.
+type Named = (&'static str, JoinHandle<Result<(), HubError>>);
 
-        let secret = Arc::new(crate::secret::ensure(&paths.secret()).map_err(HubError::io(
-            format!("creating {}", paths.secret().display()),
-        ))?);
-        // pi on other machines, when the person asked for it: a listener that cannot bind is
-        // an error they must see, not a silent absence. Bound before hub.sock, so a hub whose
-        // socket is there listens everywhere it should.
-        let remote = match settings.remote_listen {
-            None => None,
-            Some(addr) => {
-                let acceptor = crate::remote::ensure_identity(&paths)?.acceptor()?;
-                let tcp = links::tcp::bind(addr).await.map_err(HubError::io(format!(
-                    "listening on {addr} (remote.listen of profile {} in {})",
-                    opts.profile,
-                    config_path.display()
-                )))?;
-                tracing::info!(listen = %addr, "listening for pi on other machines (TLS)");
-                Some((tcp, acceptor))
-            }
-        };
-
-        let listener = links::socket::bind(&paths.socket()).map_err(HubError::io(format!(
-            "listening on {}",
-            paths.socket().display()
-        )))?;
-
-        Ok::<_, HubError>((db, epoch, client, username, pacer, secret, listener, remote))
-    };
-    let (db, epoch, client, username, pacer, secret, listener, remote) = tokio::select! {
-        r = started => r?,
-        () = &mut shutdown => {
-            tracing::info!("stopped during start-up");
-            return Ok(());
-        }
-    };
-    let assistant = Arc::new(crate::assistant::Watched::new(
-        config_path.clone(),
-        opts.profile.clone(),
+/// Spawns the tasks of [`Extras`].
+fn spawn_extras(
+    extras: Extras,
+    previews: mpsc::Receiver<PreviewMsg>,
+    db: &Db,
+    assistant: Arc<Watched>,
+    wakes: &Wakes,
+    stop: &watch::Receiver<bool>,
+) -> [Named; 4] {
+    let preview_task = tokio::spawn(
+        crate::preview::Previews::new(extras.client.clone(), assistant).run(previews, stop.clone()),
+    );
+    let inbound_task = tokio::spawn(crate::inbound::run(
+        db.clone(),
+        extras.client,
+        Arc::new(extras.inbound),
+        wakes.clone(),
+        stop.clone(),
     ));
-    // The durable path's calls (poller, sender, topics) go through the Bot API trait.
-    let api: crate::bot_api::Api = Arc::new(client.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    // Bounded: previews are best effort, and a stuck preview call must not hold pi's events.
-    let (preview_tx, preview_rx) = mpsc::channel(4096);
-    let wakes = Wakes::default();
+    let retention_task = tokio::spawn(crate::retention::run(
+        db.clone(),
+        extras.retention,
+        stop.clone(),
+    ));
+    let voice_task = tokio::spawn(crate::voice::run(
+        db.clone(),
+        Arc::new(extras.voice),
+        wakes.clone(),
+        stop.clone(),
+    ));
+    [
+        ("previews", preview_task),
+        ("inbound", inbound_task),
+        ("retention", retention_task),
+        ("voice", voice_task),
+    ]
+}
+
+/// The order a stopping hub waits for its tasks in.
+const STOP_ORDER: [&str; 9] = [
+    "poller",
+    "worker",
+    "sender",
+    "conductor",
+    "topics",
+    "previews",
+    "inbound",
+    "voice",
+    "retention",
+];
+
+/// The hub's tasks, running.
+pub struct Tasks {
+    db: Db,
+    conductor: mpsc::Sender<ConductorMsg>,
+    stop: watch::Sender<bool>,
+    /// Held so that the stop reaches whoever subscribes later, all tasks ended or not.
+    stop_rx: watch::Receiver<bool>,
+    running: Vec<Named>,
+}
+
+impl Tasks {
+    /// The store the tasks run on.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The conductor's channel.
+    pub fn conductor(&self) -> &mpsc::Sender<ConductorMsg> {
+        &self.conductor
+    }
+
+    /// The stop, for what runs beside the tasks (the links).
+    pub fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stop_rx.clone()
+    }
+
+    /// Whether a task has ended (they end only at the stop, or on a fatal error).
+    pub fn any_ended(&self) -> bool {
+        self.running.iter().any(|(_, task)| task.is_finished())
+    }
+
+    /// Resolves when the first task ends, with what it ended with (an `Ok` too is the end of
+    /// something that should have run until the stop).
+    pub async fn first_to_end(&mut self) -> Result<(), HubError> {
+        let running = &mut self.running;
+        std::future::poll_fn(|cx| {
+            for i in 0..running.len() {
+                if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut running[i].1).poll(cx) {
+                    // A task is not polled again once it has answered.
+                    running.swap_remove(i);
+                    return std::task::Poll::Ready(joined(r));
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    }
+
+    /// Tells every task to stop.
+    pub fn signal_stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits for every task to stop, each for at most `grace`; one that does not is left, its
+    /// work resuming at the next start.
+    pub async fn wait_stopped(mut self, grace: Duration) {
+        self.running
+            .sort_by_key(|(name, _)| STOP_ORDER.iter().position(|n| n == name));
+        for (name, task) in self.running {
+            if task.is_finished() {
+                continue;
+            }
+            match tokio::time::timeout(grace, task).await {
+                Ok(r) => {
+                    if let Err(e) = joined(r) {
+                        tracing::warn!(task = name, error = %e, "stopped with an error");
+                    }
+                }
+                Err(_) => tracing::warn!(
+                    task = name,
+                    "did not stop in time; its work resumes at the next start"
+                ),
+            }
+        }
+    }
+
+    /// Aborts every task where it stands, as SIGKILL would (for simulations of a crash).
+    pub async fn kill(&mut self) {
+        for (_, task) in &self.running {
+            task.abort();
+        }
+        for (_, task) in std::mem::take(&mut self.running) {
+            let _ = task.await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- serving
+
+/// The hub running: its tasks, the links' listeners, the client for a last word to the owner.
+struct Running {
+    tasks: Tasks,
+    links: Vec<JoinHandle<()>>,
+    client: Client,
+}
+
+/// Builds the hub on what start-up made and spawns its tasks, its links and the instances it
+/// starts itself.
+async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
     // Downloads, and the hub's own copies of what it sends (removed once sent, and by
     // retention when a crash left one behind).
     let files_dir = opts
@@ -322,114 +757,152 @@ pub async fn serve(
         .join("telegram")
         .join(opts.profile.as_str());
     let (out_dir, voice_dir) = (files_dir.join("out"), files_dir.join("voice"));
-    let (handoff, claims) = sender::handoff(pacer.clone());
-    let (conductor_tx, conductor_rx) = mpsc::channel(1024);
-    let conduct = {
-        let conductor = Conductor::new(
-            db.clone(),
-            conductor_rx,
-            conductor_tx.clone(),
-            wakes.clone(),
-            epoch,
-            assistant.clone(),
-            preview_tx,
-            handoff,
-            crate::conductor::ConductorSettings {
-                config_path: config_path.clone(),
-                tools: crate::conductor::ToolSettings {
-                    out_dir: out_dir.clone(),
-                    max_bytes: settings.outbound_max_bytes,
-                },
-            },
-        );
-        tokio::spawn(conductor.run(stop_rx.clone()))
+    let hub = Hub::new(parts(opts, p, &started, out_dir.clone()));
+    let extras = extras(opts, p, &started.client, files_dir, out_dir, voice_dir);
+    let Started {
+        db,
+        client,
+        secret,
+        listener,
+        remote,
+        ..
+    } = started;
+    let spawner = crate::spawned::Spawner {
+        db: db.clone(),
+        conductor: hub.conductor(),
+        config_path: p.config_path.clone(),
+        wakes: hub.wakes().clone(),
     };
-    let preview_task = tokio::spawn(
-        crate::preview::Previews::new(client.clone(), assistant.clone())
-            .run(preview_rx, stop_rx.clone()),
-    );
-    let topic_task = {
-        let topic_settings = TopicSettings {
+    let rows = spawner.to_restore().await;
+    let tasks = hub.spawn(Some(extras));
+    let links = spawn_links(opts, &tasks, secret, listener, remote);
+    start_instances(&spawner, rows, &opts.instances_at_start, tasks.conductor());
+    // Broken invariants in a release build: incidents, beside the log.
+    let _invariants = tokio::spawn(crate::never::record_incidents(db));
+    Running {
+        tasks,
+        links,
+        client,
+    }
+}
+
+/// The parts of a profile's hub.
+fn parts(opts: &ServeOptions, p: &Profile, started: &Started, out_dir: PathBuf) -> Parts {
+    let settings = &p.settings;
+    Parts {
+        db: started.db.clone(),
+        // The durable path's calls (poller, sender, topics) go through the Bot API trait.
+        api: Arc::new(started.client.clone()),
+        pacer: started.pacer.clone(),
+        epoch: started.epoch,
+        assistant: Arc::new(Watched::new(p.config_path.clone(), opts.profile.clone())),
+        conductor: ConductorSettings {
+            config_path: p.config_path.clone(),
+            tools: ToolSettings {
+                out_dir,
+                max_bytes: settings.outbound_max_bytes,
+            },
+        },
+        worker: WorkerSettings {
+            bot_username: started.username.clone(),
+            pairing: settings.pairing,
+            config_path: p.config_path.clone(),
+            profile: opts.profile.clone(),
+            epoch: started.epoch,
+            title_template: settings.thread_title.clone(),
+        },
+        poll: PollSettings {
+            timeout: opts.tuning.poll_timeout,
+            conflict_grace: opts.tuning.conflict_grace,
+        },
+        topics: TopicSettings {
             title_template: settings.thread_title.clone(),
             offline_retention: Duration::from_secs(settings.thread_retention_days * 24 * 3600),
             probe_every: opts.tuning.probe_every,
-        };
-        tokio::spawn(topics::run(
-            db.clone(),
-            api.clone(),
-            pacer.clone(),
-            epoch,
-            topic_settings,
-            wakes.clone(),
-            stop_rx.clone(),
-        ))
-    };
-    let inbound_task = {
-        let inbound = crate::inbound::InboundSettings {
-            dir: files_dir.clone(),
+        },
+    }
+}
+
+/// The extras of a profile's hub: downloads go to `files_dir`, copies of what it sends to
+/// `out_dir` and `voice_dir`.
+fn extras(
+    opts: &ServeOptions,
+    p: &Profile,
+    client: &Client,
+    files_dir: PathBuf,
+    out_dir: PathBuf,
+    voice_dir: PathBuf,
+) -> Extras {
+    let settings = &p.settings;
+    Extras {
+        client: client.clone(),
+        inbound: InboundSettings {
+            dir: files_dir,
             max_bytes: settings.inbound_max_bytes,
             retention: Duration::from_secs(settings.file_retention_days * 24 * 3600),
-            config_path: config_path.clone(),
-        };
-        tokio::spawn(crate::inbound::run(
-            db.clone(),
-            client.clone(),
-            Arc::new(inbound),
-            wakes.clone(),
-            stop_rx.clone(),
-        ))
-    };
-    let retention_task = tokio::spawn(crate::retention::run(
-        db.clone(),
-        crate::retention::RetentionSettings {
+            config_path: p.config_path.clone(),
+        },
+        retention: RetentionSettings {
             age: opts.tuning.retention_age.unwrap_or(Duration::from_secs(
                 settings.history_retention_days.saturating_mul(24 * 3600),
             )),
             every: opts.tuning.retention_every,
             file_age: Duration::from_secs(settings.file_retention_days.saturating_mul(24 * 3600)),
-            copy_dirs: vec![out_dir.clone(), voice_dir.clone()],
+            copy_dirs: vec![out_dir, voice_dir.clone()],
         },
-        stop_rx.clone(),
-    ));
-    let voice_task = tokio::spawn(crate::voice::run(
-        db.clone(),
-        Arc::new(crate::voice::VoiceSettings {
+        voice: VoiceSettings {
             out_dir: voice_dir,
-            config_path: config_path.clone(),
-        }),
-        wakes.clone(),
-        stop_rx.clone(),
-    ));
+            config_path: p.config_path.clone(),
+        },
+    }
+}
+
+/// The links pi comes in by: `hub.sock`, and the TLS listener of `remote.listen`.
+fn spawn_links(
+    opts: &ServeOptions,
+    tasks: &Tasks,
+    secret: Arc<String>,
+    listener: UnixListener,
+    remote: Option<(TcpListener, TlsAcceptor)>,
+) -> Vec<JoinHandle<()>> {
     let shared = links::socket::Shared {
         secret,
         write_timeout: opts.tuning.write_timeout,
-        conductor: conductor_tx.clone(),
+        conductor: tasks.conductor().clone(),
         version: Arc::from(opts.version),
     };
-    let sock = tokio::spawn(links::socket::serve(
+    let mut links = vec![tokio::spawn(links::socket::serve(
         listener,
         shared.clone(),
-        stop_rx.clone(),
-    ));
-    let remote_task = remote.map(|(tcp, acceptor)| {
-        tokio::spawn(links::tcp::serve(tcp, acceptor, shared, stop_rx.clone()))
-    });
-    let spawner = crate::spawned::Spawner {
-        db: db.clone(),
-        conductor: conductor_tx.clone(),
-        config_path: config_path.clone(),
-        wakes: wakes.clone(),
-    };
-    // The headless instances the last hub ran come back on their sessions.
+        tasks.stop_signal(),
+    ))];
+    if let Some((tcp, acceptor)) = remote {
+        links.push(tokio::spawn(links::tcp::serve(
+            tcp,
+            acceptor,
+            shared,
+            tasks.stop_signal(),
+        )));
+    }
+    links
+}
+
+/// The headless instances the last hub ran (`rows`) come back on their sessions, and the
+/// instances asked for at start begin.
+fn start_instances(
+    spawner: &crate::spawned::Spawner,
+    rows: Vec<store::spawned::Spawned>,
+    starts: &[StartInstance],
+    conductor: &mpsc::Sender<ConductorMsg>,
+) {
     {
-        let rows = spawner.to_restore().await;
         let spawner = spawner.clone();
         tokio::spawn(async move { spawner.restore(rows).await });
     }
-    for start in &opts.instances_at_start {
+    for start in starts {
         match start.clone() {
             StartInstance::Echo(cwd) => {
-                let tx = conductor_tx.clone();
+                let tx = conductor.clone();
                 tokio::spawn(async move { links::echo::start(tx, cwd).await });
             }
             StartInstance::Rpc(cwd, env) => {
@@ -442,125 +915,57 @@ pub async fn serve(
             }
         }
     }
-    let handling = WorkerSettings {
-        bot_username: username.clone(),
-        pairing: settings.pairing,
-        config_path: config_path.clone(),
-        profile: opts.profile.clone(),
-        epoch,
-        title_template: settings.thread_title.clone(),
-    };
-    let poll = {
-        let (db, client, handling, wakes, stop) = (
-            db.clone(),
-            api.clone(),
-            handling.clone(),
-            wakes.clone(),
-            stop_rx.clone(),
-        );
-        let settings = PollSettings {
-            timeout: opts.tuning.poll_timeout,
-            conflict_grace: opts.tuning.conflict_grace,
-        };
-        tokio::spawn(
-            async move { poller::run(db, client, settings, &handling, &wakes, stop).await },
-        )
-    };
-    let work = tokio::spawn(worker::run(
-        db.clone(),
-        handling,
-        wakes.clone(),
-        stop_rx.clone(),
-    ));
-    let send = tokio::spawn(sender::run(
-        db.clone(),
-        api.clone(),
-        pacer,
-        wakes.clone(),
-        claims,
-        stop_rx.clone(),
-    ));
-    // Broken invariants in a release build: incidents, beside the log.
-    let _invariants = tokio::spawn(crate::never::record_incidents(db.clone()));
-    // Work left from before the restart.
-    wakes.worker.notify_one();
-    wakes.sender.notify_one();
-    wakes.inbound.notify_one();
-    wakes.voice.notify_one();
+}
 
-    let mut poll = poll;
-    let mut work = work;
-    let mut send = send;
-    let mut conduct = conduct;
-    let mut topic_task = topic_task;
-    let mut preview_task = preview_task;
-    let mut inbound_task = inbound_task;
-    let mut voice_task = voice_task;
-    let mut retention_task = retention_task;
+/// Runs until `shutdown`, a task's end, or the profile or binary gone; then stops everything.
+async fn run_until_stopped(
+    opts: &ServeOptions,
+    p: &Profile,
+    lock: &ProfileLock,
+    mut running: Running,
+    shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<(), HubError> {
+    let db = running.tasks.db().clone();
     let exe = std::env::current_exe().ok().filter(|p| p.is_file());
-    let lost = gone(&lock, exe.as_deref(), opts.tuning.profile_check_every);
+    let lost = gone(lock, exe.as_deref(), opts.tuning.profile_check_every);
     let fatal: Option<Result<(), HubError>> = tokio::select! {
-        () = &mut shutdown => None,
+        () = shutdown => None,
         why = lost => {
-            match why {
-                // A hub nobody can reach (its socket and secret went with the folder), which
-                // would otherwise poll for ever: a test's temporary folder, a profile deleted
-                // by hand.
-                Gone::Profile(why) => {
-                    tracing::warn!(reason = %why, "stopping: this hub's profile is gone");
-                }
-                // `pi remove npm:pi-telegram` (or `cargo uninstall`): the person is done with
-                // it. What they set up stays; they are told where, once.
-                Gone::Binary(path) => {
-                    tracing::warn!(binary = %path.display(), "stopping: this hub's binary was removed");
-                    say_removed(&client, &db, &path, &config_path, &paths.dir).await;
-                }
-            }
+            stopping_because(why, &running.client, &db, p).await;
             None
         }
-        r = &mut poll => Some(joined(r)),
-        r = &mut work => Some(joined(r)),
-        r = &mut send => Some(joined(r)),
-        r = &mut conduct => Some(joined(r)),
-        r = &mut topic_task => Some(joined(r)),
-        r = &mut preview_task => Some(joined(r)),
-        r = &mut inbound_task => Some(joined(r)),
-        r = &mut voice_task => Some(joined(r)),
-        r = &mut retention_task => Some(joined(r)),
+        r = running.tasks.first_to_end() => Some(r),
     };
-    let _ = stop_tx.send(true);
+    running.tasks.signal_stop();
     let grace = opts.tuning.shutdown_grace;
-    let _ = tokio::time::timeout(grace, sock).await;
-    if let Some(task) = remote_task {
-        let _ = tokio::time::timeout(grace, task).await;
+    for link in running.links {
+        let _ = tokio::time::timeout(grace, link).await;
     }
-    for (name, task) in [
-        ("poller", poll),
-        ("worker", work),
-        ("sender", send),
-        ("conductor", conduct),
-        ("topics", topic_task),
-        ("previews", preview_task),
-        ("inbound", inbound_task),
-        ("voice", voice_task),
-        ("retention", retention_task),
-    ] {
-        if task.is_finished() {
-            continue;
+    running.tasks.wait_stopped(grace).await;
+    let _ = std::fs::remove_file(p.paths.socket());
+    ended(fatal, &db).await
+}
+
+/// Says why a hub with nothing left to serve stops.
+async fn stopping_because(why: Gone, client: &Client, db: &Db, p: &Profile) {
+    match why {
+        // A hub nobody can reach (its socket and secret went with the folder), which would
+        // otherwise poll for ever: a test's temporary folder, a profile deleted by hand.
+        Gone::Profile(why) => {
+            tracing::warn!(reason = %why, "stopping: this hub's profile is gone");
         }
-        match tokio::time::timeout(grace, task).await {
-            Ok(r) => {
-                if let Err(e) = joined(r) {
-                    tracing::warn!(task = name, error = %e, "stopped with an error");
-                }
-            }
-            Err(_) => tracing::warn!(
-                task = name,
-                "did not stop in time; its work resumes at the next start"
-            ),
+        // `pi remove npm:pi-telegram` (or `cargo uninstall`): the person is done with it.
+        // What they set up stays; they are told where, once.
+        Gone::Binary(path) => {
+            tracing::warn!(binary = %path.display(), "stopping: this hub's binary was removed");
+            say_removed(client, db, &path, &p.config_path, &p.paths.dir).await;
         }
     }
-    let _ = std::fs::remove_file(paths.socket());
+}
+
+/// What `serve` returns once stopped: `fatal` is `None` for a stop, else the end of a task
+/// (recorded as an incident when an error).
+async fn ended(fatal: Option<Result<(), HubError>>, db: &Db) -> Result<(), HubError> {
     match fatal {
         None => {
             tracing::info!("stopped");

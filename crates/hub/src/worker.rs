@@ -271,7 +271,7 @@ async fn handle_singly(
                 tracing::error!(update_id = id, error = %message, "an update could not be handled");
                 let now = db.now_ms();
                 db.write(Durability::OnDisk, move |tx| {
-                    journal::mark_handled(tx, id, &format!("failed: {message}"), now)?;
+                    journal::mark_handled(tx, id, &journal::Outcome::Failed(message.clone()), now)?;
                     incidents::record(tx, now, "handle", &format!("update {id}: {message}"))
                 })
                 .await?;

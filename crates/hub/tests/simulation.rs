@@ -1,5 +1,5 @@
-//! The whole hub in a simulation: the real poller, worker, conductor, sender and topics tasks
-//! over a real SQLite store, on a current-thread tokio runtime with paused (virtual) time, a
+//! The whole hub in a simulation: the real poller, worker, conductor, sender and topics tasks,
+//! spawned by the code `serve` spawns them with (`hub::serve::Hub`), over a real SQLite store, on a current-thread tokio runtime with paused (virtual) time, a
 //! simulated `hub::clock::Clock` and the store called inline (`Db::simulated`), against
 //!
 //! - an in-memory Telegram behind `hub::bot_api::BotApi` (updates, messages, topics) that
@@ -37,22 +37,20 @@ use std::time::Duration;
 
 use hub::bot_api::{Api, BotApi, Call};
 use hub::clock::Clock;
-use hub::conductor::Conductor;
 use hub::config::PairingMode;
 use hub::db::Db;
 use hub::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
 };
 use hub::poller::PollSettings;
+use hub::serve::{Hub, Parts, Tasks};
 use hub::topics::TopicSettings;
-use hub::wakes::Wakes;
 use hub::worker::WorkerSettings;
 use serde_json::{Value, json};
 use store::{Store, kv};
 use telegram::{ApiError, ApiErrorKind, CallError, Pacer, PacingConfig, RawUpdate, Upload};
 use tg_fake::faults::Rng;
-use tokio::sync::{Notify, mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, mpsc, oneshot};
 use wire::{TurnId, TurnResult};
 
 const OWNER: i64 = 1001;
@@ -398,14 +396,9 @@ struct Pi {
 
 // ---------------------------------------------------------------- the hub
 
-struct Hub {
-    db: Db,
-    conductor: mpsc::Sender<ConductorMsg>,
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<Result<(), hub::HubError>>>,
-}
-
-async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) -> Hub {
+/// A hub on the SQLite file at `path`, spawned as `serve` spawns one (`hub::serve::Hub`), on
+/// the simulation's clock and Telegram.
+async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) -> Tasks {
     let store = Arc::new(Store::open(path).unwrap());
     let db = Db::simulated(store, clock.clone());
     let now = db.now_ms();
@@ -415,89 +408,44 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
         })
         .await
         .unwrap();
-    let wakes = Wakes::default();
-    let (stop_tx, stop) = watch::channel(false);
-    let (conductor_tx, conductor_rx) = mpsc::channel(1024);
-    let settings = Arc::new(hub::assistant::Watched::new(
-        std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
-        hub::paths::ProfileName::default_profile(),
-    ));
-    // No preview task: previews are best effort and outside this simulation.
-    let (previews, _) = mpsc::channel(1);
-    let pacer = Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default())));
-    let (handoff, claims) = hub::sender::handoff(pacer.clone());
-    let conductor = Conductor::new(
-        db.clone(),
-        conductor_rx,
-        conductor_tx.clone(),
-        wakes.clone(),
+    // No telegram.json, and no tool call sends a file here.
+    let no_config = std::env::temp_dir().join("pi-telegram-sim-no-such-config.json");
+    let parts = Parts {
+        db,
+        api: api.clone(),
+        pacer: Arc::new(tokio::sync::Mutex::new(Pacer::new(PacingConfig::default()))),
         epoch,
-        settings,
-        previews,
-        handoff,
-        hub::conductor::ConductorSettings {
-            // No telegram.json, and no tool call sends a file here.
-            config_path: std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
+        assistant: Arc::new(hub::assistant::Watched::new(
+            no_config.clone(),
+            hub::paths::ProfileName::default_profile(),
+        )),
+        conductor: hub::conductor::ConductorSettings {
+            config_path: no_config.clone(),
             tools: hub::conductor::ToolSettings {
                 out_dir: std::env::temp_dir().join("pi-telegram-test-out"),
                 max_bytes: 50 * 1024 * 1024,
             },
         },
-    );
-    let mut tasks = vec![tokio::spawn(conductor.run(stop.clone()))];
-    let handling = WorkerSettings {
-        bot_username: "bot".into(),
-        pairing: PairingMode::Code,
-        config_path: std::env::temp_dir().join("pi-telegram-sim-no-such-config.json"),
-        profile: hub::paths::ProfileName::default_profile(),
-        epoch,
-        title_template: threads::DEFAULT_TITLE.into(),
-    };
-    tasks.push(tokio::spawn(hub::worker::run(
-        db.clone(),
-        handling.clone(),
-        wakes.clone(),
-        stop.clone(),
-    )));
-    tasks.push(tokio::spawn(hub::sender::run(
-        db.clone(),
-        api.clone(),
-        pacer.clone(),
-        wakes.clone(),
-        claims,
-        stop.clone(),
-    )));
-    tasks.push(tokio::spawn(hub::topics::run(
-        db.clone(),
-        api.clone(),
-        pacer,
-        epoch,
-        TopicSettings {
+        worker: WorkerSettings {
+            bot_username: "bot".into(),
+            pairing: PairingMode::Code,
+            config_path: no_config,
+            profile: hub::paths::ProfileName::default_profile(),
+            epoch,
+            title_template: threads::DEFAULT_TITLE.into(),
+        },
+        poll: PollSettings {
+            timeout: Duration::from_secs(25),
+            conflict_grace: Duration::from_secs(60),
+        },
+        topics: TopicSettings {
             title_template: threads::DEFAULT_TITLE.into(),
             offline_retention: Duration::from_secs(7 * 24 * 3600),
             probe_every: Duration::from_secs(600),
         },
-        wakes.clone(),
-        stop.clone(),
-    )));
-    {
-        let (db, api, wakes, stop) = (db.clone(), api.clone(), wakes.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let settings = PollSettings {
-                timeout: Duration::from_secs(25),
-                conflict_grace: Duration::from_secs(60),
-            };
-            hub::poller::run(db, api, settings, &handling, &wakes, stop).await
-        }));
-    }
-    wakes.worker.notify_one();
-    wakes.sender.notify_one();
-    Hub {
-        db,
-        conductor: conductor_tx,
-        stop: stop_tx,
-        tasks,
-    }
+    };
+    // No extras (previews, downloads, voice, retention): outside this simulation.
+    Hub::new(parts).spawn(None)
 }
 
 // ---------------------------------------------------------------- the simulation
@@ -510,7 +458,7 @@ struct Sim {
     path: std::path::PathBuf,
     tg: Arc<FakeTg>,
     api: Api,
-    hub: Hub,
+    hub: Tasks,
     hubs: i64,
     pis: Vec<Pi>,
     next_pid: i64,
@@ -596,10 +544,8 @@ impl Sim {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // A hub task that ended on its own is a failure (they end only on stop).
-        for t in &self.hub.tasks {
-            if t.is_finished() {
-                self.fail("a hub task ended");
-            }
+        if self.hub.any_ended() {
+            self.fail("a hub task ended");
         }
     }
 
@@ -642,7 +588,7 @@ impl Sim {
             }
         }
         for (id, e) in events {
-            let _ = self.hub.conductor.send(ConductorMsg::Link(id, e)).await;
+            let _ = self.hub.conductor().send(ConductorMsg::Link(id, e)).await;
         }
         any
     }
@@ -675,7 +621,7 @@ impl Sim {
         };
         if self
             .hub
-            .conductor
+            .conductor()
             .send(ConductorMsg::Attach(attach, reply))
             .await
             .is_err()
@@ -727,7 +673,7 @@ impl Sim {
         let reason = GoneReason::ConnectionLost(why.into());
         let _ = self
             .hub
-            .conductor
+            .conductor()
             .send(ConductorMsg::Link(id, LinkEvent::Gone(reason)))
             .await;
     }
@@ -764,7 +710,7 @@ impl Sim {
         let id = self.pis[i].conn.as_ref().unwrap().id.clone();
         let _ = self
             .hub
-            .conductor
+            .conductor()
             .send(ConductorMsg::Link(id, LinkEvent::TurnDone(result)))
             .await;
     }
@@ -867,18 +813,13 @@ impl Sim {
     async fn crash_hub(&mut self) {
         trace(|| "hub crash".into());
         self.crashes += 1;
-        for t in &self.hub.tasks {
-            t.abort();
-        }
-        for t in std::mem::take(&mut self.hub.tasks) {
-            let _ = t.await;
-        }
+        self.hub.kill().await;
         self.tg.crash_in_flight();
         for p in &mut self.pis {
             p.conn = None;
         }
         self.hubs += 1;
-        let _ = self.hub.stop.send(true);
+        self.hub.signal_stop();
         self.hub = start_hub(&self.path, &self.clock, &self.api, self.hubs).await;
         // The extensions reconnect to the new hub.
         for i in 0..self.pis.len() {
@@ -917,7 +858,7 @@ impl Sim {
         let fresh: Vec<i64> = std::mem::take(&mut self.fresh).into_iter().collect();
         let (journal, turns_of_update, turn_rows) = self
             .hub
-            .db
+            .db()
             .read(move |c| {
                 let ids: Vec<i64> = c
                     .prepare_cached("SELECT update_id FROM journal WHERE update_id >= ?1")
@@ -1026,7 +967,7 @@ impl Sim {
                 by_bot: !by_person.contains(t) && !unknown.contains(t),
             })
             .collect();
-        let problems = threads::invariants::check(self.hub.db.store(), Some(&seen)).unwrap();
+        let problems = threads::invariants::check(self.hub.db().store(), Some(&seen)).unwrap();
         if !problems.is_empty() {
             self.fail(&format!("threads invariants: {problems:?}"));
         }
@@ -1054,7 +995,7 @@ impl Sim {
         }
         let (pending, outbox) = self
             .hub
-            .db
+            .db()
             .read(|c| {
                 let pending = store::journal::pending(c, 10)?.len();
                 let outbox: Vec<String> = c
@@ -1078,7 +1019,7 @@ impl Sim {
         }
         let threads_state = self
             .hub
-            .db
+            .db()
             .read(|c| {
                 Ok(format!(
                     "bindings {:?} intents {:?} skips {:?}",
@@ -1105,7 +1046,7 @@ impl Sim {
         let answers = self.tg.lock().answers.clone();
         let done: Vec<i64> = self
             .hub
-            .db
+            .db()
             .read(|c| {
                 c.prepare("SELECT id FROM turns WHERE state = 'done'")
                     .and_then(|mut s| {
@@ -1188,7 +1129,7 @@ async fn run(seed: u64, steps: usize) -> (usize, usize, BTreeMap<&'static str, u
     sim.step = steps;
     sim.drain().await;
     let faults = sim.tg.lock().faults.clone();
-    let _ = sim.hub.stop.send(true);
+    sim.hub.signal_stop();
     (steps, sim.crashes, faults)
 }
 

@@ -72,7 +72,7 @@ fn an_update_is_handled_once_with_its_effects() {
     s.write(|tx| journal::append_batch(tx, &batch, 2, 0))
         .unwrap();
     s.write(|tx| {
-        journal::mark_handled(tx, 1, "held", 5)?;
+        journal::mark_handled(tx, 1, &journal::Outcome::Held, 5)?;
         let turn = NewTurn {
             source_update_id: Some(1),
             chat_id: 9,
@@ -88,12 +88,12 @@ fn an_update_is_handled_once_with_its_effects() {
     .unwrap();
     assert_eq!(
         s.read(|c| journal::outcome(c, 1)).unwrap(),
-        Some((5, "held".into()))
+        Some((5, journal::Outcome::Held))
     );
     // Handling again is refused and its effects roll back with it.
     let twice: Result<(), StoreError> = s.write(|tx| {
         kv::set(tx, "effect", "x")?;
-        journal::mark_handled(tx, 1, "again", 6)
+        journal::mark_handled(tx, 1, &journal::Outcome::Queued, 6)
     });
     assert!(matches!(twice, Err(StoreError::Corrupt(_))));
     assert_eq!(s.read(|c| kv::get(c, "effect")).unwrap(), None);
@@ -112,7 +112,7 @@ fn an_update_is_handled_once_with_its_effects() {
         )
     })
     .unwrap();
-    s.write(|tx| journal::mark_handled(tx, 2, "ignored", 7))
+    s.write(|tx| journal::mark_handled(tx, 2, &journal::Outcome::IgnoredMalformed, 7))
         .unwrap();
     let at = store::retention::Horizon {
         now_ms: 100,

@@ -511,7 +511,7 @@ fn check_typed(c: &Connection, version: i64) -> Result<(), StoreError> {
     assert_eq!(pending, vec![1002], "v{version}");
     assert_eq!(
         journal::outcome(c, 1001)?,
-        Some((1700000000050, "turn".into()))
+        Some((1700000000050, journal::Outcome::Other("turn".into())))
     );
     let p = pairing::current(c)?.unwrap();
     assert_eq!(p.state, pairing::PairingState::Used);

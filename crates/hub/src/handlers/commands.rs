@@ -4,11 +4,12 @@
 //! never sent to pi as text unless it is one of pi's.
 
 use serde_json::{Value, json};
+use store::journal::Outcome;
 use store::turns::{self, Lane};
 use store::{StoreError, controls, kv};
 use telegram::view::MessageView;
 
-use super::{Say, messages, target_identity};
+use super::{Say, menu_outcome, messages, target_identity};
 use crate::buttons::{Button, Section};
 use crate::menu;
 use crate::names::label_of;
@@ -18,7 +19,7 @@ use crate::texts;
 pub(super) fn handle(
     say: &mut Say<'_>,
     msg: &MessageView<'_>,
-) -> Result<Option<String>, StoreError> {
+) -> Result<Option<Outcome>, StoreError> {
     let Some((cmd, args)) = msg.command() else {
         return Ok(None);
     };
@@ -33,8 +34,8 @@ pub(super) fn handle(
         "continue" => continue_(say, msg)?,
         "compact" => compact(say, msg)?,
         "new" => new(say, msg, args)?,
-        "sessions" => instance_control(say, msg, "sessions")?,
-        "close" => instance_control(say, msg, "close")?,
+        "sessions" => instance_control(say, msg, InstanceCommand::Sessions)?,
+        "close" => instance_control(say, msg, InstanceCommand::Close)?,
         _ => return pi_command(say, msg, &cmd, args).map(Some),
     };
     Ok(Some(outcome))
@@ -50,7 +51,7 @@ pub(super) fn workspace_roots(ctx: &super::HandlerCtx) -> Vec<std::path::PathBuf
 
 /// `/new <folder>`: start pi there (under a workspace root); `/new`: a picker with a new
 /// session for the pi of this place and the folders pi may be started in.
-fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, StoreError> {
+fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     let roots = workspace_roots(say.ctx);
     let args = args.trim();
@@ -67,7 +68,7 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, S
                     message_id: None,
                     params: &json!({ "cwd": folder.display().to_string(), "reply_to": msg.id() }),
                 })?;
-                Ok("command:new:spawn".into())
+                Ok(Outcome::CommandNewSpawn)
             }
             Err(e) => {
                 say.reply(
@@ -76,7 +77,7 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, S
                     None,
                     "reply:new",
                 )?;
-                Ok("command:new:refused".into())
+                Ok(Outcome::CommandNewRefused)
             }
         };
     }
@@ -103,15 +104,42 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<String, S
     let owner = msg.from_id().unwrap_or(chat);
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, "reply:new")?;
-    Ok("command:new:picker".into())
+    Ok(Outcome::CommandNewPicker)
+}
+
+/// A command that is a control for the pi of this place.
+#[derive(Clone, Copy)]
+enum InstanceCommand {
+    Sessions,
+    Close,
+}
+
+impl InstanceCommand {
+    /// The control's kind (and the command's name).
+    fn kind(self) -> &'static str {
+        match self {
+            Self::Sessions => "sessions",
+            Self::Close => "close",
+        }
+    }
+
+    fn outcome(self, pi_here: bool) -> Outcome {
+        match (self, pi_here) {
+            (Self::Sessions, true) => Outcome::CommandSessions,
+            (Self::Sessions, false) => Outcome::CommandSessionsNoPi,
+            (Self::Close, true) => Outcome::CommandClose,
+            (Self::Close, false) => Outcome::CommandCloseNoPi,
+        }
+    }
 }
 
 /// `/sessions`, `/close`: a control for the pi of this place.
 fn instance_control(
     say: &mut Say<'_>,
     msg: &MessageView<'_>,
-    kind: &str,
-) -> Result<String, StoreError> {
+    command: InstanceCommand,
+) -> Result<Outcome, StoreError> {
+    let kind = command.kind();
     let chat = msg.chat_id().unwrap_or_default();
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let live = store::instances::live(say.tx)?;
@@ -122,7 +150,7 @@ fn instance_control(
             None,
             &format!("reply:{kind}"),
         )?;
-        return Ok(format!("command:{kind}:no-pi"));
+        return Ok(command.outcome(false));
     };
     say.control(controls::NewControl {
         source_update_id: Some(say.entry.update_id),
@@ -134,7 +162,7 @@ fn instance_control(
         message_id: None,
         params: &json!({ "reply_to": msg.id() }),
     })?;
-    Ok(format!("command:{kind}"))
+    Ok(command.outcome(true))
 }
 
 /// Opens the menu at `section` in a new message.
@@ -142,7 +170,7 @@ fn open_menu(
     say: &mut Say<'_>,
     msg: &MessageView<'_>,
     section: Section,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let owner = msg.from_id().unwrap_or(chat);
@@ -169,7 +197,7 @@ fn open_menu(
             })?;
         }
     }
-    Ok(format!("menu:{}", section.title().to_ascii_lowercase()))
+    Ok(menu_outcome(section))
 }
 
 /// A menu section that needs nothing from pi, rendered now: `(text, buttons)`. `None` for the
@@ -241,7 +269,24 @@ enum Halt {
     Next,
 }
 
-fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<String, StoreError> {
+impl Halt {
+    /// The outcome of the command: `running` is `None` when there was no pi to name.
+    fn outcome(self, running: Option<bool>) -> Outcome {
+        match (self, running) {
+            (Self::Abort, None) => Outcome::AbortWhich,
+            (Self::Abort, Some(true)) => Outcome::AbortRunning,
+            (Self::Abort, Some(false)) => Outcome::AbortIdle,
+            (Self::Stop, None) => Outcome::StopWhich,
+            (Self::Stop, Some(true)) => Outcome::StopRunning,
+            (Self::Stop, Some(false)) => Outcome::StopIdle,
+            (Self::Next, None) => Outcome::NextWhich,
+            (Self::Next, Some(true)) => Outcome::NextRunning,
+            (Self::Next, Some(false)) => Outcome::NextIdle,
+        }
+    }
+}
+
+fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome, StoreError> {
     let tx = say.tx;
     let chat = msg.chat_id().unwrap_or_default();
     let name = match what {
@@ -251,7 +296,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<String,
     };
     let Some(identity) = target_identity(tx, chat, msg.thread_id())? else {
         say.reply(msg, &texts::which_pi(name), None, "reply:control")?;
-        return Ok(format!("{name}:which"));
+        return Ok(what.outcome(None));
     };
     let label = label_of(&identity);
     let running = turns::outstanding(tx)?
@@ -288,28 +333,25 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<String,
     );
     say.reply(msg, &text, None, "reply:control")?;
     say.after.turns = true;
-    Ok(format!(
-        "{name}:{}",
-        if running.is_some() { "running" } else { "idle" }
-    ))
+    Ok(what.outcome(Some(running.is_some())))
 }
 
-fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     if target_identity(say.tx, chat, msg.thread_id())?.is_none() {
         say.reply(msg, &texts::which_pi("continue"), None, "reply:control")?;
-        return Ok("continue:which".into());
+        return Ok(Outcome::ContinueWhich);
     }
     // A prompt like any other, at the head of the priority lane.
     messages::to_turn_as(say, msg, Some("continue"), Lane::Priority)?;
-    Ok("continue".into())
+    Ok(Outcome::Continue)
 }
 
-fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
         say.reply(msg, &texts::which_pi("compact"), None, "reply:control")?;
-        return Ok("compact:which".into());
+        return Ok(Outcome::CompactWhich);
     };
     let owner = msg.from_id().unwrap_or(chat);
     let view = menu::View {
@@ -326,7 +368,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreErro
     };
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, "reply:compact")?;
-    Ok("compact:asked".into())
+    Ok(Outcome::CompactAsked)
 }
 
 /// One of pi's commands under its Telegram name: a prompt with pi's name for it. Anything else
@@ -336,7 +378,7 @@ fn pi_command(
     msg: &MessageView<'_>,
     cmd: &str,
     args: &str,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let Some(text) = pi_text(say.tx, cmd, args)? else {
         say.reply_to_prompt(
             msg,
@@ -344,10 +386,10 @@ fn pi_command(
             None,
             "reply:unknown-command",
         )?;
-        return Ok("command:unknown".into());
+        return Ok(Outcome::CommandUnknown);
     };
     messages::to_turn_as(say, msg, Some(&text), Lane::Normal)?;
-    Ok("command:pi".into())
+    Ok(Outcome::CommandPi)
 }
 
 /// What pi gets for the Telegram command `cmd` (lower case) with `args`: `None` when no live pi

@@ -9,9 +9,10 @@
 //! forwards, the short last piece of a long text).
 
 use serde_json::Value;
+use store::StoreError;
 use store::files::{self, Origin};
+use store::journal::{self, Outcome};
 use store::turns::{self, Turn};
-use store::{StoreError, journal};
 use telegram::view::MessageView;
 
 use super::Say;
@@ -123,7 +124,7 @@ pub(super) fn starts(say: &Say<'_>, part: &Part<'_>) -> Result<Option<(String, i
 
 /// Joins `part` to the group it belongs to, if one is gathering. Returns the outcome for the
 /// journal, or `None` when the message starts its own turn.
-pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<String>, StoreError> {
+pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<Outcome>, StoreError> {
     let now = say.ctx.now_ms;
     if let Some(key) = album_key(part.msg)
         && let Some(t) = turns::gathering(say.tx, &key)?
@@ -132,7 +133,7 @@ pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<String>,
         add_files(say, &t, part)?;
         turns::gather(say.tx, t.id, &text, now + ALBUM_WAIT_MS)?;
         say.after.inbound = true;
-        return Ok(Some("joined:album".into()));
+        return Ok(Some(Outcome::JoinedAlbum));
     }
     if let Some(t) = turns::gathering(say.tx, &forward_key(part.msg))? {
         if let Some(from) = &part.forward_from {
@@ -140,13 +141,13 @@ pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<String>,
             turns::append_context(say.tx, t.id, &prompt::forward_block(from, part.text))?;
             turns::gather(say.tx, t.id, &t.text, now + FORWARD_WAIT_MS)?;
             say.after.inbound = true;
-            return Ok(Some("joined:forward".into()));
+            return Ok(Some(Outcome::JoinedForward));
         }
         // The person's comment after the forwards closes the group.
         if part.plain_text() && t.text.trim().is_empty() {
             turns::gather(say.tx, t.id, part.text, 0)?;
             say.after.inbound = true;
-            return Ok(Some("joined:comment".into()));
+            return Ok(Some(Outcome::JoinedComment));
         }
     }
     // A forward right after a comment that still waits (in another update batch than the
@@ -164,7 +165,7 @@ pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<String>,
         add_files(say, &t, part)?;
         turns::append_context(say.tx, t.id, &prompt::forward_block(from, part.text))?;
         say.after.inbound = true;
-        return Ok(Some("joined:forward".into()));
+        return Ok(Some(Outcome::JoinedForward));
     }
     if part.plain_text()
         && let Some(t) = turns::gathering(say.tx, &long_key(part.msg))?
@@ -178,7 +179,7 @@ pub(super) fn join(say: &mut Say<'_>, part: &Part<'_>) -> Result<Option<String>,
         };
         turns::gather(say.tx, t.id, &text, until)?;
         say.after.inbound = true;
-        return Ok(Some("joined:long-text".into()));
+        return Ok(Some(Outcome::JoinedLongText));
     }
     Ok(None)
 }

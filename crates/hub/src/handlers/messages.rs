@@ -1,6 +1,8 @@
 //! An owner message becomes a turn for the pi it belongs to.
 
 use serde_json::json;
+use store::instances::InstanceRow;
+use store::journal::Outcome;
 use store::threads as tables;
 use store::turns::{self, Target, Waits};
 use store::{Connection, StoreError, instances, kv, routes};
@@ -58,7 +60,7 @@ fn route(
 /// Turns an owner message into a turn (see [`route`]), with `text` instead of the message's
 /// own when given (a pi command mapped to its real name). A pi that is away gets the message
 /// when it is back; the person is told, and offered the pi that are live.
-pub(super) fn to_turn(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+pub(super) fn to_turn(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     to_turn_as(say, msg, None, turns::Lane::Normal)
 }
 
@@ -68,10 +70,9 @@ pub(super) fn to_turn_as(
     msg: &MessageView<'_>,
     text_override: Option<&str>,
     lane: turns::Lane,
-) -> Result<String, StoreError> {
-    let (tx, ctx) = (say.tx, say.ctx);
+) -> Result<Outcome, StoreError> {
     let (Some(chat), Some(message_id)) = (msg.chat_id(), msg.id()) else {
-        return Ok("ignored:malformed".into());
+        return Ok(Outcome::IgnoredMalformed);
     };
     let media = inbound::media::of_message(msg.0);
     let words = text_override
@@ -83,7 +84,7 @@ pub(super) fn to_turn_as(
     if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {
         let text = texts::attachment_not_delivered(unsupported.unwrap_or_default(), false);
         say.reply_to_prompt(msg, &text, None, "reply:text-only")?;
-        return Ok("replied:text-only".into());
+        return Ok(Outcome::RepliedTextOnly);
     }
     if let Some(field) = unsupported {
         let text = texts::attachment_not_delivered(field, true);
@@ -93,16 +94,54 @@ pub(super) fn to_turn_as(
         msg,
         text: words,
         media: &media,
-        forward_from: forward_from.clone(),
+        forward_from,
     };
     if let Some(outcome) = gather::join(say, &part)? {
         say.after.turns = true;
         return Ok(outcome);
     }
+    let created = create_turn(say, &part, chat, message_id, lane)?;
+    say.after.turns = true;
+    let Some(turn) = created.turn else {
+        return Ok(Outcome::Queued);
+    };
+    let live = &created.live;
+    match created.route {
+        Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok(Outcome::Queued),
+        // Reconnecting after a hub restart: it gets the message in a moment.
+        Route::To(identity) if state::returning(say.tx, &identity)? => Ok(Outcome::QueuedReturning),
+        Route::To(identity) => waits(say, msg, turn, &identity, live),
+        Route::Choose => choose(say, msg, turn, live),
+        Route::Hold => hold(say, chat),
+    }
+}
+
+/// A turn made of a message, where [`route`] sent it, and the pi that were live.
+struct Created {
+    /// `None` when the update had made its turn before.
+    turn: Option<i64>,
+    route: Route,
+    live: Vec<InstanceRow>,
+}
+
+/// Creates the turn `part` becomes, with its context (what was forwarded, or the message it
+/// replies to) and its files.
+fn create_turn(
+    say: &mut Say<'_>,
+    part: &gather::Part<'_>,
+    chat: i64,
+    message_id: i64,
+    lane: turns::Lane,
+) -> Result<Created, StoreError> {
+    let (tx, ctx, msg) = (say.tx, say.ctx, part.msg);
     // What was forwarded is context; the person's own words (a comment) are the turn's text.
-    let text = if forward_from.is_some() { "" } else { words };
-    let group = gather::starts(say, &part)?;
-    let prepare = match (&group, media.is_empty()) {
+    let text = if part.forward_from.is_some() {
+        ""
+    } else {
+        part.text
+    };
+    let group = gather::starts(say, part)?;
+    let prepare = match (&group, part.media.is_empty()) {
         (Some((key, until)), _) => Some(turns::Prepare {
             group_key: Some(key.as_str()),
             gather_until_ms: *until,
@@ -132,111 +171,125 @@ pub(super) fn to_turn_as(
         ctx.now_ms,
     )?;
     if let Some(turn) = turn {
-        if let Some(from) = &forward_from {
-            turns::append_context(tx, turn, &inbound::prompt::forward_block(from, words))?;
+        if let Some(from) = &part.forward_from {
+            turns::append_context(tx, turn, &inbound::prompt::forward_block(from, part.text))?;
         } else if let Some(quote) = replied_quote(msg) {
             turns::append_context(tx, turn, &quote)?;
         }
-        gather::add_files_to(say, turn, &part)?;
+        gather::add_files_to(say, turn, part)?;
         if prepare.is_some() {
             say.after.inbound = true;
         }
     }
-    say.after.turns = true;
-    let Some(turn) = turn else {
-        return Ok("queued".into());
-    };
-    let owner = msg.from_id().unwrap_or(chat);
-    match route {
-        Route::To(identity) if live.iter().any(|i| i.identity == identity) => Ok("queued".into()),
-        // Reconnecting after a hub restart: it gets the message in a moment.
-        Route::To(identity) if state::returning(tx, &identity)? => Ok("queued:returning".into()),
-        Route::To(identity) => {
-            let label = label_of(&identity);
-            let folder = folder_of(&identity);
-            let others: Vec<_> = live.iter().filter(|i| i.identity != identity).collect();
-            if others.is_empty() {
-                // One notice per absence, not one per message.
-                let key = waits_notice_key(&identity);
-                if kv::get(tx, &key)?.is_none() {
-                    kv::set(tx, &key, "1")?;
-                    let text = texts::waits_for(&label, folder, false);
-                    say.reply(msg, &text, None, "reply:waits")?;
-                }
-                return Ok("queued:waits".into());
-            }
-            let mut rows = Vec::new();
-            for o in others {
-                let action = Button::Send {
-                    turn,
-                    to: o.identity.clone(),
-                    instead_of: Some(identity.clone()),
-                };
-                rows.push(json!([outbound::button(
-                    tx,
-                    &ctx.clock,
-                    owner,
-                    &format!("Send to {}", o.label),
-                    &action,
-                    ctx.now_ms,
-                    outbound::QUESTION_TTL_MS,
-                )?]));
-            }
-            let markup = json!({ "inline_keyboard": rows });
-            say.reply(
-                msg,
-                &texts::waits_for(&label, folder, true),
-                Some(markup),
-                "reply:waits",
-            )?;
-            Ok("queued:waits".into())
+    Ok(Created { turn, route, live })
+}
+
+/// A turn for `identity`, whose pi is away: the person is told, and offered the pi that are
+/// live.
+fn waits(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    turn: i64,
+    identity: &str,
+    live: &[InstanceRow],
+) -> Result<Outcome, StoreError> {
+    let (tx, ctx) = (say.tx, say.ctx);
+    let owner = msg.from_id().or(msg.chat_id()).unwrap_or_default();
+    let label = label_of(identity);
+    let folder = folder_of(identity);
+    let others: Vec<_> = live.iter().filter(|i| i.identity != identity).collect();
+    if others.is_empty() {
+        // One notice per absence, not one per message.
+        let key = waits_notice_key(identity);
+        if kv::get(tx, &key)?.is_none() {
+            kv::set(tx, &key, "1")?;
+            let text = texts::waits_for(&label, folder, false);
+            say.reply(msg, &text, None, "reply:waits")?;
         }
-        Route::Choose => {
-            let mut rows = Vec::new();
-            for i in &live {
-                let send = Button::Send {
-                    turn,
-                    to: i.identity.clone(),
-                    instead_of: None,
-                };
-                let ttl = outbound::QUESTION_TTL_MS;
-                let label = format!("Send to {}", i.label);
-                let mut row = vec![outbound::button(
-                    tx, &ctx.clock, owner, &label, &send, ctx.now_ms, ttl,
-                )?];
-                if let Some(thread) = msg.thread_id() {
-                    let here = Button::Move {
-                        turn,
-                        identity: i.identity.clone(),
-                        thread,
-                    };
-                    let label = format!("Move {} here", i.label);
-                    row.push(outbound::button(
-                        tx, &ctx.clock, owner, &label, &here, ctx.now_ms, ttl,
-                    )?);
-                }
-                rows.push(json!(row));
-            }
-            let text = if msg.thread_id().is_some() {
-                texts::unbound_topic()
-            } else {
-                texts::main_chat_chooser()
+        return Ok(Outcome::QueuedWaits);
+    }
+    let mut rows = Vec::new();
+    for o in others {
+        let action = Button::Send {
+            turn,
+            to: o.identity.clone(),
+            instead_of: Some(identity.to_owned()),
+        };
+        rows.push(json!([outbound::button(
+            tx,
+            &ctx.clock,
+            owner,
+            &format!("Send to {}", o.label),
+            &action,
+            ctx.now_ms,
+            outbound::QUESTION_TTL_MS,
+        )?]));
+    }
+    let markup = json!({ "inline_keyboard": rows });
+    say.reply(
+        msg,
+        &texts::waits_for(&label, folder, true),
+        Some(markup),
+        "reply:waits",
+    )?;
+    Ok(Outcome::QueuedWaits)
+}
+
+/// A turn nothing routes: the person chooses among the live pi (or, in a topic, moves one
+/// here).
+fn choose(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    turn: i64,
+    live: &[InstanceRow],
+) -> Result<Outcome, StoreError> {
+    let (tx, ctx) = (say.tx, say.ctx);
+    let owner = msg.from_id().or(msg.chat_id()).unwrap_or_default();
+    let mut rows = Vec::new();
+    for i in live {
+        let send = Button::Send {
+            turn,
+            to: i.identity.clone(),
+            instead_of: None,
+        };
+        let ttl = outbound::QUESTION_TTL_MS;
+        let label = format!("Send to {}", i.label);
+        let mut row = vec![outbound::button(
+            tx, &ctx.clock, owner, &label, &send, ctx.now_ms, ttl,
+        )?];
+        if let Some(thread) = msg.thread_id() {
+            let here = Button::Move {
+                turn,
+                identity: i.identity.clone(),
+                thread,
             };
-            let markup = json!({ "inline_keyboard": rows });
-            // The message waits for this choice: without the question it would wait unseen.
-            say.reply_to_prompt(msg, &text, Some(markup), "reply:chooser")?;
-            Ok("chooser".into())
+            let label = format!("Move {} here", i.label);
+            row.push(outbound::button(
+                tx, &ctx.clock, owner, &label, &here, ctx.now_ms, ttl,
+            )?);
         }
-        Route::Hold => {
-            if kv::get(tx, HELD_NOTICE)?.is_none() {
-                // One notice per episode, in the main chat wherever the message was written.
-                if let Some(id) = say.post(chat, None, &texts::no_instance(), "notice:held")? {
-                    kv::set_i64(tx, HELD_NOTICE, id)?;
-                }
-            }
-            Ok("held".into())
+        rows.push(json!(row));
+    }
+    let text = if msg.thread_id().is_some() {
+        texts::unbound_topic()
+    } else {
+        texts::main_chat_chooser()
+    };
+    let markup = json!({ "inline_keyboard": rows });
+    // The message waits for this choice: without the question it would wait unseen.
+    say.reply_to_prompt(msg, &text, Some(markup), "reply:chooser")?;
+    Ok(Outcome::Chooser)
+}
+
+/// A turn for the first pi that connects: the person is told no pi is there.
+fn hold(say: &mut Say<'_>, chat: i64) -> Result<Outcome, StoreError> {
+    if kv::get(say.tx, HELD_NOTICE)?.is_none() {
+        // One notice per episode, in the main chat wherever the message was written.
+        if let Some(id) = say.post(chat, None, &texts::no_instance(), "notice:held")? {
+            kv::set_i64(say.tx, HELD_NOTICE, id)?;
         }
     }
+    Ok(Outcome::Held)
 }
 
 /// The text of the message `msg` replies to, as context for pi (who wrote it, what it said).

@@ -17,9 +17,11 @@ mod queue;
 mod taps;
 
 use serde_json::Value;
+use store::journal::Outcome;
 use store::{Connection, StoreError, controls, instances, journal, kv};
 use telegram::view::{MessageView, UpdateKind, UpdateView};
 
+use crate::buttons::Section;
 use crate::config::PairingMode;
 use crate::outbound;
 use crate::state;
@@ -68,7 +70,7 @@ pub fn handle(
     ctx: &HandlerCtx,
     entry: &journal::Entry,
     after: &mut AfterCommit,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let outcome = decide(tx, ctx, entry, after)?;
     journal::mark_handled(tx, entry.update_id, &outcome, ctx.now_ms)?;
     Ok(outcome)
@@ -79,14 +81,14 @@ fn decide(
     ctx: &HandlerCtx,
     entry: &journal::Entry,
     after: &mut AfterCommit,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let value: Value = match serde_json::from_str(&entry.raw) {
         Ok(v) => v,
-        Err(_) => return Ok("ignored:unreadable".into()),
+        Err(_) => return Ok(Outcome::IgnoredUnreadable),
     };
     let update = UpdateView(&value);
     let Some(sender) = update.sender_id() else {
-        return Ok("ignored:no-sender".into());
+        return Ok(Outcome::IgnoredNoSender);
     };
     let private = update
         .message()
@@ -106,7 +108,7 @@ fn decide(
         after,
     };
     if !private {
-        return Ok("ignored:not-private".into());
+        return Ok(Outcome::IgnoredNotPrivate);
     }
     let owner = kv::get_i64(tx, kv::OWNER)?;
     match owner {
@@ -122,20 +124,20 @@ fn decide(
             if let Some(id) = update.callback().and_then(|c| c.id()) {
                 say.answer_tap(id, &crate::texts::unknown_button())?;
             }
-            Ok("ignored:not-owner".into())
+            Ok(Outcome::IgnoredNotOwner)
         }
         None => pairing::unpaired(&mut say, &update, sender),
     }
 }
 
-fn from_owner(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, StoreError> {
+fn from_owner(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<Outcome, StoreError> {
     match update.kind() {
         UpdateKind::Message => {
             let Some(msg) = update.message() else {
-                return Ok("ignored:malformed".into());
+                return Ok(Outcome::IgnoredMalformed);
             };
             if msg.topic_service().is_some() {
-                return Ok("ignored:topic-service".into());
+                return Ok(Outcome::IgnoredTopicService);
             }
             if let Some(outcome) = commands::handle(say, &msg)? {
                 return Ok(outcome);
@@ -144,12 +146,26 @@ fn from_owner(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<String, Stor
         }
         UpdateKind::EditedMessage => match update.message() {
             Some(msg) => queue::edited(say, &msg),
-            None => Ok("ignored:malformed".into()),
+            None => Ok(Outcome::IgnoredMalformed),
         },
         UpdateKind::MessageReaction => queue::reaction(say, update.0),
         UpdateKind::CallbackQuery => taps::tap(say, update),
-        UpdateKind::MyChatMember => Ok("noted:membership".into()),
-        UpdateKind::Other(kind) => Ok(format!("ignored:{kind}")),
+        UpdateKind::MyChatMember => Ok(Outcome::NotedMembership),
+        UpdateKind::Other(kind) => Ok(Outcome::IgnoredKind(kind.to_owned())),
+    }
+}
+
+/// The outcome of opening the menu at `section` (`menu:` and the section's lower-case title).
+fn menu_outcome(section: Section) -> Outcome {
+    match section {
+        Section::Main => Outcome::MenuMain,
+        Section::Status => Outcome::MenuStatus,
+        Section::Model => Outcome::MenuModel,
+        Section::Thinking => Outcome::MenuThinking,
+        Section::Queue => Outcome::MenuQueue,
+        Section::Settings => Outcome::MenuSettings,
+        Section::Instances => Outcome::MenuInstances,
+        Section::Help => Outcome::MenuHelp,
     }
 }
 
@@ -318,4 +334,28 @@ fn target_identity(
         return Ok(Some(s));
     }
     Ok(instances::live(tx)?.into_iter().next().map(|i| i.identity))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_menu_outcome_names_its_section() {
+        for section in [
+            Section::Main,
+            Section::Status,
+            Section::Model,
+            Section::Thinking,
+            Section::Queue,
+            Section::Settings,
+            Section::Instances,
+            Section::Help,
+        ] {
+            assert_eq!(
+                menu_outcome(section).to_string(),
+                format!("menu:{}", section.title().to_ascii_lowercase())
+            );
+        }
+    }
 }

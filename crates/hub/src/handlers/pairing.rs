@@ -1,6 +1,7 @@
 //! Establishing the owner: a one-time code sent as `/start CODE`, or (when configured) the first
 //! person who writes.
 
+use store::journal::Outcome;
 use store::{StoreError, kv, pairing as codes};
 use telegram::view::{UpdateKind, UpdateView};
 
@@ -13,15 +14,15 @@ pub(super) fn unpaired(
     say: &mut Say<'_>,
     update: &UpdateView<'_>,
     sender: i64,
-) -> Result<String, StoreError> {
+) -> Result<Outcome, StoreError> {
     let Some(msg) = update
         .message()
         .filter(|_| update.kind() == UpdateKind::Message)
     else {
-        return Ok("ignored:unpaired".into());
+        return Ok(Outcome::IgnoredUnpaired);
     };
     if msg.from_is_bot() {
-        return Ok("ignored:bot".into());
+        return Ok(Outcome::IgnoredBot);
     }
     let ctx = say.ctx;
     if ctx.pairing == PairingMode::FirstContact {
@@ -32,7 +33,7 @@ pub(super) fn unpaired(
             None,
             "reply:paired",
         )?;
-        return Ok("paired:first-contact".into());
+        return Ok(Outcome::PairedFirstContact);
     }
     let Some(("start", code)) = msg.command() else {
         tracing::info!(
@@ -40,7 +41,7 @@ pub(super) fn unpaired(
             user_id = sender,
             "ignored a message while no owner is paired"
         );
-        return Ok("ignored:unpaired".into());
+        return Ok(Outcome::IgnoredUnpaired);
     };
     let current = codes::current(say.tx)?;
     let open = current
@@ -48,7 +49,7 @@ pub(super) fn unpaired(
         .filter(|p| p.state == codes::PairingState::Open && p.expires_ms > ctx.now_ms);
     let Some(open) = open else {
         say.reply(&msg, &texts::no_code_open(), None, "reply:pairing")?;
-        return Ok("pairing:no-code".into());
+        return Ok(Outcome::PairingNoCode);
     };
     // Refused: this sender used up their attempts with this code and was told so. Not
     // answered again (a flood must not make the bot talk), not even with the right code.
@@ -58,11 +59,11 @@ pub(super) fn unpaired(
             user_id = sender,
             "ignored a pairing attempt of a sender without attempts left"
         );
-        return Ok("ignored:pairing-refused".into());
+        return Ok(Outcome::IgnoredPairingRefused);
     }
     if code.is_empty() {
         say.reply(&msg, &texts::code_needed(), None, "reply:pairing")?;
-        return Ok("pairing:code-needed".into());
+        return Ok(Outcome::PairingCodeNeeded);
     }
     if wire::secrets_match(&crate::pairing::hash(code), &open.code_hash) {
         codes::mark_used(say.tx)?;
@@ -74,16 +75,16 @@ pub(super) fn unpaired(
             None,
             "reply:paired",
         )?;
-        return Ok("paired:code".into());
+        return Ok(Outcome::PairedCode);
     }
     // Counted for this sender only: a stranger's guesses never spend the owner's attempts.
     let left = codes::record_wrong(say.tx, sender, ctx.now_ms)?;
     tracing::info!(user_id = sender, attempts_left = left, "wrong pairing code");
     say.reply(&msg, &texts::wrong_code(left), None, "reply:pairing")?;
     Ok(if left == 0 {
-        "pairing:refused".into()
+        Outcome::PairingRefused
     } else {
-        "pairing:wrong-code".into()
+        Outcome::PairingWrongCode
     })
 }
 

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use store::StoreError;
+use store::journal::Outcome;
 use store::turns::{self, Lane, TurnState};
 use telegram::view::MessageView;
 
@@ -48,25 +49,25 @@ fn categories(list: Option<&Value>) -> (bool, bool) {
 }
 
 /// A `message_reaction` update from the owner.
-pub(super) fn reaction(say: &mut Say<'_>, update: &Value) -> Result<String, StoreError> {
+pub(super) fn reaction(say: &mut Say<'_>, update: &Value) -> Result<Outcome, StoreError> {
     let r = update.get("message_reaction").unwrap_or(&Value::Null);
     let (Some(chat), Some(message)) = (
         r.pointer("/chat/id").and_then(Value::as_i64),
         r.get("message_id").and_then(Value::as_i64),
     ) else {
-        return Ok("ignored:malformed".into());
+        return Ok(Outcome::IgnoredMalformed);
     };
     let Some(turn) = turns::by_message(say.tx, chat, message)? else {
-        return Ok("reaction:not-a-prompt".into());
+        return Ok(Outcome::ReactionNotAPrompt);
     };
     if turn.state != TurnState::Queued {
-        return Ok("reaction:too-late".into());
+        return Ok(Outcome::ReactionTooLate);
     }
     let (old_pos, old_neg) = categories(r.get("old_reaction"));
     let (new_pos, new_neg) = categories(r.get("new_reaction"));
     // Only the category that changed moves: a new thumbs-down keeps the priority, a new heart
     // keeps the skip.
-    let mut outcome = Vec::new();
+    let (mut moved_to, mut skip) = (None, None);
     if old_pos != new_pos {
         let lane = if new_pos {
             Lane::Priority
@@ -74,38 +75,37 @@ pub(super) fn reaction(say: &mut Say<'_>, update: &Value) -> Result<String, Stor
             Lane::Normal
         };
         turns::set_lane(say.tx, turn.id, lane)?;
-        outcome.push(lane.as_str());
+        moved_to = Some(lane);
     }
     if old_neg != new_neg {
         turns::set_skip(say.tx, turn.id, new_neg)?;
-        outcome.push(if new_neg { "skip" } else { "keep" });
+        skip = Some(new_neg);
     }
     say.after.turns = true;
-    Ok(if outcome.is_empty() {
-        "reaction:unchanged".into()
-    } else {
-        format!("reaction:{}", outcome.join("+"))
+    Ok(Outcome::Reaction {
+        lane: moved_to,
+        skip,
     })
 }
 
 /// An edited owner message.
-pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String, StoreError> {
+pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let (Some(chat), Some(id)) = (msg.chat_id(), msg.id()) else {
-        return Ok("ignored:malformed".into());
+        return Ok(Outcome::IgnoredMalformed);
     };
     let Some(turn) = turns::by_message(say.tx, chat, id)? else {
-        return Ok("ignored:edit".into());
+        return Ok(Outcome::IgnoredEdit);
     };
     let Some(text) = msg
         .text()
         .or_else(|| msg.caption())
         .filter(|t| !t.trim().is_empty())
     else {
-        return Ok("ignored:edit".into());
+        return Ok(Outcome::IgnoredEdit);
     };
     if turn.state != TurnState::Queued {
         say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;
-        return Ok("edit:too-late".into());
+        return Ok(Outcome::EditTooLate);
     }
     // What pi gets is what the message would have become had it been sent like this: one of
     // pi's commands under pi's name. The hub's own commands act when they are sent, so an edit
@@ -117,16 +117,16 @@ pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<String,
                 Some(t) => t,
                 None => {
                     say.reply(msg, &texts::edit_into_command(), None, "reply:edit")?;
-                    return Ok("edit:command-refused".into());
+                    return Ok(Outcome::EditCommandRefused);
                 }
             }
         }
     };
     if turns::edit_text(say.tx, turn.id, &text)? {
-        return Ok("edit:applied".into());
+        return Ok(Outcome::EditApplied);
     }
     say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;
-    Ok("edit:too-late".into())
+    Ok(Outcome::EditTooLate)
 }
 
 #[cfg(test)]
