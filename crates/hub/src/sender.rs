@@ -798,6 +798,224 @@ mod tests {
         assert_eq!(marked_repeat(&none, false), none);
     }
 
+    /// A row of chat 5 in topic `thread`, at its second attempt.
+    fn row(thread: Option<i64>, resend: bool) -> OutboxRow {
+        OutboxRow {
+            id: 1,
+            chat_id: 5,
+            thread_id: thread,
+            method: String::new(),
+            params: serde_json::Value::Null,
+            delivery: serde_json::Value::Null,
+            purpose: "answer:1:0".into(),
+            source_update_id: None,
+            resend_if_unknown: resend,
+            state: outbox::State::Sending,
+            attempts: 1,
+            not_before_ms: 0,
+            sent_message_id: None,
+            last_error: None,
+            handling: None,
+            identity: None,
+            turn_id: None,
+            resent: 0,
+        }
+    }
+
+    fn api(kind: ApiErrorKind) -> Attempt {
+        Attempt::Called(Err(CallError::Api(telegram::ApiError {
+            code: 400,
+            description: "Bad Request: x".into(),
+            kind,
+        })))
+    }
+
+    /// Every outcome of a call and what the sender does about it.
+    #[test]
+    fn each_outcome_has_its_decision() {
+        use crate::assistant::Rendering;
+        use crate::delivery::{Target, plans};
+        const NOW: i64 = 10_000;
+        let target = Target {
+            chat_id: 5,
+            thread_id: Some(9),
+            reply_to: Some(3),
+        };
+        let long = format!("# T\n\n{}", "words of a sentence. ".repeat(400));
+        let rich = plans(&long, Rendering::Rich, &target).remove(0);
+        let html = rich.fallback().unwrap_or_else(|| rich.clone());
+        let plain = Plan::single(crate::delivery::text_message(
+            crate::outbound::message::Spot::new(5, Some(9), None),
+            "x".into(),
+            false,
+        ));
+        let ok = |id: i64| Attempt::Called(Ok(serde_json::json!({ "message_id": id })));
+        let flood = Attempt::Called(Err(CallError::Flood {
+            retry_after: Duration::from_secs(3),
+            chat_id: Some(5),
+        }));
+        let retry = || Attempt::Called(Err(CallError::Retryable("HTTP 502".into())));
+        let unknown = || Attempt::Called(Err(CallError::CommitUnknown("reset".into())));
+        let gone = Attempt::FilesGone("/f: gone".into());
+        let refused = |e: &str| e.to_owned();
+        let later = NOW + backoff_ms(2);
+        let table: Vec<(&str, OutboxRow, &Plan, Attempt, Decision)> = vec![
+            (
+                "ok, one message",
+                row(Some(9), false),
+                &plain,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: None,
+                },
+            ),
+            (
+                "ok, more parts follow",
+                row(Some(9), false),
+                &html,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: html.next_part(),
+                },
+            ),
+            (
+                "ok, the row moved to the main chat: the next part follows it, no reply",
+                row(None, false),
+                &html,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: html.next_part().map(|p| p.placed(5, None)),
+                },
+            ),
+            (
+                "flood wait",
+                row(Some(9), false),
+                &plain,
+                flood,
+                Decision::Flood {
+                    scope: FloodScope::Chat(5),
+                    until: NOW + 3000,
+                    secs: 3,
+                },
+            ),
+            (
+                "nothing happened",
+                row(Some(9), false),
+                &plain,
+                retry(),
+                Decision::Retry {
+                    at: later,
+                    error: "HTTP 502".into(),
+                },
+            ),
+            (
+                "unknown, must arrive",
+                row(Some(9), true),
+                &plain,
+                unknown(),
+                Decision::Resend {
+                    at: later,
+                    error: "reset".into(),
+                },
+            ),
+            (
+                "unknown, may not repeat",
+                row(Some(9), false),
+                &plain,
+                unknown(),
+                Decision::Unknown {
+                    error: "reset".into(),
+                },
+            ),
+            (
+                "file gone",
+                row(Some(9), false),
+                &plain,
+                gone,
+                Decision::GiveUp {
+                    error: "/f: gone".into(),
+                    handling: "dropped: the file to send is gone",
+                },
+            ),
+            (
+                "not modified",
+                row(None, false),
+                &plain,
+                api(ApiErrorKind::NotModified),
+                Decision::Delivered {
+                    message_id: None,
+                    next: None,
+                },
+            ),
+            (
+                "topic closed",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::TopicClosed),
+                Decision::MainChat {
+                    error: refused("400 Bad Request: x"),
+                },
+            ),
+            (
+                "topic not found",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ThreadNotFound),
+                Decision::TopicUnreachable {
+                    thread: 9,
+                    error: refused("400 Bad Request: x"),
+                },
+            ),
+            (
+                "refused, another way",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ParseEntities),
+                Decision::Fallback {
+                    next: html.clone(),
+                    from: "rich".into(),
+                    reason: "Bad Request: x".into(),
+                },
+            ),
+            (
+                "refused, no other way",
+                row(Some(9), false),
+                &plain,
+                api(ApiErrorKind::ParseEntities),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+            (
+                "forbidden: no other way helps",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::Forbidden),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+            (
+                "chat not found",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ChatNotFound),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+        ];
+        for (what, row, plan, attempt, want) in table {
+            assert_eq!(judge(&row, plan, &attempt, NOW), want, "{what}");
+        }
+    }
+
     #[test]
     fn backoff_doubles_to_a_minute() {
         let v: Vec<i64> = (1..=9).map(backoff_ms).collect();
