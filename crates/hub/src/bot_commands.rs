@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use store::{Connection, StoreError, instances, kv};
 
-use crate::outbound::{self, message::BotCommand};
+use crate::outbound;
+use crate::outgoing::BotCommand;
 
 /// Key of the map from Telegram command names to pi's (`{"review_pr": "review-pr"}`).
 pub const PI_COMMANDS: &str = "commands.pi";

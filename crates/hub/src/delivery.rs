@@ -9,7 +9,7 @@ use serde_json::Value;
 use tg_format::markdown::{self, RichBudget};
 
 use crate::assistant::Rendering;
-use crate::outbound::message::{LinkPreview, Outgoing, ParseMode, Rich, RichMessage, Spot, Text};
+use crate::outgoing::{LinkPreview, Outgoing, ParseMode, Rich, RichMessage, Spot, Text};
 
 /// Text messages are cut this far below Telegram's 4096 so a label or a repeat mark fits.
 pub const TEXT_PIECE: usize = 4000;

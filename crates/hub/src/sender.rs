@@ -16,7 +16,7 @@ use crate::crashpoint;
 use crate::db::Db;
 use crate::delivery::Plan;
 use crate::error::HubError;
-use crate::outbound::message::{Call, Outgoing};
+use crate::outgoing::{Call, Outgoing};
 use crate::texts;
 use crate::topics;
 use crate::wakes::Wakes;
@@ -845,7 +845,7 @@ mod tests {
         let rich = plans(&long, Rendering::Rich, &target).remove(0);
         let html = rich.fallback().unwrap_or_else(|| rich.clone());
         let plain = Plan::single(crate::delivery::text_message(
-            crate::outbound::message::Spot::new(5, Some(9), None),
+            crate::outgoing::Spot::new(5, Some(9), None),
             "x".into(),
             false,
         ));

@@ -27,8 +27,8 @@ use tokio::task::JoinSet;
 use crate::db::Db;
 use crate::delivery::{Alternative, Plan};
 use crate::error::HubError;
-use crate::outbound::message::{Outgoing, Speak, Spot, Upload, Voice};
 use crate::outbound::{self};
+use crate::outgoing::{Outgoing, Speak, Spot, Upload, Voice};
 use crate::texts;
 use crate::wakes::Wakes;
 

@@ -4,8 +4,6 @@
 //! button taps. Always in the caller's transaction, so an effect and what the bot says about
 //! it commit together; the outbox gives order and crash safety.
 
-pub mod message;
-
 use serde_json::{Value, json};
 use store::threads::{self as tables, BindingState};
 use store::turns::Turn;
@@ -15,11 +13,11 @@ use crate::assistant::Rendering;
 use crate::buttons::Button;
 use crate::clock::Clock;
 use crate::delivery::{self, Alternative, Plan, Target};
-use crate::pairing;
-use crate::state;
-use message::{
+use crate::outgoing::{
     Album, BotCommand, Commands, Edit, EditMarkup, File, Media, Outgoing, Spot, TapAnswer, Upload,
 };
+use crate::pairing;
+use crate::state;
 
 /// Where a turn's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,7 +269,7 @@ pub struct Text<'a> {
 
 /// Queues one of the hub's own messages. Returns its outbox id (`None`: queued already).
 pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, StoreError> {
-    let message = Outgoing::Text(message::Text {
+    let message = Outgoing::Text(crate::outgoing::Text {
         spot: Spot::new(t.chat, t.thread, t.reply_to),
         text: t.text.to_owned(),
         parse_mode: None,
