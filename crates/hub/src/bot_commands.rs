@@ -9,7 +9,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use store::{Connection, StoreError, instances, kv, outbox};
+use store::{Connection, StoreError, instances, kv};
+
+use crate::outbound;
+use crate::outgoing::BotCommand;
 
 /// Key of the map from Telegram command names to pi's (`{"review_pr": "review-pr"}`).
 pub const PI_COMMANDS: &str = "commands.pi";
@@ -174,27 +177,16 @@ pub fn refresh(tx: &Connection, now: i64) -> Result<bool, StoreError> {
         return Ok(false);
     }
     kv::set(tx, PUBLISHED, &list)?;
-    // Bot-wide, not a message of any chat: the queue of such calls (chat 0).
-    let chat = 0;
-    let params = json!({ "commands": serde_json::from_str::<Value>(&list).unwrap_or(Value::Null) });
     let n = kv::get_i64(tx, "commands.generation")?.unwrap_or(0) + 1;
     kv::set(tx, "commands.generation", &n.to_string())?;
-    outbox::enqueue(
-        tx,
-        &outbox::NewRow {
-            chat_id: chat,
-            thread_id: None,
-            method: "setMyCommands",
-            params: &params,
-            purpose: &format!("commands:{n}"),
-            source_update_id: None,
-            resend_if_unknown: true,
-            identity: None,
-            turn_id: None,
-            plan: None,
-        },
-        now,
-    )?;
+    let commands = commands
+        .into_iter()
+        .map(|(command, description)| BotCommand {
+            command,
+            description,
+        })
+        .collect();
+    outbound::commands(tx, commands, &format!("commands:{n}"), now)?;
     Ok(true)
 }
 

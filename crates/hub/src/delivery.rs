@@ -1,19 +1,20 @@
 //! Rendered text on its way out: an outbox row per piece, each with a [`Plan`] of the messages
-//! it is sent as. Alternatives are tried in order when Telegram refuses one (rich, then HTML,
+//! ([`Outgoing`]) it is sent as; every outbox row has one, a single message being a plan of one. Alternatives are tried in order when Telegram refuses one (rich, then HTML,
 //! then plain text), so a formatting problem never loses a word; a piece that is one rich
 //! message may be several text messages, sent one after another from the same row, so the
 //! conversation's order holds whatever happens.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tg_format::markdown::{self, RichBudget};
 
 use crate::assistant::Rendering;
+use crate::outgoing::{LinkPreview, Outgoing, ParseMode, Rich, RichMessage, Spot, Text};
 
 /// Text messages are cut this far below Telegram's 4096 so a label or a repeat mark fits.
 pub const TEXT_PIECE: usize = 4000;
 
-/// How one outbox row is delivered.
+/// How one outbox row is delivered: what the outbox stores of it (its `delivery`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// What to send, best first.
@@ -27,22 +28,45 @@ pub struct Plan {
     pub repeat: Option<usize>,
 }
 
-/// One way to deliver a row: messages sent in order with one method.
+/// One way to deliver a row: messages sent in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Alternative {
-    /// `rich`, `html` or `plain`, for incidents.
+    /// `rich`, `html`, `plain`, `voice`, or `message` for a row of one message, for incidents.
     pub name: String,
-    /// Bot API method.
-    pub method: String,
-    /// Parameters of each message.
-    pub messages: Vec<Value>,
+    /// The messages.
+    pub messages: Vec<Outgoing>,
 }
 
 impl Plan {
-    /// The method and parameters to send now.
-    pub fn current(&self) -> Option<(&str, &Value)> {
-        let a = self.alternatives.get(self.alt)?;
-        a.messages.get(self.part).map(|p| (a.method.as_str(), p))
+    /// A row that sends one message.
+    pub fn single(message: Outgoing) -> Plan {
+        Plan::of(vec![Alternative {
+            name: "message".into(),
+            messages: vec![message],
+        }])
+    }
+
+    /// A plan that starts at the first message of the first of `alternatives`.
+    pub fn of(alternatives: Vec<Alternative>) -> Plan {
+        Plan {
+            alternatives,
+            alt: 0,
+            part: 0,
+            repeat: None,
+        }
+    }
+
+    /// The message to send now.
+    pub fn current(&self) -> Option<&Outgoing> {
+        self.alternatives.get(self.alt)?.messages.get(self.part)
+    }
+
+    /// The message to send now, to change it (the voice task puts in the voice it made).
+    pub fn current_mut(&mut self) -> Option<&mut Outgoing> {
+        self.alternatives
+            .get_mut(self.alt)?
+            .messages
+            .get_mut(self.part)
     }
 
     /// The plan after the current message arrived, if more messages follow.
@@ -73,6 +97,15 @@ impl Plan {
         })
     }
 
+    /// This plan with its current message addressed where its row is now (see
+    /// [`Outgoing::placed`]): what the sender stores when it moves on to that message.
+    pub fn placed(mut self, chat: i64, thread: Option<i64>) -> Plan {
+        if let Some(m) = self.current_mut() {
+            *m = m.placed(chat, thread);
+        }
+        self
+    }
+
     /// The current alternative's name.
     pub fn name(&self) -> &str {
         self.alternatives
@@ -90,9 +123,9 @@ impl Plan {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
-    /// From storage; `None` for a row without a plan or one this version cannot read.
-    pub fn from_value(v: Option<&Value>) -> Option<Plan> {
-        let plan: Plan = v.and_then(|v| serde_json::from_value(v.clone()).ok())?;
+    /// From storage; `None` for one this version cannot read.
+    pub fn from_value(v: &Value) -> Option<Plan> {
+        let plan = Plan::deserialize(v).ok()?;
         // A plan is stored only by `plans` and advanced only by `next_part` and `fallback`.
         let broken = crate::never!(
             plan.current().is_none(),
@@ -117,15 +150,12 @@ pub struct Target {
 }
 
 impl Target {
-    fn base(&self, first: bool) -> Value {
-        let mut p = json!({ "chat_id": self.chat_id });
-        if let Some(t) = self.thread_id {
-            p["message_thread_id"] = json!(t);
-        }
-        if let (true, Some(m)) = (first, self.reply_to) {
-            p["reply_parameters"] = json!({ "message_id": m, "allow_sending_without_reply": true });
-        }
-        p
+    fn spot(&self, first: bool) -> Spot {
+        Spot::new(
+            self.chat_id,
+            self.thread_id,
+            self.reply_to.filter(|_| first),
+        )
     }
 }
 
@@ -137,24 +167,23 @@ pub fn plans(markdown: &str, rendering: Rendering, target: &Target) -> Vec<Plan>
             .enumerate()
             .map(|(i, piece)| {
                 let first = i == 0;
-                let mut rich = target.base(first);
-                rich["rich_message"] =
-                    json!({ "markdown": piece.markdown, "skip_entity_detection": true });
+                let rich = Outgoing::Rich(Rich {
+                    spot: target.spot(first),
+                    rich_message: RichMessage {
+                        markdown: piece.markdown,
+                        skip_entity_detection: true,
+                    },
+                    reply_markup: None,
+                });
                 let (html, plain) = text_messages(&piece.fallback, target, first);
-                Plan {
-                    alternatives: vec![
-                        Alternative {
-                            name: "rich".into(),
-                            method: "sendRichMessage".into(),
-                            messages: vec![rich],
-                        },
-                        html,
-                        plain,
-                    ],
-                    alt: 0,
-                    part: 0,
-                    repeat: None,
-                }
+                Plan::of(vec![
+                    Alternative {
+                        name: "rich".into(),
+                        messages: vec![rich],
+                    },
+                    html,
+                    plain,
+                ])
             })
             .collect(),
         Rendering::Html => markdown::render_html(markdown, TEXT_PIECE)
@@ -162,15 +191,21 @@ pub fn plans(markdown: &str, rendering: Rendering, target: &Target) -> Vec<Plan>
             .enumerate()
             .map(|(i, piece)| {
                 let (html, plain) = text_messages(std::slice::from_ref(&piece), target, i == 0);
-                Plan {
-                    alternatives: vec![html, plain],
-                    alt: 0,
-                    part: 0,
-                    repeat: None,
-                }
+                Plan::of(vec![html, plain])
             })
             .collect(),
     }
+}
+
+/// A text without link previews (answers and the hub's HTML have none), HTML or plain.
+pub fn text_message(spot: Spot, text: String, html: bool) -> Outgoing {
+    Outgoing::Text(Text {
+        spot,
+        text,
+        parse_mode: html.then_some(ParseMode::Html),
+        link_preview_options: Some(LinkPreview::NONE),
+        reply_markup: None,
+    })
 }
 
 /// HTML messages and their plain-text twins.
@@ -182,26 +217,17 @@ fn text_messages(
     let mut html = Vec::with_capacity(pieces.len());
     let mut plain = Vec::with_capacity(pieces.len());
     for (i, p) in pieces.iter().enumerate() {
-        let base = target.base(first && i == 0);
-        let mut h = base.clone();
-        h["text"] = json!(p.html);
-        h["parse_mode"] = json!("HTML");
-        h["link_preview_options"] = json!({ "is_disabled": true });
-        html.push(h);
-        let mut t = base;
-        t["text"] = json!(p.plain);
-        t["link_preview_options"] = json!({ "is_disabled": true });
-        plain.push(t);
+        let spot = target.spot(first && i == 0);
+        html.push(text_message(spot.clone(), p.html.clone(), true));
+        plain.push(text_message(spot, p.plain.clone(), false));
     }
     (
         Alternative {
             name: "html".into(),
-            method: "sendMessage".into(),
             messages: html,
         },
         Alternative {
             name: "plain".into(),
-            method: "sendMessage".into(),
             messages: plain,
         },
     )
@@ -230,31 +256,28 @@ mod tests {
         reply_to: Some(3),
     };
 
+    fn spot(p: &Plan) -> Option<Spot> {
+        p.current().and_then(Outgoing::spot).cloned()
+    }
+
     #[test]
     fn a_rich_piece_falls_back_to_its_html_pieces_then_plain_text() {
         let long = format!("# Title\n\n{}", "a sentence of words. ".repeat(400));
         let plans = plans(&long, Rendering::Rich, &TARGET);
         assert_eq!(plans.len(), 1, "8,000 characters are one rich message");
         let p = &plans[0];
-        let (method, params) = p.current().unwrap_or(("", &Value::Null));
-        assert_eq!(method, "sendRichMessage");
-        assert_eq!(params["reply_parameters"]["message_id"], json!(3));
-        assert_eq!(params["message_thread_id"], json!(9));
+        assert_eq!(p.current().map(Outgoing::method), Some("sendRichMessage"));
+        let s = spot(p).unwrap_or_else(|| Spot::new(0, None, None));
+        assert_eq!(s.reply_parameters.map(|r| r.message_id), Some(3));
+        assert_eq!(s.message_thread_id, Some(9));
         // Refused: its HTML pieces, sent one after another, the first one replying.
         let html = p.fallback().unwrap_or_else(|| p.clone());
         assert_eq!(html.name(), "html");
         assert!(html.alternatives[1].messages.len() >= 2);
         assert_eq!(html.part, 0);
-        assert!(
-            html.current()
-                .is_some_and(|(_, p)| p.get("reply_parameters").is_some())
-        );
+        assert!(spot(&html).is_some_and(|s| s.reply_parameters.is_some()));
         let second = html.next_part().unwrap_or_else(|| html.clone());
-        assert!(
-            second
-                .current()
-                .is_some_and(|(_, p)| p.get("reply_parameters").is_none())
-        );
+        assert!(spot(&second).is_some_and(|s| s.reply_parameters.is_none()));
         // HTML refused at its second message: plain text from that same message on.
         let plain = second.fallback().unwrap_or_else(|| second.clone());
         assert_eq!((plain.name(), plain.part), ("plain", 1));
@@ -265,15 +288,17 @@ mod tests {
     fn html_rendering_has_a_plain_twin_per_piece() {
         let plans = plans("**x** and <y>", Rendering::Html, &TARGET);
         assert_eq!(plans.len(), 1);
-        let (m, p) = plans[0].current().unwrap_or(("", &Value::Null));
-        assert_eq!(m, "sendMessage");
-        assert_eq!(p["text"], json!("<b>x</b> and &lt;y&gt;"));
-        let plain = plans[0].fallback().unwrap_or_else(|| plans[0].clone());
+        let text = |p: &Plan| match p.current() {
+            Some(Outgoing::Text(t)) => Some((t.text.clone(), t.parse_mode)),
+            _ => None,
+        };
         assert_eq!(
-            plain.current().map(|(_, p)| p["text"].clone()),
-            Some(json!("x and <y>"))
+            text(&plans[0]),
+            Some(("<b>x</b> and &lt;y&gt;".into(), Some(ParseMode::Html)))
         );
-        let stored = Plan::from_value(Some(&plans[0].to_value()));
+        let plain = plans[0].fallback().unwrap_or_else(|| plans[0].clone());
+        assert_eq!(text(&plain), Some(("x and <y>".into(), None)));
+        let stored = Plan::from_value(&plans[0].to_value());
         assert_eq!(stored.as_ref(), Some(&plans[0]));
     }
 

@@ -42,6 +42,7 @@ pub mod menu;
 pub mod names;
 pub mod never;
 pub mod outbound;
+pub mod outgoing;
 pub mod pairing;
 pub mod paths;
 pub mod poller;

@@ -296,36 +296,37 @@ mod tests {
 
         let files =
             |p: &Path| json!({ "__files": [{ "field": "document", "path": p, "copy": true }] });
-        let (pending_params, ambiguous_params) = (files(&pending), files(&ambiguous));
-        let plan = json!({ "alternatives": [{ "messages": [files(&planned)] }] });
+        let single = |p: &Path| store::outbox::single("sendDocument", &files(p));
+        let (pending_params, ambiguous_params) = (single(&pending), single(&ambiguous));
+        // A file in a later message of a plan is needed too.
+        let plan = json!({ "alternatives": [
+            { "name": "voice", "messages": [{ "method": "sendMessage", "text": "spoken first" }] },
+            { "name": "file", "messages": [single(&planned)["alternatives"][0]["messages"][0].clone()] },
+        ], "alt": 0, "part": 0 });
         let waiting_path = waiting.display().to_string();
         let pending_id = db
             .write(Durability::OnDisk, move |tx| {
-                let row = |params: &serde_json::Value,
-                           purpose: &str,
-                           plan: Option<&serde_json::Value>| {
+                let row = |delivery: &serde_json::Value, purpose: &str| {
                     store::outbox::enqueue(
                         tx,
                         &store::outbox::NewRow {
                             chat_id: 1,
                             thread_id: None,
-                            method: "sendDocument",
-                            params,
+                            delivery,
                             purpose,
                             source_update_id: None,
                             resend_if_unknown: false,
                             identity: None,
                             turn_id: None,
-                            plan,
                         },
                         1,
                     )
                 };
-                let pending_id = row(&pending_params, "pending", None)?.unwrap_or_default();
-                let unknown = row(&ambiguous_params, "ambiguous", None)?.unwrap_or_default();
+                let pending_id = row(&pending_params, "pending")?.unwrap_or_default();
+                let unknown = row(&ambiguous_params, "ambiguous")?.unwrap_or_default();
                 store::outbox::mark_sending(tx, unknown, 2)?;
                 store::outbox::mark_ambiguous(tx, unknown, "lost", "not resent", 3)?;
-                row(&json!({ "text": "spoken first" }), "voice", Some(&plan))?;
+                row(&plan, "voice")?;
                 let turn = store::turns::create(
                     tx,
                     &store::turns::NewTurn {

@@ -16,6 +16,7 @@ use crate::crashpoint;
 use crate::db::Db;
 use crate::delivery::Plan;
 use crate::error::HubError;
+use crate::outgoing::{Call, Outgoing};
 use crate::texts;
 use crate::topics;
 use crate::wakes::Wakes;
@@ -217,38 +218,22 @@ async fn send_marked(
     send_one(db, client, pacer, wakes, c.row).await
 }
 
-/// A row that uploads files (`__files`: `[{field, path, name, mime}]` in its parameters): the
-/// parameters without them and the files read. `None` for rows that upload nothing.
-async fn uploads(
-    params: &serde_json::Value,
-) -> Option<Result<(serde_json::Value, Vec<telegram::Upload>), String>> {
-    let list = params.get(crate::outbound::FILES_KEY)?.as_array()?.clone();
-    let mut rest = params.clone();
-    if let Some(o) = rest.as_object_mut() {
-        o.remove(crate::outbound::FILES_KEY);
-    }
+/// The files a message uploads, read. `Err`: one is gone.
+async fn read_uploads(message: &Outgoing) -> Result<Vec<telegram::Upload>, String> {
+    let list = message.uploads();
     let mut files = Vec::with_capacity(list.len());
-    for f in &list {
-        let text = |k: &str| {
-            f.get(k)
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        };
-        let (Some(field), Some(path)) = (text("field"), text("path")) else {
-            return Some(Err("a file entry without field or path".into()));
-        };
-        let bytes = match tokio::fs::read(&path).await {
-            Ok(b) => b,
-            Err(e) => return Some(Err(format!("{path}: {e}"))),
-        };
+    for f in list {
+        let bytes = tokio::fs::read(&f.path)
+            .await
+            .map_err(|e| format!("{}: {e}", f.path))?;
         files.push(telegram::Upload {
-            field,
-            file_name: text("name").unwrap_or_else(|| "file".into()),
-            mime_type: text("mime"),
+            field: f.field.clone(),
+            file_name: f.name.clone().unwrap_or_else(|| "file".into()),
+            mime_type: f.mime.clone(),
             bytes: bytes.into(),
         });
     }
-    Some(Ok((rest, files)))
+    Ok(files)
 }
 
 /// The chat whose pace a row counts against; `None` for calls that are not messages of a chat.
@@ -265,15 +250,171 @@ fn pick_and_mark(
     wanted: impl Fn(&OutboxRow) -> bool,
 ) -> Result<(Option<OutboxRow>, Option<Duration>), store::StoreError> {
     let mut wait: Option<Duration> = None;
-    for row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
+    for mut row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
         let w = pace.ready_in(pace_key(&row), now as u64);
         if w.is_zero() {
             outbox::mark_sending(tx, row.id, now)?;
+            // The row as the sender gets it: what it now is in the store.
+            row.state = outbox::State::Sending;
             return Ok((Some(row), None));
         }
         wait = Some(wait.map_or(w, |x| x.min(w)));
     }
     Ok((None, wait))
+}
+
+/// What came of an attempt to send a row's current message: the judgement's input.
+#[derive(Debug)]
+pub enum Attempt {
+    /// A file to upload is gone (nothing was called).
+    FilesGone(String),
+    /// The call was made; Telegram's answer.
+    Called(Result<serde_json::Value, CallError>),
+}
+
+/// What the sender does about an attempt ([`judge`]); [`record`] carries it out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Arrived: the row is sent, or goes on at once with `next`, the next message of its plan
+    /// (addressed where the row is now).
+    Delivered {
+        /// The message Telegram made, if it said.
+        message_id: Option<i64>,
+        /// The plan from the next message on.
+        next: Option<Plan>,
+    },
+    /// Refused as written (markup, length): the same words another way, at once.
+    Fallback {
+        /// The plan from the other way on (addressed where the row is now).
+        next: Plan,
+        /// The refused alternative.
+        from: String,
+        /// Telegram's reason (never the text).
+        reason: String,
+    },
+    /// Nothing happened: tried again at `at`.
+    Retry {
+        /// When.
+        at: i64,
+        /// Why.
+        error: String,
+    },
+    /// Telegram asked to wait: the row and every call of `scope` wait until `until`.
+    Flood {
+        /// Whose calls wait.
+        scope: FloodScope,
+        /// Until when.
+        until: i64,
+        /// The wait asked for, in seconds.
+        secs: i64,
+    },
+    /// The outcome is unknown and the row must arrive: sent again at `at`, marked as a
+    /// possible repeat.
+    Resend {
+        /// When.
+        at: i64,
+        /// Why.
+        error: String,
+    },
+    /// The outcome is unknown and the row is not repeated: ambiguous.
+    Unknown {
+        /// Why.
+        error: String,
+    },
+    /// Its topic is closed: to the main chat, at once.
+    MainChat {
+        /// Telegram's answer.
+        error: String,
+    },
+    /// Its topic is not found: whether it is gone for good is asked of Telegram first.
+    TopicUnreachable {
+        /// The topic.
+        thread: i64,
+        /// Telegram's answer.
+        error: String,
+    },
+    /// Given up for good.
+    GiveUp {
+        /// Why.
+        error: String,
+        /// What was done (the row's `handling`).
+        handling: &'static str,
+    },
+}
+
+/// The judgement of an attempt to send row `row`'s current message of `plan` at `now`: pure,
+/// so that every outcome's consequence is a row of a table (see the tests).
+pub fn judge(row: &OutboxRow, plan: &Plan, attempt: &Attempt, now: i64) -> Decision {
+    let result = match attempt {
+        Attempt::FilesGone(why) => {
+            return Decision::GiveUp {
+                error: why.clone(),
+                handling: "dropped: the file to send is gone",
+            };
+        }
+        Attempt::Called(r) => r,
+    };
+    let here = |p: Plan| p.placed(row.chat_id, row.thread_id);
+    let later = || now + backoff_ms(row.attempts + 1);
+    let e = match result {
+        Ok(v) => {
+            return Decision::Delivered {
+                message_id: v.get("message_id").and_then(serde_json::Value::as_i64),
+                next: plan.next_part().map(here),
+            };
+        }
+        Err(CallError::Flood {
+            retry_after,
+            chat_id,
+        }) => {
+            return Decision::Flood {
+                scope: FloodScope::of(*chat_id),
+                until: now + retry_after.as_millis() as i64,
+                secs: retry_after.as_secs() as i64,
+            };
+        }
+        Err(CallError::Retryable(e)) => {
+            return Decision::Retry {
+                at: later(),
+                error: e.clone(),
+            };
+        }
+        Err(CallError::CommitUnknown(e)) if row.resend_if_unknown => {
+            return Decision::Resend {
+                at: later(),
+                error: e.clone(),
+            };
+        }
+        Err(CallError::CommitUnknown(e)) => return Decision::Unknown { error: e.clone() },
+        Err(CallError::Api(e)) => e,
+    };
+    match (e.kind, row.thread_id, plan.fallback()) {
+        // The edit already shows: that is the outcome we wanted.
+        (ApiErrorKind::NotModified, _, _) => Decision::Delivered {
+            message_id: None,
+            next: None,
+        },
+        // The person closed the topic; the message still has to arrive.
+        (ApiErrorKind::TopicClosed, Some(_), _) => Decision::MainChat {
+            error: e.to_string(),
+        },
+        (ApiErrorKind::ThreadNotFound, Some(thread), _) => Decision::TopicUnreachable {
+            thread,
+            error: e.to_string(),
+        },
+        // Another way helps nothing when the chat is out of reach.
+        (ApiErrorKind::Forbidden | ApiErrorKind::ChatNotFound, _, _) | (_, _, None) => {
+            Decision::GiveUp {
+                error: e.to_string(),
+                handling: "dropped: Telegram refused it",
+            }
+        }
+        (_, _, Some(next)) => Decision::Fallback {
+            next: here(next),
+            from: plan.name().to_owned(),
+            reason: e.description.clone(),
+        },
+    }
 }
 
 /// Sends a row already marked `sending` (and synced) and records the outcome.
@@ -287,279 +428,265 @@ async fn send_one(
     let id = row.id;
     crashpoint::hit(crashpoint::CrashPoint::SendAfterMarkSending);
     crate::latency::mark(crate::latency::Step::Calling, id);
-    // A copy sent after an unknown outcome says so: the person may see the first one too.
-    let plan = Plan::from_value(row.plan.as_ref());
-    let repeat = plan.as_ref().map_or(row.resent > 0, Plan::is_repeat);
-    let result = match uploads(&row.params).await {
-        // Files pi sent: the copies the hub made when the tool was called. A spoken answer
-        // sent again carries the mark in its caption (a file without one gets the mark alone).
-        Some(Ok((params, files))) => {
-            let params = if repeat {
-                let mut p = marked_repeat(&params);
-                if p.get("caption").is_none() && p.get("media").is_none() {
-                    p["caption"] = serde_json::json!(texts::REPEAT_MARK.trim_end());
-                }
-                p
-            } else {
-                params
-            };
-            client.call_multipart(&row.method, &params, files).await
-        }
-        Some(Err(why)) => {
-            let purpose = row.purpose.clone();
-            tracing::warn!(purpose = %purpose, error = %why, "a file to send is gone");
-            let now = db.now_ms();
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::mark_failed(tx, id, &why, "dropped: the file to send is gone", now)?;
-                incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
-            })
-            .await?;
-            release_copies(db, &row.params, None).await;
-            return Ok(());
-        }
-        None if repeat => client.call(&row.method, &marked_repeat(&row.params)).await,
-        None => client.call(&row.method, &row.params).await,
-    };
-    crashpoint::hit(crashpoint::CrashPoint::SendAfterCall);
-    crate::latency::mark(crate::latency::Step::Called, id);
-    let now = db.now_ms();
-    // Counted when the call is over: Telegram counts a message when it arrives, which is
-    // before its answer, and this sender makes one call at a time, so the next message arrives
-    // at least a paced interval after this one. Counted when the call left, a request held up
-    // on its way (a busy machine at start-up) arrived closer to the next one than the pace
-    // allows (a `429` in the pacing bench); counted at the pick, a slow durable mark did so.
-    pacer.lock().await.consume(pace_key(&row), now as u64);
-    match result {
-        Ok(v) => {
-            let message_id = v.get("message_id").and_then(serde_json::Value::as_i64);
-            // Replies to this message route to the instance it speaks for.
-            let route = row.identity.clone().zip(message_id);
-            let (chat, turn) = (row.chat_id, row.turn_id);
-            // More messages in this row's plan: the next one goes at once, in the same place.
-            let next = plan.as_ref().and_then(Plan::next_part);
-            let here = (row.chat_id, row.thread_id);
-            let after = db
-                .write(Durability::OnDisk, move |tx| {
-                    let after = match next.as_ref().and_then(|p| p.current().map(|c| (p, c))) {
-                        Some((p, (method, params))) => {
-                            let params = placed(params, here);
-                            outbox::advance(tx, id, method, &params, &p.to_value(), None, now)?;
-                            Some(params)
-                        }
-                        None => {
-                            outbox::mark_sent(tx, id, message_id, now)?;
-                            None
-                        }
-                    };
-                    if let Some((identity, message)) = &route {
-                        store::routes::record(tx, chat, *message, identity, turn, now)?;
-                    }
-                    Ok(after)
-                })
-                .await?;
-            release_copies(db, &row.params, after.as_ref()).await;
-        }
-        Err(CallError::Flood {
-            retry_after,
-            chat_id,
-        }) => {
-            let scope = FloodScope::of(chat_id);
-            let until = now + retry_after.as_millis() as i64;
-            pacer.lock().await.impose(scope, until as u64);
-            let secs = retry_after.as_secs() as i64;
-            tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
-            let key = scope.key();
-            db.write(Durability::OnDisk, move |tx| {
-                flood::record(tx, &key, until, secs, now)?;
-                outbox::mark_retry(tx, id, until, &format!("429: retry after {secs} s"), now)?;
-                incidents::record(
-                    tx,
-                    now,
-                    "send",
-                    &format!("flood wait of {secs} s for {key}"),
-                )
-            })
-            .await?;
-        }
-        Err(CallError::Retryable(e)) => {
-            let at = now + backoff_ms(row.attempts + 1);
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::mark_retry(tx, id, at, &e, now)
-            })
-            .await?;
-        }
-        Err(CallError::CommitUnknown(e)) => {
-            let purpose = row.purpose.clone();
-            if row.resend_if_unknown {
-                let at = now + backoff_ms(row.attempts + 1);
-                db.write(Durability::OnDisk, move |tx| {
-                    outbox::mark_resend(tx, id, at, &e, now)?;
-                    incidents::record(
-                        tx,
-                        now,
-                        "send",
-                        &format!("{purpose}: outcome unknown ({e}); sending again"),
-                    )
-                })
-                .await?;
-            } else {
-                db.write(Durability::OnDisk, move |tx| {
-                    outbox::mark_ambiguous(
-                        tx,
-                        id,
-                        &e,
-                        "not resent: the outcome is unknown and it may have arrived",
-                        now,
-                    )?;
-                    incidents::record(
-                        tx,
-                        now,
-                        "send",
-                        &format!("{purpose}: outcome unknown ({e}); not resent"),
-                    )
-                })
-                .await?;
-            }
-        }
-        Err(CallError::Api(e)) if e.kind == ApiErrorKind::NotModified => {
-            // The edit already shows: that is the outcome we wanted.
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::mark_sent(tx, id, None, now)
-            })
-            .await?;
-            release_copies(db, &row.params, None).await;
-        }
-        Err(CallError::Api(e))
-            if e.kind == ApiErrorKind::TopicClosed && row.thread_id.is_some() =>
-        {
-            // The person closed the topic; the message still has to arrive.
-            let text = e.to_string();
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::move_to_main_chat(tx, id, &text, now)?;
-                incidents::record(
-                    tx,
-                    now,
-                    "send",
-                    &format!("topic closed ({text}): sent to the main chat"),
-                )
-            })
-            .await?;
-        }
-        Err(CallError::Api(e))
-            if e.kind == ApiErrorKind::ThreadNotFound && row.thread_id.is_some() =>
-        {
-            let (chat, thread) = (row.chat_id, row.thread_id.unwrap_or_default());
-            let text = e.to_string();
-            // Threaded Mode switched off hides every topic: ask Telegram before calling this
-            // one gone. Without an answer, decide nothing yet.
-            let Some(threaded) = topics::probe(db, client, &wakes.sender).await? else {
-                let at = now + backoff_ms(row.attempts + 1);
-                db.write(Durability::OnDisk, move |tx| {
-                    outbox::mark_retry(tx, id, at, &text, now)
-                })
-                .await?;
-                crashpoint::hit(crashpoint::CrashPoint::SendAfterRecord);
-                return Ok(());
-            };
-            // Terminal for a bound topic, never retried against it: the row waits for the
-            // topic that replaces it, the binding is marked lost and the topics task provisions
-            // anew. Otherwise the message still has to arrive: in the main chat.
-            let gone = db
-                .write(Durability::OnDisk, move |tx| {
-                    let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
-                    if threaded && bound {
-                        // Pending again, so the hold below takes this row with the others.
-                        outbox::mark_retry(tx, id, crate::state::WAITING_FOR_THREAD, &text, now)?;
-                        topics::topic_gone(tx, chat, thread, now)?;
-                    } else {
-                        outbox::move_to_main_chat(tx, id, &text, now)?;
-                    }
-                    incidents::record(
-                        tx,
-                        now,
-                        "send",
-                        &format!("topic {thread} unreachable ({text})"),
-                    )?;
-                    Ok(threaded && bound)
-                })
-                .await?;
-            tracing::warn!(thread, gone, "a topic is unreachable");
-            if gone {
-                wakes.topics.notify_one();
-            }
-        }
-        Err(CallError::Api(e))
-            if plan.as_ref().and_then(Plan::fallback).is_some()
-                && !matches!(e.kind, ApiErrorKind::Forbidden | ApiErrorKind::ChatNotFound) =>
-        {
-            // Refused as written (markup, length): the same words another way. The reason
-            // goes to the incidents, never the text.
-            let from = plan.as_ref().map_or("", Plan::name).to_owned();
-            let Some(next) = plan.as_ref().and_then(Plan::fallback) else {
-                return Ok(());
-            };
-            let to = next.name().to_owned();
-            let purpose = row.purpose.clone();
-            let reason = e.description.clone();
-            let here = (row.chat_id, row.thread_id);
-            tracing::warn!(purpose = %purpose, from = %from, to = %to, reason = %reason, "Telegram refused a message; sending it another way");
-            let after = db
-                .write(Durability::OnDisk, move |tx| {
-                    let mut after = None;
-                    if let Some((method, params)) = next.current() {
-                        let handling = format!("sent as {to}: {from} was refused");
-                        let params = placed(params, here);
-                        outbox::advance(
-                            tx,
-                            id,
-                            method,
-                            &params,
-                            &next.to_value(),
-                            Some(&handling),
-                            now,
-                        )?;
-                        after = Some(params);
-                    }
-                    incidents::record(
-                        tx,
-                        now,
-                        "send",
-                        &format!("{purpose}: {from} refused ({reason}); sent as {to}"),
-                    )?;
-                    Ok(after)
-                })
-                .await?;
-            // Without a next message the row stays as it was (nothing was advanced).
-            if let Some(after) = &after {
-                release_copies(db, &row.params, Some(after)).await;
-            }
-        }
-        Err(CallError::Api(e)) => {
-            let purpose = row.purpose.clone();
-            let text = e.to_string();
-            tracing::warn!(purpose = %purpose, error = %text, "Telegram refused a send");
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::mark_failed(tx, id, &text, "dropped: Telegram refused it", now)?;
-                incidents::record(tx, now, "send", &format!("{purpose}: {text}"))
-            })
-            .await?;
-            release_copies(db, &row.params, None).await;
-        }
+    // Picked and marked in one transaction, or claimed in the producer's: never another row.
+    if crate::never!(
+        row.state != outbox::State::Sending,
+        "outbox row {id} is sent while {}",
+        row.state
+    ) {
+        return Ok(());
     }
-    crashpoint::hit(crashpoint::CrashPoint::SendAfterRecord);
+    let Some((plan, message, call)) = readable(&row) else {
+        return unreadable(db, &row).await;
+    };
+    let attempt = match read_uploads(&message).await {
+        Err(why) => Attempt::FilesGone(why),
+        Ok(files) => {
+            // A copy sent after an unknown outcome says so: the person may see the first one too.
+            let params = if plan.is_repeat() {
+                marked_repeat(&call.params, !files.is_empty())
+            } else {
+                call.params
+            };
+            let result = if files.is_empty() {
+                client.call(call.method, &params).await
+            } else {
+                // Files pi sent: the copies the hub made when the tool was called.
+                client.call_multipart(call.method, &params, files).await
+            };
+            crashpoint::hit(crashpoint::CrashPoint::SendAfterCall);
+            crate::latency::mark(crate::latency::Step::Called, id);
+            Attempt::Called(result)
+        }
+    };
+    let now = db.now_ms();
+    if let Attempt::Called(_) = attempt {
+        // Counted when the call is over: Telegram counts a message when it arrives, which is
+        // before its answer, and this sender makes one call at a time, so the next message
+        // arrives at least a paced interval after this one. Counted when the call left, a
+        // request held up on its way (a busy machine at start-up) arrived closer to the next
+        // one than the pace allows (a `429` in the pacing bench); counted at the pick, a slow
+        // durable mark did so.
+        pacer.lock().await.consume(pace_key(&row), now as u64);
+    }
+    let decision = judge(&row, &plan, &attempt, now);
+    if let Decision::Flood { scope, until, .. } = &decision {
+        pacer.lock().await.impose(*scope, *until as u64);
+    }
+    let called = matches!(attempt, Attempt::Called(_));
+    record(db, client, wakes, &row, &message, decision, now).await?;
+    // (A row whose file is gone is settled before any call.)
+    if called {
+        crashpoint::hit(crashpoint::CrashPoint::SendAfterRecord);
+    }
     Ok(())
 }
 
-/// The paths of the hub's own copies (`copy` entries of `__files`) that `params` uploads.
-fn copies(params: &serde_json::Value) -> Vec<String> {
-    params
-        .get(crate::outbound::FILES_KEY)
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|f| f.get(crate::outbound::COPY) == Some(&serde_json::Value::Bool(true)))
-        .filter_map(|f| f.get("path").and_then(serde_json::Value::as_str))
-        .map(str::to_owned)
+/// The row's plan, its current message and that message's call; `None` when this version
+/// cannot read what the row sends.
+fn readable(row: &OutboxRow) -> Option<(Plan, Outgoing, Call)> {
+    let plan = Plan::from_value(&row.delivery)?;
+    let message = plan.current()?.clone();
+    let call = message.call().ok()?;
+    Some((plan, message, call))
+}
+
+/// A row whose delivery this version cannot read: failed, never sent as something else.
+async fn unreadable(db: &Db, row: &OutboxRow) -> Result<(), HubError> {
+    let (id, now, purpose) = (row.id, db.now_ms(), row.purpose.clone());
+    tracing::warn!(row = id, purpose = %purpose, "an outbox row this version cannot read");
+    db.write(Durability::OnDisk, move |tx| {
+        let why = "what it sends cannot be read";
+        outbox::mark_failed(tx, id, why, "dropped: unreadable", now)?;
+        incidents::record(tx, now, "send", &format!("{purpose}: {why}"))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Records `decision` about row `row` (its current message `before`) in the store, in one
+/// commit, and lets go of the copies it no longer needs after that commit.
+async fn record(
+    db: &Db,
+    client: &dyn BotApi,
+    wakes: &Wakes,
+    row: &OutboxRow,
+    before: &Outgoing,
+    decision: Decision,
+    now: i64,
+) -> Result<(), HubError> {
+    let (id, purpose) = (row.id, row.purpose.clone());
+    // The message the row goes on with (whose copies stay), if it is settled otherwise.
+    let settled: Option<Option<Outgoing>> = match &decision {
+        Decision::Delivered { next, .. } => Some(next.as_ref().and_then(|p| p.current().cloned())),
+        Decision::Fallback { next, .. } => Some(next.current().cloned()),
+        Decision::GiveUp { .. } => Some(None),
+        _ => None,
+    };
+    match decision {
+        Decision::TopicUnreachable { thread, error } => {
+            return topic_unreachable(db, client, wakes, row, thread, error, now).await;
+        }
+        Decision::Delivered { message_id, next } => {
+            // Replies to this message route to the instance it speaks for.
+            let route = row.identity.clone().zip(message_id);
+            let (chat, turn) = (row.chat_id, row.turn_id);
+            db.write(Durability::OnDisk, move |tx| {
+                match &next {
+                    Some(p) => outbox::advance(tx, id, &p.to_value(), None, now)?,
+                    None => outbox::mark_sent(tx, id, message_id, now)?,
+                }
+                if let Some((identity, message)) = &route {
+                    store::routes::record(tx, chat, *message, identity, turn, now)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        decision => {
+            log(&purpose, &decision);
+            db.write(Durability::OnDisk, move |tx| {
+                settle(tx, id, &purpose, &decision, now)
+            })
+            .await?;
+        }
+    }
+    if let Some(after) = settled {
+        release_copies(db, before, after.as_ref()).await;
+    }
+    Ok(())
+}
+
+/// What the log says of a decision (never the text).
+fn log(purpose: &str, decision: &Decision) {
+    match decision {
+        Decision::Flood { scope, secs, .. } => {
+            tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
+        }
+        Decision::Fallback {
+            next, from, reason, ..
+        } => {
+            tracing::warn!(purpose = %purpose, from = %from, to = %next.name(), reason = %reason, "Telegram refused a message; sending it another way");
+        }
+        Decision::GiveUp { error, handling } if handling.contains("file") => {
+            tracing::warn!(purpose = %purpose, error = %error, "a file to send is gone");
+        }
+        Decision::GiveUp { error, .. } => {
+            tracing::warn!(purpose = %purpose, error = %error, "Telegram refused a send");
+        }
+        _ => {}
+    }
+}
+
+/// The store's side of a decision other than a delivery or an unreachable topic, in the
+/// sender's transaction.
+fn settle(
+    tx: &store::Connection,
+    id: i64,
+    purpose: &str,
+    decision: &Decision,
+    now: i64,
+) -> Result<(), store::StoreError> {
+    let incident = |what: String| incidents::record(tx, now, "send", &what);
+    match decision {
+        Decision::Flood { scope, until, secs } => {
+            let key = scope.key();
+            flood::record(tx, &key, *until, *secs, now)?;
+            outbox::mark_retry(tx, id, *until, &format!("429: retry after {secs} s"), now)?;
+            incident(format!("flood wait of {secs} s for {key}"))
+        }
+        Decision::Retry { at, error } => outbox::mark_retry(tx, id, *at, error, now),
+        Decision::Resend { at, error } => {
+            outbox::mark_resend(tx, id, *at, error, now)?;
+            incident(format!(
+                "{purpose}: outcome unknown ({error}); sending again"
+            ))
+        }
+        Decision::Unknown { error } => {
+            let handling = "not resent: the outcome is unknown and it may have arrived";
+            outbox::mark_ambiguous(tx, id, error, handling, now)?;
+            incident(format!("{purpose}: outcome unknown ({error}); not resent"))
+        }
+        Decision::MainChat { error } => {
+            outbox::move_to_main_chat(tx, id, error, now)?;
+            incident(format!("topic closed ({error}): sent to the main chat"))
+        }
+        Decision::Fallback { next, from, reason } => {
+            let to = next.name();
+            let handling = format!("sent as {to}: {from} was refused");
+            outbox::advance(tx, id, &next.to_value(), Some(&handling), now)?;
+            incident(format!(
+                "{purpose}: {from} refused ({reason}); sent as {to}"
+            ))
+        }
+        Decision::GiveUp { error, handling } => {
+            outbox::mark_failed(tx, id, error, handling, now)?;
+            incident(format!("{purpose}: {error}"))
+        }
+        Decision::Delivered { .. } | Decision::TopicUnreachable { .. } => {
+            // Recorded by `record` itself (a route; a question to Telegram first).
+            Ok(())
+        }
+    }
+}
+
+/// `message thread not found` for row `row` in topic `thread`.
+async fn topic_unreachable(
+    db: &Db,
+    client: &dyn BotApi,
+    wakes: &Wakes,
+    row: &OutboxRow,
+    thread: i64,
+    text: String,
+    now: i64,
+) -> Result<(), HubError> {
+    let (id, chat) = (row.id, row.chat_id);
+    // Threaded Mode switched off hides every topic: ask Telegram before calling this one
+    // gone. Without an answer, decide nothing yet.
+    let Some(threaded) = topics::probe(db, client, &wakes.sender).await? else {
+        let at = now + backoff_ms(row.attempts + 1);
+        db.write(Durability::OnDisk, move |tx| {
+            outbox::mark_retry(tx, id, at, &text, now)
+        })
+        .await?;
+        return Ok(());
+    };
+    // Terminal for a bound topic, never retried against it: the row waits for the topic that
+    // replaces it, the binding is marked lost and the topics task provisions anew. Otherwise
+    // the message still has to arrive: in the main chat.
+    let gone = db
+        .write(Durability::OnDisk, move |tx| {
+            let bound = store::threads::binding_by_thread(tx, chat, thread)?.is_some();
+            if threaded && bound {
+                // Pending again, so the hold below takes this row with the others.
+                outbox::mark_retry(tx, id, crate::state::WAITING_FOR_THREAD, &text, now)?;
+                topics::topic_gone(tx, chat, thread, now)?;
+            } else {
+                outbox::move_to_main_chat(tx, id, &text, now)?;
+            }
+            incidents::record(
+                tx,
+                now,
+                "send",
+                &format!("topic {thread} unreachable ({text})"),
+            )?;
+            Ok(threaded && bound)
+        })
+        .await?;
+    tracing::warn!(thread, gone, "a topic is unreachable");
+    if gone {
+        wakes.topics.notify_one();
+    }
+    Ok(())
+}
+
+/// The paths of the hub's own copies that `message` uploads.
+fn copies(message: &Outgoing) -> Vec<String> {
+    message
+        .uploads()
+        .iter()
+        .filter(|f| f.copy)
+        .map(|f| f.path.clone())
         .collect()
 }
 
@@ -571,7 +698,7 @@ fn copies(params: &serde_json::Value) -> Vec<String> {
 /// in between leaves a copy no row needs, which retention removes (`hub::retention`); the
 /// other way round, a send recovered as interrupted would find its file gone. Failing here
 /// costs only a file that retention removes later, so it is logged, not returned.
-async fn release_copies(db: &Db, before: &serde_json::Value, after: Option<&serde_json::Value>) {
+async fn release_copies(db: &Db, before: &Outgoing, after: Option<&Outgoing>) {
     let mut gone = copies(before);
     if let Some(after) = after {
         let kept = copies(after);
@@ -603,34 +730,15 @@ async fn release_copies(db: &Db, before: &serde_json::Value, after: Option<&serd
     tracing::debug!(removed, "copies of sent files removed");
 }
 
-/// A planned message's parameters addressed where its row is now: a row moved to a new topic
-/// (the old one was deleted) or to the main chat (its topic was closed) takes its next
-/// messages along. A reply into a topic the row left is dropped.
-fn placed(params: &serde_json::Value, (chat, thread): (i64, Option<i64>)) -> serde_json::Value {
+/// `params` with the repeat mark before the text (or caption), entities shifted to match. A
+/// message that uploads `files` (a spoken answer sent again) without a caption gets the mark
+/// alone as its caption.
+pub fn marked_repeat(params: &serde_json::Value, files: bool) -> serde_json::Value {
     let mut p = params.clone();
-    let planned = p
-        .get("message_thread_id")
-        .and_then(serde_json::Value::as_i64);
-    p["chat_id"] = serde_json::json!(chat);
-    if let Some(o) = p.as_object_mut() {
-        match thread {
-            Some(t) => {
-                o.insert("message_thread_id".into(), serde_json::json!(t));
-            }
-            None => {
-                o.remove("message_thread_id");
-            }
-        }
-        if planned != thread {
-            o.remove("reply_parameters");
-        }
+    if files && p.get("caption").is_none() && p.get("media").is_none() {
+        p["caption"] = serde_json::json!(texts::REPEAT_MARK.trim_end());
+        return p;
     }
-    p
-}
-
-/// `params` with the repeat mark before the text (or caption), entities shifted to match.
-pub fn marked_repeat(params: &serde_json::Value) -> serde_json::Value {
-    let mut p = params.clone();
     let mark = texts::REPEAT_MARK;
     // A rich message: the mark is a line of Markdown (it has nothing to escape).
     if let Some(md) = p
@@ -673,21 +781,239 @@ mod tests {
     #[test]
     fn a_repeat_is_marked_once_and_entities_follow_the_text() {
         let p = serde_json::json!({ "chat_id": 1, "text": "héllo", "entities": [{ "type": "bold", "offset": 1, "length": 2 }] });
-        let m = marked_repeat(&p);
+        let m = marked_repeat(&p, false);
         let text = m["text"].as_str().unwrap_or_default();
         assert!(text.starts_with(texts::REPEAT_MARK) && text.ends_with("héllo"));
         let shift = tg_format::utf16::len(texts::REPEAT_MARK) as i64;
         assert_eq!(m["entities"][0]["offset"], serde_json::json!(1 + shift));
-        assert_eq!(marked_repeat(&m), m, "marked once");
+        assert_eq!(marked_repeat(&m, false), m, "marked once");
         let cap = serde_json::json!({ "caption": "c" });
         assert!(
-            marked_repeat(&cap)["caption"]
+            marked_repeat(&cap, false)["caption"]
                 .as_str()
                 .unwrap_or_default()
                 .starts_with(texts::REPEAT_MARK)
         );
         let none = serde_json::json!({ "callback_query_id": "q" });
-        assert_eq!(marked_repeat(&none), none);
+        assert_eq!(marked_repeat(&none, false), none);
+    }
+
+    /// A row of chat 5 in topic `thread`, at its second attempt.
+    fn row(thread: Option<i64>, resend: bool) -> OutboxRow {
+        OutboxRow {
+            id: 1,
+            chat_id: 5,
+            thread_id: thread,
+            method: String::new(),
+            params: serde_json::Value::Null,
+            delivery: serde_json::Value::Null,
+            purpose: "answer:1:0".into(),
+            source_update_id: None,
+            resend_if_unknown: resend,
+            state: outbox::State::Sending,
+            attempts: 1,
+            not_before_ms: 0,
+            sent_message_id: None,
+            last_error: None,
+            handling: None,
+            identity: None,
+            turn_id: None,
+            resent: 0,
+        }
+    }
+
+    fn api(kind: ApiErrorKind) -> Attempt {
+        Attempt::Called(Err(CallError::Api(telegram::ApiError {
+            code: 400,
+            description: "Bad Request: x".into(),
+            kind,
+        })))
+    }
+
+    /// Every outcome of a call and what the sender does about it.
+    #[test]
+    fn each_outcome_has_its_decision() {
+        use crate::assistant::Rendering;
+        use crate::delivery::{Target, plans};
+        const NOW: i64 = 10_000;
+        let target = Target {
+            chat_id: 5,
+            thread_id: Some(9),
+            reply_to: Some(3),
+        };
+        let long = format!("# T\n\n{}", "words of a sentence. ".repeat(400));
+        let rich = plans(&long, Rendering::Rich, &target).remove(0);
+        let html = rich.fallback().unwrap_or_else(|| rich.clone());
+        let plain = Plan::single(crate::delivery::text_message(
+            crate::outgoing::Spot::new(5, Some(9), None),
+            "x".into(),
+            false,
+        ));
+        let ok = |id: i64| Attempt::Called(Ok(serde_json::json!({ "message_id": id })));
+        let flood = Attempt::Called(Err(CallError::Flood {
+            retry_after: Duration::from_secs(3),
+            chat_id: Some(5),
+        }));
+        let retry = || Attempt::Called(Err(CallError::Retryable("HTTP 502".into())));
+        let unknown = || Attempt::Called(Err(CallError::CommitUnknown("reset".into())));
+        let gone = Attempt::FilesGone("/f: gone".into());
+        let refused = |e: &str| e.to_owned();
+        let later = NOW + backoff_ms(2);
+        let table: Vec<(&str, OutboxRow, &Plan, Attempt, Decision)> = vec![
+            (
+                "ok, one message",
+                row(Some(9), false),
+                &plain,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: None,
+                },
+            ),
+            (
+                "ok, more parts follow",
+                row(Some(9), false),
+                &html,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: html.next_part(),
+                },
+            ),
+            (
+                "ok, the row moved to the main chat: the next part follows it, no reply",
+                row(None, false),
+                &html,
+                ok(7),
+                Decision::Delivered {
+                    message_id: Some(7),
+                    next: html.next_part().map(|p| p.placed(5, None)),
+                },
+            ),
+            (
+                "flood wait",
+                row(Some(9), false),
+                &plain,
+                flood,
+                Decision::Flood {
+                    scope: FloodScope::Chat(5),
+                    until: NOW + 3000,
+                    secs: 3,
+                },
+            ),
+            (
+                "nothing happened",
+                row(Some(9), false),
+                &plain,
+                retry(),
+                Decision::Retry {
+                    at: later,
+                    error: "HTTP 502".into(),
+                },
+            ),
+            (
+                "unknown, must arrive",
+                row(Some(9), true),
+                &plain,
+                unknown(),
+                Decision::Resend {
+                    at: later,
+                    error: "reset".into(),
+                },
+            ),
+            (
+                "unknown, may not repeat",
+                row(Some(9), false),
+                &plain,
+                unknown(),
+                Decision::Unknown {
+                    error: "reset".into(),
+                },
+            ),
+            (
+                "file gone",
+                row(Some(9), false),
+                &plain,
+                gone,
+                Decision::GiveUp {
+                    error: "/f: gone".into(),
+                    handling: "dropped: the file to send is gone",
+                },
+            ),
+            (
+                "not modified",
+                row(None, false),
+                &plain,
+                api(ApiErrorKind::NotModified),
+                Decision::Delivered {
+                    message_id: None,
+                    next: None,
+                },
+            ),
+            (
+                "topic closed",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::TopicClosed),
+                Decision::MainChat {
+                    error: refused("400 Bad Request: x"),
+                },
+            ),
+            (
+                "topic not found",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ThreadNotFound),
+                Decision::TopicUnreachable {
+                    thread: 9,
+                    error: refused("400 Bad Request: x"),
+                },
+            ),
+            (
+                "refused, another way",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ParseEntities),
+                Decision::Fallback {
+                    next: html.clone(),
+                    from: "rich".into(),
+                    reason: "Bad Request: x".into(),
+                },
+            ),
+            (
+                "refused, no other way",
+                row(Some(9), false),
+                &plain,
+                api(ApiErrorKind::ParseEntities),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+            (
+                "forbidden: no other way helps",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::Forbidden),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+            (
+                "chat not found",
+                row(Some(9), false),
+                &rich,
+                api(ApiErrorKind::ChatNotFound),
+                Decision::GiveUp {
+                    error: refused("400 Bad Request: x"),
+                    handling: "dropped: Telegram refused it",
+                },
+            ),
+        ];
+        for (what, row, plan, attempt, want) in table {
+            assert_eq!(judge(&row, plan, &attempt, NOW), want, "{what}");
+        }
     }
 
     #[test]

@@ -486,13 +486,7 @@ fn retarget_waiting(
     chat: i64,
     thread: i64,
 ) -> Result<usize, StoreError> {
-    tx.exec(
-        "UPDATE outbox SET thread_id = ?3, params = json_set(params, '$.message_thread_id', ?3),
-                not_before_ms = 0, handling = 'delivered to the new thread'
-         WHERE state = 'pending' AND identity = ?1 AND chat_id = ?2 AND not_before_ms = ?4",
-        (identity, chat, thread, state::WAITING_FOR_THREAD),
-    )
-    .map_err(StoreError::sqlite("retargeting waiting messages"))
+    store::outbox::retarget_waiting(tx, identity, chat, thread, state::WAITING_FOR_THREAD)
 }
 
 /// The owner decides about an intent whose outcome is unknown: one message with two buttons.

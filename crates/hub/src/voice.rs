@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use store::outbox;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -27,14 +27,13 @@ use tokio::task::JoinSet;
 use crate::db::Db;
 use crate::delivery::{Alternative, Plan};
 use crate::error::HubError;
-use crate::outbound::{self, COPY, FILES_KEY};
+use crate::outbound::{self};
+use crate::outgoing::{Outgoing, Speak, Spot, Upload, Voice};
 use crate::texts;
 use crate::wakes::Wakes;
 
 /// The `handling` of a row parked until its voice is made.
 pub const SYNTHESIZING: &str = outbox::MAKING;
-/// Where a voice row keeps what it says.
-const SPEAK_KEY: &str = "__speak";
 /// How long one text-to-speech command may run unless its template sets a `timeout`: a few
 /// sentences take seconds; a person who asked for a spoken answer waits a minute at most
 /// before the written one is worth more.
@@ -61,57 +60,45 @@ pub struct Spoken {
     pub transcript: bool,
 }
 
-fn voice_params(base: &Value, spoken: &Spoken) -> Value {
-    let mut p = json!({});
-    for key in [
-        "chat_id",
-        "message_thread_id",
-        "reply_parameters",
-        "reply_markup",
-    ] {
-        if let Some(v) = base.get(key) {
-            p[key] = v.clone();
-        }
-    }
-    p[SPEAK_KEY] = json!({
-        "text": spoken.text, "lang": spoken.lang, "rate": spoken.rate,
-        "transcript": spoken.transcript,
-    });
-    p
+/// A voice message saying `spoken` in `spot`, under `markup`.
+fn voice_message(spot: Spot, markup: Option<Value>, spoken: &Spoken) -> Outgoing {
+    Outgoing::Voice(Voice {
+        spot,
+        reply_markup: markup,
+        caption: None,
+        speak: Some(Speak {
+            text: spoken.text.clone(),
+            lang: spoken.lang.clone(),
+            rate: spoken.rate.clone(),
+            transcript: spoken.transcript,
+        }),
+        files: Vec::new(),
+    })
 }
 
-/// `plan` with a voice message in front: the text stays as the fallback.
+/// `plan` with a voice message in front, where its first message goes and under its buttons:
+/// the text stays as the fallback.
 pub fn voice_first(plan: &Plan, spoken: &Spoken) -> Plan {
-    let base = plan
-        .current()
-        .map(|(_, p)| p.clone())
-        .unwrap_or(Value::Null);
+    let Some(first) = plan.current() else {
+        return plan.clone();
+    };
+    let Some(spot) = first.spot().cloned() else {
+        return plan.clone();
+    };
     let mut alternatives = vec![Alternative {
         name: "voice".into(),
-        method: "sendVoice".into(),
-        messages: vec![voice_params(&base, spoken)],
+        messages: vec![voice_message(spot, first.markup().cloned(), spoken)],
     }];
     alternatives.extend(plan.alternatives.iter().cloned());
-    Plan {
-        alternatives,
-        alt: 0,
-        part: 0,
-        repeat: None,
-    }
+    Plan::of(alternatives)
 }
 
-/// A plan that is only a voice message, sent where `base` (a message's parameters) goes.
-pub fn voice_only(base: &Value, spoken: &Spoken) -> Plan {
-    Plan {
-        alternatives: vec![Alternative {
-            name: "voice".into(),
-            method: "sendVoice".into(),
-            messages: vec![voice_params(base, spoken)],
-        }],
-        alt: 0,
-        part: 0,
-        repeat: None,
-    }
+/// A plan that is only a voice message, sent to `spot`.
+pub fn voice_only(spot: Spot, spoken: &Spoken) -> Plan {
+    Plan::of(vec![Alternative {
+        name: "voice".into(),
+        messages: vec![voice_message(spot, None, spoken)],
+    }])
 }
 
 /// Where voices are made, and the file with the templates.
@@ -170,90 +157,112 @@ pub async fn run(
 }
 
 async fn speak(db: &Db, settings: &VoiceSettings, row: outbox::OutboxRow) -> Result<(), HubError> {
-    let Some(plan) = Plan::from_value(row.plan.as_ref()) else {
+    let Some(plan) = Plan::from_value(&row.delivery) else {
         return Ok(());
     };
-    let job = row.params.get(SPEAK_KEY).cloned().unwrap_or(Value::Null);
-    let text = job
-        .get("text")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    // Parked only by `outbound` with the words to speak; without them it would wait for ever.
+    let (voice, job) = match plan.current().cloned() {
+        Some(Outgoing::Voice(v)) => match v.speak.clone() {
+            Some(job) => (v, job),
+            None => return no_words(db, settings, &row, &plan).await,
+        },
+        _ => return no_words(db, settings, &row, &plan).await,
+    };
     let made = synthesize(settings, row.id, &job).await;
-    let id = row.id;
-    let now = db.now_ms();
     match made {
-        Ok(file) => {
-            let mut params = row.params.clone();
-            if let Some(o) = params.as_object_mut() {
-                o.remove(SPEAK_KEY);
-            }
-            // Made in the voice folder, the file is the row's alone: the sender removes it
-            // once the row is settled. A template's output elsewhere is not the hub's.
-            let ours = file.parent() == Some(settings.out_dir.as_path());
-            params[FILES_KEY] = json!([{
-                "field": "voice", "path": file.display().to_string(),
-                "name": "voice.ogg", "mime": "audio/ogg", COPY: ours,
-            }]);
-            if job.get("transcript").and_then(Value::as_bool) == Some(true) {
-                params["caption"] = json!(text.chars().take(CAPTION_CHARS).collect::<String>());
-            }
-            let mut plan = plan;
-            if let Some(m) = plan
-                .alternatives
-                .get_mut(plan.alt)
-                .and_then(|a| a.messages.get_mut(plan.part))
-            {
-                *m = params.clone();
-            }
-            db.write(Durability::OnDisk, move |tx| {
-                outbox::replan(
-                    tx,
-                    id,
-                    "sendVoice",
-                    &params,
-                    &plan.to_value(),
-                    "spoken",
-                    now,
-                )
-            })
-            .await?;
-            tracing::info!(row = id, "a voice message is ready");
-            remove_leftovers(settings, id, Some(file)).await;
-        }
-        Err(failed) => {
-            let why = failed.why;
-            tracing::warn!(row = id, error = %why, timed_out = failed.timed_out, "no voice message could be made; the text goes instead");
-            // A person who waited for the voice learns why it did not come; the note goes
-            // right after the written answer (it is queued after it in the same place).
-            let note = failed.timed_out.then_some((row.chat_id, row.thread_id));
-            let written = plan.fallback();
-            let note_text = texts::voice_too_slow(written.is_some());
-            let purpose = format!("voice-late:{id}");
-            db.write(Durability::OnDisk, move |tx| {
-                match &written {
-                    Some(next) => {
-                        let (method, params) = next
-                            .current()
-                            .map(|(m, p)| (m.to_owned(), p.clone()))
-                            .unwrap_or_default();
-                        let handling = format!("sent as text: {why}");
-                        outbox::replan(tx, id, &method, &params, &next.to_value(), &handling, now)?;
-                    }
-                    None => {
-                        outbox::mark_sending(tx, id, now)?;
-                        outbox::mark_failed(tx, id, &why, "dropped: no voice could be made", now)?;
-                    }
-                }
-                if let Some((chat, thread)) = note {
-                    outbound::notice(tx, chat, thread, &note_text, &purpose, now)?;
-                }
-                Ok(())
-            })
-            .await?;
-            remove_leftovers(settings, id, None).await;
-        }
+        Ok(file) => spoken(db, settings, row.id, plan, voice, &job, file).await,
+        Err(failed) => written(db, settings, &row, &plan, failed).await,
     }
+}
+
+async fn no_words(
+    db: &Db,
+    settings: &VoiceSettings,
+    row: &outbox::OutboxRow,
+    plan: &Plan,
+) -> Result<(), HubError> {
+    let failed = Failed {
+        why: "a voice row without words to speak".into(),
+        timed_out: false,
+    };
+    written(db, settings, row, plan, failed).await
+}
+
+/// The voice `file` made for row `id`: the row is released as that voice message.
+async fn spoken(
+    db: &Db,
+    settings: &VoiceSettings,
+    id: i64,
+    mut plan: Plan,
+    voice: Voice,
+    job: &Speak,
+    file: PathBuf,
+) -> Result<(), HubError> {
+    let now = db.now_ms();
+    // Made in the voice folder, the file is the row's alone: the sender removes it once the
+    // row is settled. A template's output elsewhere is not the hub's.
+    let ours = file.parent() == Some(settings.out_dir.as_path());
+    let made = Outgoing::Voice(Voice {
+        speak: None,
+        files: vec![Upload {
+            field: "voice".into(),
+            path: file.display().to_string(),
+            name: Some("voice.ogg".into()),
+            mime: Some("audio/ogg".into()),
+            copy: ours,
+        }],
+        caption: job
+            .transcript
+            .then(|| job.text.chars().take(CAPTION_CHARS).collect()),
+        ..voice
+    });
+    if let Some(m) = plan.current_mut() {
+        *m = made;
+    }
+    db.write(Durability::OnDisk, move |tx| {
+        outbox::replan(tx, id, &plan.to_value(), "spoken", now)
+    })
+    .await?;
+    tracing::info!(row = id, "a voice message is ready");
+    remove_leftovers(settings, id, Some(file)).await;
+    Ok(())
+}
+
+/// No voice for `row`: it moves on to its written alternatives, or fails without any.
+async fn written(
+    db: &Db,
+    settings: &VoiceSettings,
+    row: &outbox::OutboxRow,
+    plan: &Plan,
+    failed: Failed,
+) -> Result<(), HubError> {
+    let (id, now) = (row.id, db.now_ms());
+    let why = failed.why;
+    tracing::warn!(row = id, error = %why, timed_out = failed.timed_out, "no voice message could be made; the text goes instead");
+    // A person who waited for the voice learns why it did not come; the note goes right after
+    // the written answer (it is queued after it in the same place).
+    let note = failed.timed_out.then_some((row.chat_id, row.thread_id));
+    let written = plan.fallback();
+    let note_text = texts::voice_too_slow(written.is_some());
+    let purpose = format!("voice-late:{id}");
+    db.write(Durability::OnDisk, move |tx| {
+        match &written {
+            Some(next) => {
+                let handling = format!("sent as text: {why}");
+                outbox::replan(tx, id, &next.to_value(), &handling, now)?;
+            }
+            None => {
+                outbox::mark_sending(tx, id, now)?;
+                outbox::mark_failed(tx, id, &why, "dropped: no voice could be made", now)?;
+            }
+        }
+        if let Some((chat, thread)) = note {
+            outbound::notice(tx, chat, thread, &note_text, &purpose, now)?;
+        }
+        Ok(())
+    })
+    .await?;
+    remove_leftovers(settings, id, None).await;
     Ok(())
 }
 
@@ -294,7 +303,7 @@ struct Failed {
 }
 
 /// Runs the voice templates in order; the first that gives an `.ogg`/`.opus` file wins.
-async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<PathBuf, Failed> {
+async fn synthesize(settings: &VoiceSettings, row: i64, job: &Speak) -> Result<PathBuf, Failed> {
     let failed = |why: String| Failed {
         why,
         timed_out: false,
@@ -308,7 +317,7 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
     make_private_dir(&settings.out_dir)
         .map_err(|e| failed(format!("cannot prepare the voice folder: {e}")))?;
     let mut timed_out = false;
-    let text = job.get("text").and_then(Value::as_str).unwrap_or_default();
+    let text = job.text.as_str();
     let mut last = String::new();
     for (i, (origin, template)) in handlers.iter().enumerate() {
         let stem = settings.out_dir.join(format!("voice-{row}-{i}"));
@@ -317,8 +326,8 @@ async fn synthesize(settings: &VoiceSettings, row: i64, job: &Value) -> Result<P
             .with("text", text)
             .with("mp3", mp3.display().to_string())
             .with("ogg", ogg.display().to_string());
-        for key in ["lang", "rate"] {
-            if let Some(v) = job.get(key).and_then(Value::as_str) {
+        for (key, v) in [("lang", &job.lang), ("rate", &job.rate)] {
+            if let Some(v) = v {
                 values.insert(key, v);
             }
         }

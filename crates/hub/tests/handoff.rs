@@ -72,14 +72,12 @@ fn enqueue(tx: &store::Connection, turn: i64, text: &str) -> Result<i64, StoreEr
         &NewRow {
             chat_id: CHAT,
             thread_id: None,
-            method: "sendMessage",
-            params: &params,
+            delivery: &outbox::single("sendMessage", &params),
             purpose: &format!("answer:{turn}:0"),
             source_update_id: None,
             resend_if_unknown: true,
             identity: None,
             turn_id: Some(turn),
-            plan: None,
         },
         1_000,
     )?;

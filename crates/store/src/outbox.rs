@@ -1,5 +1,11 @@
 //! The outbox: every message the hub sends is a row that moves
 //! `pending -> sending -> sent | ambiguous | failed` (and back to `pending` for a retry).
+//!
+//! A row keeps what it sends once, in `delivery`: the hub's delivery plan (JSON), alternatives
+//! of messages tried in order, `alt` and `part` pointing at the message to send now. Each
+//! message names its Bot API method (`method`) beside its parameters. The store reads only that
+//! much of it (the current message, a repeat mark, the files it uploads); what the messages
+//! are is the hub's (`hub::outbound::Outgoing`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -62,6 +68,19 @@ impl State {
     ];
 }
 
+impl rusqlite::types::ToSql for State {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for State {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Self::parse(v.as_str()?)
+            .map_err(|e| rusqlite::types::FromSqlError::Other(e.to_string().into()))
+    }
+}
+
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -75,10 +94,8 @@ pub struct NewRow<'a> {
     pub chat_id: i64,
     /// Target topic.
     pub thread_id: Option<i64>,
-    /// Bot API method.
-    pub method: &'a str,
-    /// Its parameters (JSON object).
-    pub params: &'a Value,
+    /// What it sends: the delivery plan (see [`single`] for one message).
+    pub delivery: &'a Value,
     /// Why it is sent (`reply:help`, `notice:held`, ...).
     pub purpose: &'a str,
     /// The update that caused it; with `purpose`, at most one row per cause.
@@ -92,8 +109,6 @@ pub struct NewRow<'a> {
     pub identity: Option<&'a str>,
     /// The turn it answers.
     pub turn_id: Option<i64>,
-    /// Its delivery plan (see [`advance`]); `None` for a single message.
-    pub plan: Option<&'a Value>,
 }
 
 /// A stored row.
@@ -105,10 +120,12 @@ pub struct OutboxRow {
     pub chat_id: i64,
     /// Target topic.
     pub thread_id: Option<i64>,
-    /// Method.
+    /// The method of the message to send now (read from `delivery`; empty when it has none).
     pub method: String,
-    /// Parameters.
+    /// The message to send now as stored (read from `delivery`, `Null` when it has none).
     pub params: Value,
+    /// What it sends, as stored: the delivery plan.
+    pub delivery: Value,
     /// Purpose.
     pub purpose: String,
     /// Cause.
@@ -133,57 +150,84 @@ pub struct OutboxRow {
     pub turn_id: Option<i64>,
     /// How often it was sent again after an unknown outcome (each a possible duplicate).
     pub resent: i64,
-    /// Its delivery plan, if it has one.
-    pub plan: Option<Value>,
 }
 
 const COLUMNS: &str =
-    "id, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown,
+    "id, chat_id, thread_id, delivery, purpose, source_update_id, resend_if_unknown,
     state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id,
-    resent, plan";
+    resent";
 
-type Raw = (OutboxRow, String, String, Option<String>);
+type Raw = (OutboxRow, String);
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
-    let params: String = r.get(4)?;
-    let state: String = r.get(8)?;
+    let delivery: String = r.get(3)?;
     Ok((
         OutboxRow {
             id: r.get(0)?,
             chat_id: r.get(1)?,
             thread_id: r.get(2)?,
-            method: r.get(3)?,
+            method: String::new(),
             params: Value::Null,
-            purpose: r.get(5)?,
-            source_update_id: r.get(6)?,
-            resend_if_unknown: r.get::<_, i64>(7)? != 0,
-            state: State::Pending,
-            attempts: r.get(9)?,
-            not_before_ms: r.get(10)?,
-            sent_message_id: r.get(11)?,
-            last_error: r.get(12)?,
-            handling: r.get(13)?,
-            identity: r.get(14)?,
-            turn_id: r.get(15)?,
-            resent: r.get(16)?,
-            plan: None,
+            delivery: Value::Null,
+            purpose: r.get(4)?,
+            source_update_id: r.get(5)?,
+            resend_if_unknown: r.get::<_, i64>(6)? != 0,
+            state: r.get(7)?,
+            attempts: r.get(8)?,
+            not_before_ms: r.get(9)?,
+            sent_message_id: r.get(10)?,
+            last_error: r.get(11)?,
+            handling: r.get(12)?,
+            identity: r.get(13)?,
+            turn_id: r.get(14)?,
+            resent: r.get(15)?,
         },
-        params,
-        state,
-        r.get(17)?,
+        delivery,
     ))
 }
 
-fn finish((mut row, params, state, plan): Raw) -> Result<OutboxRow> {
-    row.params = serde_json::from_str(&params)
-        .map_err(|e| StoreError::Corrupt(format!("outbox row {} has bad params: {e}", row.id)))?;
-    row.state = State::parse(&state)?;
-    row.plan = plan
-        .map(|p| serde_json::from_str(&p))
-        .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("outbox row {} has a bad plan: {e}", row.id)))?;
+fn finish((mut row, delivery): Raw) -> Result<OutboxRow> {
+    row.delivery = serde_json::from_str(&delivery).map_err(|e| {
+        StoreError::Corrupt(format!("outbox row {} has a bad delivery: {e}", row.id))
+    })?;
+    let current = current_of(&row.delivery).cloned().unwrap_or(Value::Null);
+    row.method = current
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    row.params = current;
     Ok(row)
 }
+
+/// The message a delivery plan sends now: `alternatives[alt].messages[part]`.
+fn current_of(delivery: &Value) -> Option<&Value> {
+    let at = |k: &str| delivery.get(k).and_then(Value::as_u64);
+    let (alt, part) = (at("alt")?, at("part")?);
+    delivery
+        .get("alternatives")?
+        .get(usize::try_from(alt).ok()?)?
+        .get("messages")?
+        .get(usize::try_from(part).ok()?)
+}
+
+/// The delivery of a row that sends one message: `params` (a JSON object) with `method`.
+/// The hub writes the same shape from its own types; tests and tools use this.
+pub fn single(method: &str, params: &Value) -> Value {
+    let mut message = params.clone();
+    if let Some(o) = message.as_object_mut() {
+        o.insert("method".into(), Value::String(method.to_owned()));
+    }
+    serde_json::json!({
+        "alternatives": [{ "name": "message", "messages": [message] }],
+        "alt": 0,
+        "part": 0,
+    })
+}
+
+/// The SQL path of a row's current message in its `delivery` (see [`current_of`]).
+const CURRENT: &str = "printf('$.alternatives[%d].messages[%d]', json_extract(delivery, '$.alt'),
+                               json_extract(delivery, '$.part'))";
 
 /// Rows selected by `filter` (the part after `FROM outbox o`), decoded.
 fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<OutboxRow>> {
@@ -203,22 +247,20 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
 pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Option<i64>> {
     let n = conn
         .exec(
-            "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, method, params, purpose,
-                                source_update_id, resend_if_unknown, state, identity, turn_id, plan)
-             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11)
+            "INSERT INTO outbox(created_ms, updated_ms, chat_id, thread_id, delivery, purpose,
+                                source_update_id, resend_if_unknown, state, identity, turn_id)
+             VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)
              ON CONFLICT DO NOTHING",
             params![
                 now_ms,
                 row.chat_id,
                 row.thread_id,
-                row.method,
-                row.params.to_string(),
+                row.delivery.to_string(),
                 row.purpose,
                 row.source_update_id,
                 i64::from(row.resend_if_unknown),
                 row.identity,
                 row.turn_id,
-                row.plan.map(Value::to_string),
             ],
         )
         .map_err(StoreError::sqlite("queueing a message"))?;
@@ -394,9 +436,12 @@ pub fn move_to_main_chat(conn: &Connection, id: i64, error: &str, now_ms: i64) -
         conn,
         id,
         State::Sending,
-        "state = 'pending', not_before_ms = 0, thread_id = NULL,
-         params = json_remove(params, '$.message_thread_id', '$.reply_parameters'),
-         last_error = ?2, handling = 'sent to the main chat: its topic is closed', updated_ms = ?3",
+        &format!(
+            "state = 'pending', not_before_ms = 0, thread_id = NULL,
+             delivery = json_remove(delivery, {CURRENT} || '.message_thread_id',
+                                    {CURRENT} || '.reply_parameters'),
+             last_error = ?2, handling = 'sent to the main chat: its topic is closed', updated_ms = ?3"
+        ),
         &[&error, &now_ms],
     )
 }
@@ -419,14 +464,12 @@ pub fn mark_retry(
 }
 
 /// `sending -> pending` with the next message of its plan (the next part, or the first of the
-/// next alternative after a refusal), sent at once. One row stays one place in its
-/// conversation's order, however many messages it becomes.
+/// next alternative after a refusal), sent at once: `delivery` points at it. One row stays one
+/// place in its conversation's order, however many messages it becomes.
 pub fn advance(
     conn: &Connection,
     id: i64,
-    method: &str,
-    params: &Value,
-    plan: &Value,
+    delivery: &Value,
     handling: Option<&str>,
     now_ms: i64,
 ) -> Result<()> {
@@ -434,15 +477,9 @@ pub fn advance(
         conn,
         id,
         State::Sending,
-        "state = 'pending', not_before_ms = 0, method = ?2, params = ?3, plan = ?4,
-         handling = coalesce(?5, handling), updated_ms = ?6",
-        &[
-            &method,
-            &params.to_string(),
-            &plan.to_string(),
-            &handling,
-            &now_ms,
-        ],
+        "state = 'pending', not_before_ms = 0, delivery = ?2,
+         handling = coalesce(?3, handling), updated_ms = ?4",
+        &[&delivery.to_string(), &handling, &now_ms],
     )
 }
 
@@ -461,8 +498,7 @@ pub fn mark_resend(
         State::Sending,
         "state = 'pending', not_before_ms = ?2, last_error = ?3, updated_ms = ?4,
          resent = resent + 1, handling = 'sent again: the outcome of a send was unknown',
-         plan = CASE WHEN plan IS NULL THEN NULL
-                     ELSE json_set(plan, '$.repeat', json_extract(plan, '$.part')) END",
+         delivery = json_set(delivery, '$.repeat', json_extract(delivery, '$.part'))",
         &[&not_before_ms, &error, &now_ms],
     )
 }
@@ -519,8 +555,7 @@ pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usi
         .exec(
             "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
                     resent = resent + 1, updated_ms = ?1,
-                    plan = CASE WHEN plan IS NULL THEN NULL
-                                ELSE json_set(plan, '$.repeat', json_extract(plan, '$.part')) END
+                    delivery = json_set(delivery, '$.repeat', json_extract(delivery, '$.part'))
              WHERE state = 'sending' AND resend_if_unknown = 1",
             [now_ms],
         )
@@ -574,29 +609,40 @@ pub fn parked_with(conn: &Connection, handling: &str) -> Result<Vec<OutboxRow>> 
     )
 }
 
-/// A parked row gets what it is sent as now (method, parameters, plan) and is released.
+/// A parked row gets what it is sent as now (its delivery) and is released.
 pub fn replan(
     conn: &Connection,
     id: i64,
-    method: &str,
-    params: &Value,
-    plan: &Value,
+    delivery: &Value,
     handling: &str,
     now_ms: i64,
 ) -> Result<bool> {
     conn.exec(
-        "UPDATE outbox SET not_before_ms = 0, method = ?2, params = ?3, plan = ?4, handling = ?5,
-                           updated_ms = ?6
+        "UPDATE outbox SET not_before_ms = 0, delivery = ?2, handling = ?3, updated_ms = ?4
          WHERE id = ?1 AND state = 'pending'",
-        params![
-            id,
-            method,
-            params.to_string(),
-            plan.to_string(),
-            handling,
-            now_ms
-        ],
+        params![id, delivery.to_string(), handling, now_ms],
     )
     .map(|n| n == 1)
     .map_err(StoreError::sqlite("replanning an outbox row"))
+}
+
+/// Rows of `identity` in `chat` that wait (`not_before_ms = waiting_ms`) for a new topic go to
+/// topic `thread` now, their current message with them.
+pub fn retarget_waiting(
+    conn: &Connection,
+    identity: &str,
+    chat: i64,
+    thread: i64,
+    waiting_ms: i64,
+) -> Result<usize> {
+    conn.exec(
+        &format!(
+            "UPDATE outbox SET thread_id = ?3,
+                    delivery = json_set(delivery, {CURRENT} || '.message_thread_id', ?3),
+                    not_before_ms = 0, handling = 'delivered to the new thread'
+             WHERE state = 'pending' AND identity = ?1 AND chat_id = ?2 AND not_before_ms = ?4"
+        ),
+        params![identity, chat, thread, waiting_ms],
+    )
+    .map_err(StoreError::sqlite("retargeting waiting messages"))
 }

@@ -172,7 +172,7 @@ pub fn prune(conn: &Connection, table: Table, at: Horizon, limit: usize) -> Resu
     }
 }
 
-/// The files unsent rows still need: every `path` in the parameters or the plan of a
+/// The files unsent rows still need: every `path` in the delivery (every message of it) of a
 /// `pending` or `sending` outbox row (the files it uploads, now or in a later message), and the
 /// copies of attachments waiting for the answer of a turn still open. `ambiguous` rows are not
 /// sent again, nor are the attachments of a turn that finished without taking them, so they
@@ -180,12 +180,8 @@ pub fn prune(conn: &Connection, table: Table, at: Horizon, limit: usize) -> Resu
 pub fn files_in_use(conn: &Connection) -> Result<BTreeSet<String>> {
     let ctx = "reading the files unsent rows need";
     conn.prepare_cached(
-        "SELECT t.atom FROM outbox o, json_tree(o.params) t
+        "SELECT t.atom FROM outbox o, json_tree(o.delivery) t
            WHERE o.state IN ('pending', 'sending') AND t.key = 'path' AND t.type = 'text'
-         UNION
-         SELECT t.atom FROM outbox o, json_tree(o.plan) t
-           WHERE o.state IN ('pending', 'sending') AND o.plan IS NOT NULL
-             AND t.key = 'path' AND t.type = 'text'
          UNION
          SELECT a.path FROM attachments a JOIN turns t ON t.id = a.turn_id
            WHERE a.state = 'waiting' AND t.state IN ('queued', 'dispatched', 'acked')",

@@ -365,6 +365,55 @@ const MIGRATIONS: &[&str] = &[
         last_ms  INTEGER NOT NULL
     ) STRICT;
     ",
+    // 12: a row keeps what it sends once: `delivery`, the plan whose messages each name their
+    // method (`method` beside the parameters), where `method`, `params` and `plan` held the
+    // message to send now twice (as parameters and inside the plan). A plan this build reads
+    // (every alternative with a name, a method and messages; `alt` and `part` pointing at a
+    // message) keeps its alternatives, its messages taking their alternative's method and the
+    // current one being the row's `params` (where the row is now: a topic closed or replaced
+    // changed only those). Any other row (no plan, or one of an older shape the sender ignored)
+    // becomes a plan of its one message, marked a repeat when it was sent again, which is how
+    // the sender treated it.
+    r"
+    ALTER TABLE outbox ADD COLUMN delivery TEXT NOT NULL DEFAULT '{}';
+    UPDATE outbox SET delivery = json_set(
+        json_object(
+            'alternatives', json((
+                SELECT json_group_array(json(json_object(
+                    'name', json_extract(a.value, '$.name'),
+                    'messages', json((
+                        SELECT json_group_array(
+                            json(json_set(m.value, '$.method', json_extract(a.value, '$.method'))))
+                        FROM (SELECT value FROM json_each(a.value, '$.messages') ORDER BY key) m)))))
+                FROM (SELECT value FROM json_each(outbox.plan, '$.alternatives') ORDER BY key) a)),
+            'alt', json_extract(plan, '$.alt'),
+            'part', json_extract(plan, '$.part'),
+            'repeat', json_extract(plan, '$.repeat')),
+        printf('$.alternatives[%d].messages[%d]', json_extract(plan, '$.alt'),
+               json_extract(plan, '$.part')),
+        json(json_set(params, '$.method', method)))
+    WHERE plan IS NOT NULL AND json_valid(plan)
+      AND json_type(plan, '$.alt') = 'integer' AND json_type(plan, '$.part') = 'integer'
+      AND json_type(plan, '$.alternatives') = 'array'
+      AND json_type(plan, printf('$.alternatives[%d].messages[%d]', json_extract(plan, '$.alt'),
+                                 json_extract(plan, '$.part'))) = 'object'
+      AND NOT EXISTS (SELECT 1 FROM json_each(outbox.plan, '$.alternatives') a
+                      WHERE json_type(a.value, '$.name') IS NOT 'text'
+                         OR json_type(a.value, '$.method') IS NOT 'text'
+                         OR json_type(a.value, '$.messages') IS NOT 'array'
+                         OR EXISTS (SELECT 1 FROM json_each(a.value, '$.messages') m
+                                    WHERE m.type IS NOT 'object'));
+    UPDATE outbox SET delivery = json_object(
+        'alternatives', json_array(json_object(
+            'name', 'message', 'messages', json_array(json(json_set(params, '$.method', method))))),
+        'alt', 0, 'part', 0, 'repeat', CASE WHEN resent > 0 THEN 0 END)
+    WHERE delivery = '{}';
+    UPDATE outbox SET delivery = json_remove(delivery, '$.repeat')
+    WHERE json_type(delivery, '$.repeat') = 'null';
+    ALTER TABLE outbox DROP COLUMN method;
+    ALTER TABLE outbox DROP COLUMN params;
+    ALTER TABLE outbox DROP COLUMN plan;
+    ",
 ];
 
 /// The schema version this build writes.

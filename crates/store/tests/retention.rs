@@ -93,15 +93,15 @@ fn populate(s: &Store) {
             (14, '/tmp/out/a14', 'a14', 1, 'waiting', {old});
 
         -- outbox: sent and failed long ago go; pending, sending, ambiguous and parked stay.
-        INSERT INTO outbox(id, created_ms, updated_ms, chat_id, method, params, purpose, state, resent, turn_id) VALUES
-            (20, {old}, {old}, 1, 'sendMessage', '{{}}', 'answer', 'sent', 1, 10),
-            (21, {old}, {old}, 1, 'sendMessage', '{{}}', 'answer', 'failed', 0, 11),
-            (22, {old}, {old}, 1, 'sendMessage', '{{}}', 'answer', 'pending', 0, 18),
-            (23, {old}, {old}, 1, 'sendMessage', '{{}}', 'answer', 'sending', 0, NULL),
-            (24, {old}, {old}, 1, 'sendMessage', '{{}}', 'answer', 'ambiguous', 0, NULL),
-            (25, {recent}, {recent}, 1, 'sendMessage', '{{}}', 'answer', 'sent', 0, 16);
-        INSERT INTO outbox(id, created_ms, updated_ms, chat_id, method, params, purpose, state, not_before_ms, handling) VALUES
-            (26, {old}, {old}, 1, 'sendVoice', '{{}}', 'voice', 'pending', 9223372036854775807, 'parked');
+        INSERT INTO outbox(id, created_ms, updated_ms, chat_id, delivery, purpose, state, resent, turn_id) VALUES
+            (20, {old}, {old}, 1, '{{}}', 'answer', 'sent', 1, 10),
+            (21, {old}, {old}, 1, '{{}}', 'answer', 'failed', 0, 11),
+            (22, {old}, {old}, 1, '{{}}', 'answer', 'pending', 0, 18),
+            (23, {old}, {old}, 1, '{{}}', 'answer', 'sending', 0, NULL),
+            (24, {old}, {old}, 1, '{{}}', 'answer', 'ambiguous', 0, NULL),
+            (25, {recent}, {recent}, 1, '{{}}', 'answer', 'sent', 0, 16);
+        INSERT INTO outbox(id, created_ms, updated_ms, chat_id, delivery, purpose, state, not_before_ms, handling) VALUES
+            (26, {old}, {old}, 1, '{{}}', 'voice', 'pending', 9223372036854775807, 'parked');
 
         -- controls: done long ago goes; pending and sent stay.
         INSERT INTO controls(id, kind, turn_id, chat_id, state, created_ms, done_ms) VALUES
@@ -420,8 +420,8 @@ fn write_turn(tx: &Connection, n: i64, at: i64) -> Result<(), StoreError> {
         [n, at],
     )?;
     tx.execute(
-        "INSERT INTO outbox(created_ms, updated_ms, chat_id, method, params, purpose, source_update_id, state, turn_id, sent_message_id)
-         VALUES (?2, ?2, 1, 'sendMessage', '{\"text\":\"an answer\"}', 'answer', ?1, 'sent', ?1, ?1)",
+        "INSERT INTO outbox(created_ms, updated_ms, chat_id, delivery, purpose, source_update_id, state, turn_id, sent_message_id)
+         VALUES (?2, ?2, 1, '{\"alternatives\":[{\"name\":\"message\",\"messages\":[{\"method\":\"sendMessage\",\"text\":\"an answer\"}]}],\"alt\":0,\"part\":0}', 'answer', ?1, 'sent', ?1, ?1)",
         [n, at],
     )?;
     routes::record(tx, 1, n, "/a", Some(n), at)

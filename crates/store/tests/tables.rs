@@ -130,17 +130,16 @@ fn an_update_is_handled_once_with_its_effects() {
 fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
     let (_d, s) = open();
     let params = json!({ "chat_id": 5, "text": "hi" });
+    let delivery = outbox::single("sendMessage", &params);
     let row = NewRow {
         chat_id: 5,
         thread_id: None,
-        method: "sendMessage",
-        params: &params,
+        delivery: &delivery,
         purpose: "reply:help",
         source_update_id: Some(77),
         resend_if_unknown: false,
         identity: None,
         turn_id: None,
-        plan: None,
     };
     let id = s.write(|tx| outbox::enqueue(tx, &row, 1)).unwrap().unwrap();
     assert_eq!(
@@ -150,7 +149,9 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
     );
     let heads = s.read(|c| outbox::heads(c, 10)).unwrap();
     assert_eq!(heads.len(), 1);
-    assert_eq!(heads[0].params, params);
+    assert_eq!(heads[0].delivery, delivery);
+    assert_eq!(heads[0].method, "sendMessage");
+    assert_eq!(heads[0].params["text"], json!("hi"));
     s.write(|tx| outbox::mark_sending(tx, id, 3)).unwrap();
     assert!(
         s.write(|tx| outbox::mark_sending(tx, id, 3)).is_err(),
@@ -180,18 +181,16 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
 #[test]
 fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
     let (_d, s) = open();
-    let p = json!({});
+    let p = outbox::single("sendMessage", &json!({}));
     let mk = |chat, purpose: &'static str, resend| NewRow {
         chat_id: chat,
         thread_id: None,
-        method: "sendMessage",
-        params: &p,
+        delivery: &p,
         purpose,
         source_update_id: None,
         resend_if_unknown: resend,
         identity: None,
         turn_id: None,
-        plan: None,
     };
     let a = s
         .write(|tx| outbox::enqueue(tx, &mk(1, "a", false), 0))
@@ -589,18 +588,16 @@ fn migration_2_turns_kept_messages_into_queued_turns() {
 #[test]
 fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
     let (_d, s) = open();
-    let p = json!({});
+    let p = outbox::single("sendMessage", &json!({}));
     let mk = |thread, purpose: &'static str| NewRow {
         chat_id: 1,
         thread_id: thread,
-        method: "sendMessage",
-        params: &p,
+        delivery: &p,
         purpose,
         source_update_id: None,
         resend_if_unknown: true,
         identity: None,
         turn_id: None,
-        plan: None,
     };
     let add = |row: NewRow<'_>| s.write(|tx| outbox::enqueue(tx, &row, 0)).unwrap().unwrap();
     let parked = add(mk(Some(7), "dead topic"));
@@ -622,18 +619,16 @@ fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
 #[test]
 fn a_row_being_made_holds_pis_later_rows_briefly_and_the_hubs_own_not_at_all() {
     let (_d, s) = open();
-    let p = json!({});
+    let p = outbox::single("sendMessage", &json!({}));
     let mk = |identity: Option<&'static str>, purpose: &'static str| NewRow {
         chat_id: 1,
         thread_id: None,
-        method: "sendMessage",
-        params: &p,
+        delivery: &p,
         purpose,
         source_update_id: None,
         resend_if_unknown: false,
         identity,
         turn_id: None,
-        plan: None,
     };
     let at = 1_000;
     let add = |row: NewRow<'_>| {
@@ -670,7 +665,7 @@ fn a_row_being_made_holds_pis_later_rows_briefly_and_the_hubs_own_not_at_all() {
     // ...only so long.
     assert_eq!(heads(hold_ends + 1), vec![next_answer]);
     // The voice, released, takes its chat's head again.
-    s.write(|tx| outbox::replan(tx, voice, "sendVoice", &p, &json!({}), "spoken", at))
+    s.write(|tx| outbox::replan(tx, voice, &p, "spoken", at))
         .unwrap();
     assert_eq!(heads(hold_ends + 1), vec![voice]);
 }

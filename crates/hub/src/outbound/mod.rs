@@ -13,6 +13,9 @@ use crate::assistant::Rendering;
 use crate::buttons::Button;
 use crate::clock::Clock;
 use crate::delivery::{self, Alternative, Plan, Target};
+use crate::outgoing::{
+    Album, BotCommand, Commands, Edit, EditMarkup, File, Media, Outgoing, Spot, TapAnswer, Upload,
+};
 use crate::pairing;
 use crate::state;
 
@@ -133,7 +136,7 @@ pub fn enqueue_markdown_with(
     if let (Some(m), Some(last)) = (markup, plans.last_mut()) {
         for alt in &mut last.alternatives {
             if let Some(msg) = alt.messages.last_mut() {
-                msg["reply_markup"] = m.clone();
+                msg.set_markup(m.clone());
             }
         }
     }
@@ -171,11 +174,7 @@ pub fn enqueue_voice(
     if place.waiting {
         return Ok(());
     }
-    let mut base = json!({ "chat_id": place.chat });
-    if let Some(t) = place.thread {
-        base["message_thread_id"] = json!(t);
-    }
-    let plan = crate::voice::voice_only(&base, spoken);
+    let plan = crate::voice::voice_only(Spot::new(place.chat, place.thread, None), spoken);
     if let Some(id) = enqueue_plan(tx, place, &plan, meta.purpose, meta, now)? {
         outbox::park_making(tx, id)?;
     }
@@ -190,38 +189,21 @@ pub fn enqueue_html(
     meta: Meta<'_>,
     now: i64,
 ) -> Result<(), StoreError> {
-    let mut base = json!({ "chat_id": place.chat });
-    if let Some(t) = place.thread {
-        base["message_thread_id"] = json!(t);
-    }
-    base["link_preview_options"] = json!({ "is_disabled": true });
-    let mut h = base.clone();
-    h["text"] = json!(html);
-    h["parse_mode"] = json!("HTML");
-    let mut p = base;
-    p["text"] = json!(
-        tg_format::split::plain(plain, delivery::TEXT_PIECE)
-            .into_iter()
-            .next()
-            .unwrap_or_default()
-    );
-    let plan = Plan {
-        alternatives: vec![
-            Alternative {
-                name: "html".into(),
-                method: "sendMessage".into(),
-                messages: vec![h],
-            },
-            Alternative {
-                name: "plain".into(),
-                method: "sendMessage".into(),
-                messages: vec![p],
-            },
-        ],
-        alt: 0,
-        part: 0,
-        repeat: None,
-    };
+    let spot = Spot::new(place.chat, place.thread, None);
+    let plain = tg_format::split::plain(plain, delivery::TEXT_PIECE)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let plan = Plan::of(vec![
+        Alternative {
+            name: "html".into(),
+            messages: vec![delivery::text_message(spot.clone(), html.to_owned(), true)],
+        },
+        Alternative {
+            name: "plain".into(),
+            messages: vec![delivery::text_message(spot, plain, false)],
+        },
+    ]);
     enqueue_plan(tx, place, &plan, meta.purpose, meta, now).map(drop)
 }
 
@@ -233,23 +215,20 @@ fn enqueue_plan(
     meta: Meta<'_>,
     now: i64,
 ) -> Result<Option<i64>, StoreError> {
-    let Some((method, params)) = plan.current() else {
+    if plan.current().is_none() {
         return Ok(None);
-    };
-    let plan_value: Value = plan.to_value();
+    }
     let id = outbox::enqueue(
         tx,
         &outbox::NewRow {
             chat_id: place.chat,
             thread_id: place.thread,
-            method,
-            params,
+            delivery: &plan.to_value(),
             purpose,
             source_update_id: meta.source_update_id,
             resend_if_unknown: meta.resend,
             identity: Some(meta.identity),
             turn_id: meta.turn_id,
-            plan: Some(&plan_value),
         },
         now,
     )?;
@@ -290,30 +269,24 @@ pub struct Text<'a> {
 
 /// Queues one of the hub's own messages. Returns its outbox id (`None`: queued already).
 pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, StoreError> {
-    let mut params = json!({ "chat_id": t.chat, "text": t.text });
-    if let Some(th) = t.thread {
-        params["message_thread_id"] = json!(th);
-    }
-    if let Some(id) = t.reply_to {
-        params["reply_parameters"] =
-            json!({ "message_id": id, "allow_sending_without_reply": true });
-    }
-    if let Some(m) = &t.markup {
-        params["reply_markup"] = m.clone();
-    }
+    let message = Outgoing::Text(crate::outgoing::Text {
+        spot: Spot::new(t.chat, t.thread, t.reply_to),
+        text: t.text.to_owned(),
+        parse_mode: None,
+        link_preview_options: None,
+        reply_markup: t.markup.clone(),
+    });
     outbox::enqueue(
         tx,
         &outbox::NewRow {
             chat_id: t.chat,
             thread_id: t.thread,
-            method: "sendMessage",
-            params: &params,
+            delivery: &Plan::single(message).to_value(),
             purpose: t.purpose,
             source_update_id: t.source_update_id,
             resend_if_unknown: t.resend,
             identity: None,
             turn_id: None,
-            plan: None,
         },
         now,
     )
@@ -384,18 +357,13 @@ pub fn edit(
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
-    let params = json!({
-        "chat_id": chat,
-        "message_id": message_id,
-        "text": words,
-        "reply_markup": markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
+    let message = Outgoing::Edit(Edit {
+        chat_id: chat,
+        message_id,
+        text: words.to_owned(),
+        reply_markup: markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
     });
-    outbox::enqueue(
-        tx,
-        &own(chat, "editMessageText", &params, purpose, source_update_id),
-        now,
-    )
-    .map(drop)
+    own(tx, chat, message, purpose, source_update_id, now)
 }
 
 /// Replaces only the buttons of one of the bot's messages (its text stays as it was sent,
@@ -408,19 +376,12 @@ pub fn edit_markup(
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
-    let params = json!({ "chat_id": chat, "message_id": message_id, "reply_markup": markup });
-    outbox::enqueue(
-        tx,
-        &own(
-            chat,
-            "editMessageReplyMarkup",
-            &params,
-            "edit:markup",
-            source_update_id,
-        ),
-        now,
-    )
-    .map(drop)
+    let message = Outgoing::EditMarkup(EditMarkup {
+        chat_id: chat,
+        message_id,
+        reply_markup: markup,
+    });
+    own(tx, chat, message, "edit:markup", source_update_id, now)
 }
 
 /// Answers a button tap (every tap is answered, so no button keeps spinning). Not a message of
@@ -433,50 +394,66 @@ pub fn answer_tap(
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
-    let params = json!({ "callback_query_id": query_id, "text": words });
+    let message = Outgoing::TapAnswer(TapAnswer {
+        callback_query_id: query_id.to_owned(),
+        text: words.to_owned(),
+    });
+    own(tx, 0, message, "answer:callback", source_update_id, now)
+}
+
+/// Queues the bot's command list (`setMyCommands`). Bot-wide, not a message of any chat: the
+/// queue of such calls (chat 0). Sent again after an unknown outcome: a second list is the
+/// same list.
+pub fn commands(
+    tx: &Connection,
+    commands: Vec<BotCommand>,
+    purpose: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let message = Outgoing::Commands(Commands { commands });
     outbox::enqueue(
         tx,
-        &own(
-            0,
-            "answerCallbackQuery",
-            &params,
-            "answer:callback",
-            source_update_id,
-        ),
+        &outbox::NewRow {
+            chat_id: 0,
+            thread_id: None,
+            delivery: &Plan::single(message).to_value(),
+            purpose,
+            source_update_id: None,
+            resend_if_unknown: true,
+            identity: None,
+            turn_id: None,
+        },
         now,
     )
     .map(drop)
 }
 
-/// A row of the hub's own outside any topic, not sent again after an unknown outcome.
-fn own<'a>(
+/// Queues a message of the hub's own outside any topic, not sent again after an unknown
+/// outcome.
+fn own(
+    tx: &Connection,
     chat: i64,
-    method: &'a str,
-    params: &'a Value,
-    purpose: &'a str,
+    message: Outgoing,
+    purpose: &str,
     source_update_id: Option<i64>,
-) -> outbox::NewRow<'a> {
-    outbox::NewRow {
-        chat_id: chat,
-        thread_id: None,
-        method,
-        params,
-        purpose,
-        source_update_id,
-        resend_if_unknown: false,
-        identity: None,
-        turn_id: None,
-        plan: None,
-    }
+    now: i64,
+) -> Result<(), StoreError> {
+    outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: chat,
+            thread_id: None,
+            delivery: &Plan::single(message).to_value(),
+            purpose,
+            source_update_id,
+            resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
+        },
+        now,
+    )
+    .map(drop)
 }
-
-/// The parameter under which an outbox row lists the files it uploads (the sender reads them
-/// and sends multipart): `[{field, path, name, mime, copy}]`. `copy: true` marks a file the
-/// hub made for this row alone (`telegram_attach`'s copies in `out/`, spoken answers in
-/// `voice/`): the sender removes it once the row no longer needs it ([`COPY`]).
-pub const FILES_KEY: &str = "__files";
-/// The field of a [`FILES_KEY`] entry that marks the hub's own copy.
-pub const COPY: &str = "copy";
 
 /// A file to send.
 #[derive(Debug, Clone)]
@@ -517,55 +494,18 @@ pub fn enqueue_files(
     let mut rows = 0;
     for (kind, group) in [("photo", photos), ("document", documents)] {
         for chunk in group.chunks(10) {
-            let mut params = json!({ "chat_id": place.chat });
-            if let Some(t) = place.thread {
-                params["message_thread_id"] = json!(t);
-            }
-            if let Some(r) = place.reply_to {
-                params["reply_parameters"] =
-                    json!({ "message_id": r, "allow_sending_without_reply": true });
-            }
-            // Only the copies `telegram_attach` makes come here.
-            let entry = |field: &str, f: &OutFile| json!({ "field": field, "path": f.path, "name": f.name, "mime": f.mime, COPY: true });
-            let method = if let [one] = chunk {
-                params[FILES_KEY] = json!([entry(kind, one)]);
-                if let Some(c) = caption.take() {
-                    params["caption"] = json!(c);
-                }
-                if kind == "photo" {
-                    "sendPhoto"
-                } else {
-                    "sendDocument"
-                }
-            } else {
-                let mut media = Vec::new();
-                let mut uploads = Vec::new();
-                for (i, f) in chunk.iter().enumerate() {
-                    let field = format!("file{i}");
-                    let mut m = json!({ "type": kind, "media": format!("attach://{field}") });
-                    if let Some(c) = caption.take() {
-                        m["caption"] = json!(c);
-                    }
-                    media.push(m);
-                    uploads.push(entry(&field, f));
-                }
-                params["media"] = json!(media);
-                params[FILES_KEY] = json!(uploads);
-                "sendMediaGroup"
-            };
+            let message = files_message(place, kind, chunk, &mut caption);
             outbox::enqueue(
                 tx,
                 &outbox::NewRow {
                     chat_id: place.chat,
                     thread_id: place.thread,
-                    method,
-                    params: &params,
+                    delivery: &Plan::single(message).to_value(),
                     purpose: &format!("{}:{rows}", meta.purpose),
                     source_update_id: meta.source_update_id,
                     resend_if_unknown: false,
                     identity: Some(meta.identity),
                     turn_id: meta.turn_id,
-                    plan: None,
                 },
                 now,
             )?;
@@ -573,6 +513,49 @@ pub fn enqueue_files(
         }
     }
     Ok(rows)
+}
+
+/// One message of [`enqueue_files`]: a photo or document alone, or an album of up to ten of a
+/// `kind`; the caption, if still there, goes with it (on the album's first item).
+fn files_message(
+    place: Place,
+    kind: &str,
+    chunk: &[&OutFile],
+    caption: &mut Option<&str>,
+) -> Outgoing {
+    let spot = Spot::new(place.chat, place.thread, place.reply_to);
+    // Only the copies `telegram_attach` makes come here.
+    let upload = |field: String, f: &OutFile| Upload {
+        field,
+        path: f.path.clone(),
+        name: Some(f.name.clone()),
+        mime: f.mime.clone(),
+        copy: true,
+    };
+    if let [one] = chunk {
+        let file = File {
+            spot,
+            caption: caption.take().map(str::to_owned),
+            files: vec![upload(kind.to_owned(), one)],
+        };
+        return if kind == "photo" {
+            Outgoing::Photo(file)
+        } else {
+            Outgoing::Document(file)
+        };
+    }
+    let mut media = Vec::with_capacity(chunk.len());
+    let mut files = Vec::with_capacity(chunk.len());
+    for (i, f) in chunk.iter().enumerate() {
+        let field = format!("file{i}");
+        media.push(Media {
+            kind: kind.to_owned(),
+            media: format!("attach://{field}"),
+            caption: caption.take().map(str::to_owned),
+        });
+        files.push(upload(field, f));
+    }
+    Outgoing::Album(Album { spot, media, files })
 }
 
 /// How long a menu or `/start` button works.

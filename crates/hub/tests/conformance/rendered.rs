@@ -16,7 +16,10 @@ pub fn seen(plans: &[hub::delivery::Plan], mode: Mode) -> Result<Vec<Tok>, Strin
         b.rule = Some(RULE);
     }
     for plan in plans {
-        let (method, params) = plan.current().ok_or("a plan without a message")?;
+        // A message as stored: its parameters under their Bot API names, and its method.
+        let params = serde_json::to_value(plan.current().ok_or("a plan without a message")?)
+            .map_err(|e| e.to_string())?;
+        let method = params["method"].as_str().unwrap_or_default();
         match (mode, method) {
             (Mode::Rich, "sendRichMessage") => {
                 let input = params.get("rich_message").ok_or("no rich_message")?;
@@ -29,6 +32,7 @@ pub fn seen(plans: &[hub::delivery::Plan], mode: Mode) -> Result<Vec<Tok>, Strin
             (Mode::Html, "sendMessage") => {
                 let alt = &plan.alternatives[plan.alt];
                 for message in &alt.messages {
+                    let message = serde_json::to_value(message).map_err(|e| e.to_string())?;
                     let text = message["text"].as_str().ok_or("no text")?;
                     html_message(&mut b, text)?;
                     b.brk();
