@@ -2,7 +2,7 @@
 //! the colon form of earlier versions) and pi's `telegram_button` payloads that become buttons.
 
 use hub::buttons::Button;
-use hub::markup::{self, buttons::parse_buttons};
+use hub::outgoing::markup::{self, buttons::parse_buttons};
 
 /// Any text as a stored action and as a button payload: never a panic; a decoded action
 /// encodes to something that decodes to the same action; parsed buttons keep the documented

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use hub::buttons::{Button, QueueOp, Section};
 use hub::config::PairingMode;
-use hub::handlers::{self, AfterCommit, HandlerCtx};
+use hub::incoming::handlers::{self, AfterCommit, HandlerCtx};
 use store::instances::{self, InstanceRow};
 use store::lease::{self, Epoch};
 use store::{Store, StoreError, callbacks, journal, kv};
@@ -295,7 +295,7 @@ pub fn update(data: &[u8]) {
             let mut after = AfterCommit::default();
             for (n, raw) in updates.iter().enumerate() {
                 let update_id = FIRST_UPDATE + n as i64;
-                let kind = hub::poller::kind_name(raw);
+                let kind = hub::incoming::poller::kind_name(raw);
                 journal::append_batch(
                     tx,
                     &[journal::Incoming {

@@ -9,9 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "do", rename_all = "snake_case")]
 pub enum Button {
     /// `/start`: new messages go to this identity (classic mode).
-    Select {
-        identity: String,
-    },
+    Select { identity: String },
     /// A waiting message goes to `to`: one that waits for the person's choice, or (with
     /// `instead_of`) one that waits for a pi that is away.
     Send {

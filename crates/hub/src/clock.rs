@@ -1,7 +1,7 @@
 //! The hub's time and randomness, as one handle the tasks carry (in their [`crate::db::Db`] and
-//! [`crate::handlers::HandlerCtx`]), never a global: the real one reads the system clock and the
-//! OS's random source; a simulated one (tests) is a seeded generator and a wall clock tied to
-//! tokio's clock, so a test on a paused runtime moves wall time, timers and timestamps together
+//! [`crate::incoming::handlers::HandlerCtx`]), never a global: the real one reads the system clock
+//! and the OS's random source; a simulated one (tests) is a seeded generator and a wall clock tied
+//! to tokio's clock, so a test on a paused runtime moves wall time, timers and timestamps together
 //! and replays the same run from the same seed.
 //!
 //! Timers (`tokio::time::sleep`, `timeout`, `Instant`) stay tokio's: under a paused runtime they

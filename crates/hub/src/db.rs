@@ -7,7 +7,18 @@ use std::sync::Arc;
 use store::{CommitNo, Connection, Store, StoreError};
 
 use crate::clock::Clock;
-use crate::instance::Reach;
+
+/// Whether an instance outlives a crash of this machine, which decides how durable a commit
+/// must be before the hub tells the instance something (ARCHITECTURE.md, "Durability").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A process of this machine: it dies with the machine, so it only needs what survives a
+    /// crash of the hub's process (any commit).
+    ThisMachine,
+    /// pi on another machine (the TLS listener): it remembers what the hub told it across a
+    /// crash of this machine, so what it is told must be on disk first.
+    OtherMachine,
+}
 
 /// How far a transaction's commit has gone when [`Db::write`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

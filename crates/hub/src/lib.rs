@@ -16,53 +16,33 @@
 //! - [`remote`]: pi on other machines (the TLS listener's certificate).
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
-pub mod activity;
 pub mod assistant;
 pub mod bot_api;
-pub mod bot_commands;
 pub mod buttons;
 pub mod clock;
-pub mod conductor;
 pub mod config;
 pub mod control;
 pub mod crashpoint;
 pub mod db;
-pub mod delivery;
 pub mod error;
-pub mod handlers;
-pub mod inbound;
-pub mod instance;
+pub mod incoming;
 pub mod latency;
 pub mod lifecycle;
-pub mod links;
 pub mod lock;
 pub mod logging;
-pub mod markup;
-pub mod menu;
 pub mod names;
 pub mod never;
-pub mod outbound;
 pub mod outgoing;
 pub mod pairing;
 pub mod paths;
-pub mod poller;
-pub mod preview;
+pub mod pi;
 pub mod regular;
 pub mod remote;
-pub mod retention;
+pub(crate) mod retention;
 pub mod secret;
-pub mod sender;
 pub mod serve;
-pub mod sessions;
-pub mod spawned;
 pub mod state;
 pub mod status;
-pub mod texts;
-pub mod topics;
-pub mod voice;
 pub mod wakes;
-pub mod webhook;
-pub mod worker;
-pub mod workspaces;
 
 pub use error::HubError;

@@ -18,25 +18,25 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::assistant::Watched;
 use crate::bot_api::Api;
-use crate::conductor::{Conductor, ConductorSettings, ToolSettings};
 use crate::config::{self, ConfigFile, ProfileSettings};
 use crate::db::{Db, Durability};
 use crate::error::HubError;
-use crate::inbound::InboundSettings;
-use crate::instance::ConductorMsg;
+use crate::incoming::poller::{self, PollSettings};
+use crate::incoming::webhook;
+use crate::incoming::worker::{self, WorkerSettings};
 use crate::lifecycle::StartedBy;
-use crate::links;
 use crate::lock::ProfileLock;
+use crate::outgoing::preview::PreviewMsg;
+use crate::outgoing::sender;
+use crate::outgoing::topics::{self, TopicSettings};
+use crate::outgoing::voice::VoiceSettings;
 use crate::paths::{AgentDir, ProfileName, ProfilePaths};
-use crate::poller::{self, PollSettings};
-use crate::preview::PreviewMsg;
+use crate::pi::conductor::{Conductor, ConductorSettings, ToolSettings};
+use crate::pi::inbound::InboundSettings;
+use crate::pi::instance::ConductorMsg;
+use crate::pi::links;
 use crate::retention::RetentionSettings;
-use crate::sender;
-use crate::topics::{self, TopicSettings};
-use crate::voice::VoiceSettings;
 use crate::wakes::Wakes;
-use crate::webhook;
-use crate::worker::{self, WorkerSettings};
 
 /// Timing knobs. Defaults suit Telegram; tests shorten them through the environment.
 #[derive(Debug, Clone)]
@@ -608,9 +608,10 @@ fn spawn_extras(
     stop: &watch::Receiver<bool>,
 ) -> [Named; 4] {
     let preview_task = tokio::spawn(
-        crate::preview::Previews::new(extras.client.clone(), assistant).run(previews, stop.clone()),
+        crate::outgoing::preview::Previews::new(extras.client.clone(), assistant)
+            .run(previews, stop.clone()),
     );
-    let inbound_task = tokio::spawn(crate::inbound::run(
+    let inbound_task = tokio::spawn(crate::pi::inbound::run(
         db.clone(),
         extras.client,
         Arc::new(extras.inbound),
@@ -622,7 +623,7 @@ fn spawn_extras(
         extras.retention,
         stop.clone(),
     ));
-    let voice_task = tokio::spawn(crate::voice::run(
+    let voice_task = tokio::spawn(crate::outgoing::voice::run(
         db.clone(),
         Arc::new(extras.voice),
         wakes.clone(),
@@ -767,7 +768,7 @@ async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
         remote,
         ..
     } = started;
-    let spawner = crate::spawned::Spawner {
+    let spawner = crate::pi::spawned::Spawner {
         db: db.clone(),
         conductor: hub.conductor(),
         config_path: p.config_path.clone(),
@@ -890,7 +891,7 @@ fn spawn_links(
 /// The headless instances the last hub ran (`rows`) come back on their sessions, and the
 /// instances asked for at start begin.
 fn start_instances(
-    spawner: &crate::spawned::Spawner,
+    spawner: &crate::pi::spawned::Spawner,
     rows: Vec<store::spawned::Spawned>,
     starts: &[StartInstance],
     conductor: &mpsc::Sender<ConductorMsg>,
@@ -1001,8 +1002,8 @@ pub fn take_over(
     // The last hub's links are gone, and the bot's command list may have been changed while it
     // was down: republished with the lease, so the row is there as soon as this hub's epoch is.
     store::instances::mark_all_gone(tx, crate::state::HUB_RESTARTED, now)?;
-    crate::bot_commands::forget_published(tx)?;
-    crate::bot_commands::refresh(tx, now)?;
+    crate::outgoing::bot_commands::forget_published(tx)?;
+    crate::outgoing::bot_commands::refresh(tx, now)?;
     kv::set(tx, kv::HUB_STARTED_BY, started_by)?;
     kv::set_i64(tx, kv::HUB_STARTED_MS, now)?;
     let (resent, ambiguous) = outbox::recover_interrupted(tx, now)?;
@@ -1060,7 +1061,7 @@ async fn say_removed(client: &Client, db: &Db, binary: &Path, config: &Path, sta
     let Ok(Some(owner)) = db.read(|c| kv::get_i64(c, kv::OWNER)).await else {
         return;
     };
-    let text = crate::texts::binary_removed(binary, config, state);
+    let text = crate::outgoing::texts::binary_removed(binary, config, state);
     let params = json!({ "chat_id": owner, "text": text });
     let send = client.call("sendMessage", &params);
     match tokio::time::timeout(Duration::from_secs(10), send).await {

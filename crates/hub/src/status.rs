@@ -202,7 +202,7 @@ pub struct Status {
     /// Topic creations whose outcome is pending or unknown.
     pub intents: Vec<IntentStatus>,
     /// The last webhook the hub removed so that polling works.
-    pub webhook_removed: Option<crate::webhook::Removed>,
+    pub webhook_removed: Option<crate::incoming::webhook::Removed>,
     /// Things to fix that are not errors (a config file others can read, ...).
     pub warnings: Vec<String>,
 }
@@ -336,8 +336,8 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
         // Copies sent again after an unknown outcome: each may be a duplicate the person saw.
         st.outbox
             .insert("resent".into(), store::outbox::resent_total(c)?);
-        st.webhook_removed =
-            kv::get(c, crate::webhook::REMOVED)?.and_then(|v| serde_json::from_str(&v).ok());
+        st.webhook_removed = kv::get(c, crate::incoming::webhook::REMOVED)?
+            .and_then(|v| serde_json::from_str(&v).ok());
         st.flood_waits = flood::active(c, now)?
             .into_iter()
             .map(|w| FloodStatus {

@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hub::conductor::Conductor;
 use hub::config::PairingMode;
 use hub::db::Db;
-use hub::handlers::{self, AfterCommit, HandlerCtx};
-use hub::instance::{
+use hub::incoming::handlers::{self, AfterCommit, HandlerCtx};
+use hub::pi::conductor::Conductor;
+use hub::pi::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
 };
 use hub::wakes::Wakes;
@@ -103,7 +103,7 @@ async fn start_conductor(
     let pacer = Arc::new(tokio::sync::Mutex::new(telegram::Pacer::new(
         telegram::PacingConfig::default(),
     )));
-    let (handoff, _) = hub::sender::handoff(pacer);
+    let (handoff, _) = hub::outgoing::sender::handoff(pacer);
     let c = Conductor::new(
         db.clone(),
         rx,
@@ -113,10 +113,10 @@ async fn start_conductor(
         settings,
         previews,
         handoff,
-        hub::conductor::ConductorSettings {
+        hub::pi::conductor::ConductorSettings {
             // No telegram.json, and no tool call sends a file here.
             config_path: std::env::temp_dir().join("pi-telegram-no-such-config.json"),
-            tools: hub::conductor::ToolSettings {
+            tools: hub::pi::conductor::ToolSettings {
                 out_dir: std::env::temp_dir().join("pi-telegram-test-out"),
                 max_bytes: 50 * 1024 * 1024,
             },

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use examples::Example;
 use expected::{Choice, Mode};
 use hub::assistant::Rendering;
-use hub::delivery::{self, Target};
+use hub::outgoing::delivery::{self, Target};
 use seen::Tok;
 
 const COMMONMARK: &str = include_str!("spec/commonmark-0.31.2.txt");
@@ -56,8 +56,8 @@ fn examples() -> Vec<Example> {
 
 /// The messages the hub sends for an answer `markdown` from pi.
 fn plans(markdown: &str, mode: Mode) -> Vec<delivery::Plan> {
-    let extracted = hub::markup::extract(markdown);
-    let answer = hub::texts::answer_markdown(None, &extracted.text, false, None, None);
+    let extracted = hub::outgoing::markup::extract(markdown);
+    let answer = hub::outgoing::texts::answer_markdown(None, &extracted.text, false, None, None);
     let rendering = match mode {
         Mode::Rich => Rendering::Rich,
         Mode::Html => Rendering::Html,
@@ -115,10 +115,10 @@ fn judge(ex: &Example, mode: Mode) -> (Outcome, Vec<Tok>, Vec<Tok>) {
 /// pi wrote it in a code block.
 fn nothing_visible(markdown: &str, mode: Mode) -> Vec<Tok> {
     let mut b = seen::Builder::default();
-    b.text(hub::texts::NOTHING_VISIBLE, &seen::Fmt::default());
+    b.text(hub::outgoing::texts::NOTHING_VISIBLE, &seen::Fmt::default());
     b.push(Tok::Code {
         lang: None,
-        text: hub::texts::trim_invisible(markdown).to_owned(),
+        text: hub::outgoing::texts::trim_invisible(markdown).to_owned(),
         quote: 0,
     });
     b.finish(mode == Mode::Html)

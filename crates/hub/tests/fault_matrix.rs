@@ -1184,7 +1184,7 @@ fn copies(hub: &TestHub, want: &Want<'_>) -> Vec<(TranscriptEntry, bool)> {
             let marked = m
                 .text
                 .as_deref()
-                .is_some_and(|t| t.starts_with(hub::texts::REPEAT_MARK.trim_end()));
+                .is_some_and(|t| t.starts_with(hub::outgoing::texts::REPEAT_MARK.trim_end()));
             (m, marked)
         })
         .collect()

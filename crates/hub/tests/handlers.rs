@@ -1,17 +1,17 @@
-//! The handlers over a real SQLite store: journaled Telegram updates (messages, edits,
-//! reactions, button taps) go through `hub::handlers::handle` exactly as the worker calls it,
-//! and each test asserts on what the store holds afterwards (turns, controls, outbox rows,
-//! journal outcomes). No transport, no conductor, no sender: only what one update does.
+//! The handlers over a real SQLite store: journaled Telegram updates (messages, edits, reactions,
+//! button taps) go through `hub::incoming::handlers::handle` exactly as the worker calls it, and
+//! each test asserts on what the store holds afterwards (turns, controls, outbox rows, journal
+//! outcomes). No transport, no conductor, no sender: only what one update does.
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 
 use hub::buttons::{Button, QueueOp};
 use hub::config::PairingMode;
-use hub::handlers::{self, AfterCommit, HandlerCtx};
-use hub::outbound::{self, BUTTON_TTL_MS};
+use hub::incoming::handlers::{self, AfterCommit, HandlerCtx};
+use hub::outgoing::outbound::{self, BUTTON_TTL_MS};
+use hub::outgoing::texts;
 use hub::state::SELECTED;
-use hub::texts;
 use serde_json::{Value, json};
 use store::controls::{self, Control};
 use store::instances::{self, InstanceRow};
@@ -636,7 +636,7 @@ fn editing_a_pi_command_keeps_pis_name_for_it() {
         .write(|tx| {
             kv::set(
                 tx,
-                hub::bot_commands::PI_COMMANDS,
+                hub::outgoing::bot_commands::PI_COMMANDS,
                 &json!({ "review_pr": "review-pr" }).to_string(),
             )
         })
@@ -854,7 +854,7 @@ fn a_pi_command_becomes_a_prompt_under_pis_name() {
         .write(|tx| {
             kv::set(
                 tx,
-                hub::bot_commands::PI_COMMANDS,
+                hub::outgoing::bot_commands::PI_COMMANDS,
                 &json!({ "review_pr": "review-pr" }).to_string(),
             )
         })

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hub::bot_api::{BotApi, Call};
 use hub::db::Db;
-use hub::sender::{self, Handoff, Opening};
+use hub::outgoing::sender::{self, Handoff, Opening};
 use hub::wakes::Wakes;
 use serde_json::{Value, json};
 use store::outbox::{self, NewRow, State};
@@ -90,7 +90,7 @@ async fn queue_and_claim(
     opening: Opening,
 ) -> (Option<store::outbox::OutboxRow>, store::CommitNo) {
     db.write_numbered(
-        Durability::BeforeTelling(hub::instance::Reach::ThisMachine),
+        Durability::BeforeTelling(hub::pi::instance::Reach::ThisMachine),
         move |tx| {
             enqueue(tx, 7, "the answer")?;
             Handoff::claim(tx, opening, 7, 1_000)

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hub::config::PairingMode;
 use hub::db::Db;
+use hub::incoming::worker::{self, WorkerSettings};
 use hub::wakes::Wakes;
-use hub::worker::{self, WorkerSettings};
 use serde_json::json;
 use store::{Cached, Store, journal, kv, lease};
 

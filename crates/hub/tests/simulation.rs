@@ -1,6 +1,7 @@
 //! The whole hub in a simulation: the real poller, worker, conductor, sender and topics tasks,
-//! spawned by the code `serve` spawns them with (`hub::serve::Hub`), over a real SQLite store, on a current-thread tokio runtime with paused (virtual) time, a
-//! simulated `hub::clock::Clock` and the store called inline (`Db::simulated`), against
+//! spawned by the code `serve` spawns them with (`hub::serve::Hub`), over a real SQLite store, on a
+//! current-thread tokio runtime with paused (virtual) time, a simulated `hub::clock::Clock` and the
+//! store called inline (`Db::simulated`), against
 //!
 //! - an in-memory Telegram behind `hub::bot_api::BotApi` (updates, messages, topics) that
 //!   injects faults: 5xx, a request dropped before it arrives, a call applied and its answer
@@ -39,13 +40,13 @@ use hub::bot_api::{Api, BotApi, Call};
 use hub::clock::Clock;
 use hub::config::PairingMode;
 use hub::db::Db;
-use hub::instance::{
+use hub::incoming::poller::PollSettings;
+use hub::incoming::worker::WorkerSettings;
+use hub::outgoing::topics::TopicSettings;
+use hub::pi::instance::{
     Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Transport,
 };
-use hub::poller::PollSettings;
 use hub::serve::{Hub, Parts, Tasks};
-use hub::topics::TopicSettings;
-use hub::worker::WorkerSettings;
 use serde_json::{Value, json};
 use store::{Store, kv};
 use telegram::{ApiError, ApiErrorKind, CallError, Pacer, PacingConfig, RawUpdate, Upload};
@@ -419,9 +420,9 @@ async fn start_hub(path: &std::path::Path, clock: &Clock, api: &Api, hubs: i64) 
             no_config.clone(),
             hub::paths::ProfileName::default_profile(),
         )),
-        conductor: hub::conductor::ConductorSettings {
+        conductor: hub::pi::conductor::ConductorSettings {
             config_path: no_config.clone(),
-            tools: hub::conductor::ToolSettings {
+            tools: hub::pi::conductor::ToolSettings {
                 out_dir: std::env::temp_dir().join("pi-telegram-test-out"),
                 max_bytes: 50 * 1024 * 1024,
             },

@@ -219,7 +219,7 @@ async fn a_voice_that_takes_too_long_leaves_the_written_answer_and_a_note() {
     hub.say("talk to me");
     let p = pi.recv_type("prompt").await;
     pi.answer(&p, "a slow answer").await;
-    let note = hub::texts::voice_too_slow(true);
+    let note = hub::outgoing::texts::voice_too_slow(true);
     let msgs = hub
         .wait_for_bot("the note", |m| m.iter().any(|(_, t, _)| *t == note))
         .await;
@@ -303,7 +303,7 @@ async fn a_transcription_that_takes_too_long_hands_pi_the_file_and_says_so() {
         text.contains("[attachments]") && text.contains(".ogg"),
         "the file reached pi: {p}"
     );
-    let note = hub::texts::handler_too_slow("", true);
+    let note = hub::outgoing::texts::handler_too_slow("", true);
     let msgs = hub
         .wait_for_bot("the note", |m| m.iter().any(|(_, t, _)| *t == note))
         .await;

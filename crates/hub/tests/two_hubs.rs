@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hub::topics::ClientTopics;
+use hub::outgoing::topics::ClientTopics;
 use store::Store;
 use store::lease;
 use telegram::{Client, ClientOptions, Pacer, PacingConfig, Token};

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The pi binary, if one runs here: `$PI_TELEGRAM_PI_BIN`, else `pi` on PATH.
 fn find_pi() -> Option<PathBuf> {
-    let bin = hub::links::rpc::pi_binary();
+    let bin = hub::pi::links::rpc::pi_binary();
     let out = std::process::Command::new(&bin)
         .arg("--version")
         .stdin(std::process::Stdio::null())

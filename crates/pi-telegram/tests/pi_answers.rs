@@ -424,7 +424,7 @@ fn crash_while_previewing(point: Option<&str>) {
     let answer = format!("echo: {prompt}");
     // An answer claimed for the sender in its own commit (`turn_done.after_commit` comes after
     // it) is a send under way: after the crash it goes again, marked as a possible repeat.
-    let mark = hub::texts::REPEAT_MARK.trim_end();
+    let mark = hub::outgoing::texts::REPEAT_MARK.trim_end();
     let is_answer = |t: &str| {
         t == answer
             || t.strip_prefix(mark)

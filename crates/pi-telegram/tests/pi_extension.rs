@@ -154,7 +154,7 @@ fn crash_between_dispatch_and_ack(point: &str) {
     let mut hub = env.serve();
     // After `turn_done.after_commit` the answer may have been claimed for the sender in that
     // commit: a send under way, which goes again marked as a possible repeat.
-    let mark = hub::texts::REPEAT_MARK.trim_end();
+    let mark = hub::outgoing::texts::REPEAT_MARK.trim_end();
     let is_answer = |t: &str| {
         let t = t.strip_prefix(mark).map_or(t, str::trim_start);
         t == "echo: [[slow]] deliver me exactly once"

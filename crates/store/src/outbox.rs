@@ -5,7 +5,7 @@
 //! of messages tried in order, `alt` and `part` pointing at the message to send now. Each
 //! message names its Bot API method (`method`) beside its parameters. The store reads only that
 //! much of it (the current message, a repeat mark, the files it uploads); what the messages
-//! are is the hub's (`hub::outbound::Outgoing`).
+//! are is the hub's (`hub::outgoing::outbound::Outgoing`).
 
 use std::collections::BTreeMap;
 use std::fmt;

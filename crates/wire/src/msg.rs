@@ -480,9 +480,7 @@ pub enum HubMsg {
         text: Option<String>,
     },
     /// The turn's result is stored: forget it.
-    DoneAck {
-        turn_id: TurnId,
-    },
+    DoneAck { turn_id: TurnId },
     /// The hub is about to close the connection.
     Error {
         /// Why.

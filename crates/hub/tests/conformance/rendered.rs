@@ -10,7 +10,7 @@ use super::expected::Mode;
 use super::seen::{Builder, Fmt, Marker, Tok, url_key};
 
 /// The tokens of the messages `plans` would send, in `mode`, or why Telegram would refuse one.
-pub fn seen(plans: &[hub::delivery::Plan], mode: Mode) -> Result<Vec<Tok>, String> {
+pub fn seen(plans: &[hub::outgoing::delivery::Plan], mode: Mode) -> Result<Vec<Tok>, String> {
     let mut b = Builder::default();
     if mode == Mode::Html {
         b.rule = Some(RULE);

@@ -14,9 +14,7 @@ pub enum StopOutcome {
     /// No hub was running (the marker is left anyway, so no extension starts one).
     NotRunning,
     /// The hub with this pid stopped.
-    Stopped {
-        pid: u32,
-    },
+    Stopped { pid: u32 },
 }
 
 /// `pi-telegram stop`: leaves the marker, asks the running hub to stop (SIGTERM: the same

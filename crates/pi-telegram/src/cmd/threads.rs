@@ -5,8 +5,8 @@ use store::Store;
 
 use hub::HubError;
 use hub::lock::{LockError, ProfileLock};
+use hub::outgoing::topics;
 use hub::paths::ProfilePaths;
-use hub::topics;
 
 /// Settles intent `intent_id` (`create`: make a new topic anyway; else forget it). With a hub
 /// running, the hub does it (and acts on it at once); otherwise the store is changed directly,

@@ -222,7 +222,7 @@ async fn webhook(ctx: &Ctx, client: &Client, checks: &mut Vec<Check>) -> bool {
         .and_then(Value::as_i64)
         .unwrap_or(0);
     // Only the host: a webhook's path often holds a secret.
-    let host = hub::webhook::host_of(url);
+    let host = hub::incoming::webhook::host_of(url);
     let fix = if ctx.hub_pid.is_some() {
         "the running hub removes it at its next poll; if it keeps coming back, another program sets it: stop that program".to_owned()
     } else {

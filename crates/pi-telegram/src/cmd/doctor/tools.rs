@@ -65,7 +65,7 @@ async fn version(program: &Path) -> Result<String, String> {
 /// `pi`: the pi the hub would start (`$PI_TELEGRAM_PI_BIN`, else `piBinary` in telegram.json,
 /// else `pi` on PATH) and its version.
 async fn pi(config: Option<&hub::config::ConfigFile>) -> Check {
-    let bin = hub::spawned::pi_binary(&[], config);
+    let bin = hub::pi::spawned::pi_binary(&[], config);
     let wanted = bin.path.clone();
     let named = wanted.components().count() > 1 || wanted.is_absolute();
     let Some(found) = find_program(&wanted) else {

@@ -1,0 +1,412 @@
+//! Commands: the menu and its shortcuts, the controls (`/abort`, `/stop`, `/next`,
+//! `/continue`, `/compact`), pi's own commands (prompt templates and extension commands,
+//! published under Telegram-safe names), and a clear answer for anything else. A command is
+//! never sent to pi as text unless it is one of pi's.
+
+use serde_json::{Value, json};
+use store::journal::Outcome;
+use store::turns::{self, Lane};
+use store::{StoreError, controls, kv};
+use telegram::view::MessageView;
+
+use super::{Say, menu_outcome, messages, target_identity};
+use crate::buttons::{Button, Section};
+use crate::names::label_of;
+use crate::outgoing::menu;
+use crate::outgoing::texts;
+
+/// Handles `msg` if it is a command; `None` when it is not one (a prompt).
+pub(super) fn handle(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+) -> Result<Option<Outcome>, StoreError> {
+    let Some((cmd, args)) = msg.command() else {
+        return Ok(None);
+    };
+    let cmd = cmd.to_ascii_lowercase();
+    if let Some(section) = Section::of_command(&cmd) {
+        return open_menu(say, msg, section).map(Some);
+    }
+    let outcome = match cmd.as_str() {
+        "abort" => abort(say, msg, Halt::Abort)?,
+        "stop" => abort(say, msg, Halt::Stop)?,
+        "next" => abort(say, msg, Halt::Next)?,
+        "continue" => continue_(say, msg)?,
+        "compact" => compact(say, msg)?,
+        "new" => new(say, msg, args)?,
+        "sessions" => instance_control(say, msg, InstanceCommand::Sessions)?,
+        "close" => instance_control(say, msg, InstanceCommand::Close)?,
+        _ => return pi_command(say, msg, &cmd, args).map(Some),
+    };
+    Ok(Some(outcome))
+}
+
+/// The profile's `workspaces` roots (none when telegram.json cannot be read: `/new` then says
+/// how to configure them).
+pub(super) fn workspace_roots(ctx: &super::HandlerCtx) -> Vec<std::path::PathBuf> {
+    crate::config::ConfigFile::load(&ctx.config_path)
+        .map(|f| f.profile(&ctx.profile).workspaces)
+        .unwrap_or_default()
+}
+
+/// `/new <folder>`: start pi there (under a workspace root); `/new`: a picker with a new
+/// session for the pi of this place and the folders pi may be started in.
+fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let roots = workspace_roots(say.ctx);
+    let args = args.trim();
+    if !args.is_empty() {
+        return match crate::pi::workspaces::resolve(args, &roots) {
+            Ok(folder) => {
+                say.control(controls::NewControl {
+                    source_update_id: Some(say.entry.update_id),
+                    kind: "spawn",
+                    identity: None,
+                    turn_id: None,
+                    chat_id: chat,
+                    thread_id: msg.thread_id(),
+                    message_id: None,
+                    params: &json!({ "cwd": folder.display().to_string(), "reply_to": msg.id() }),
+                })?;
+                Ok(Outcome::CommandNewSpawn)
+            }
+            Err(e) => {
+                say.reply(
+                    msg,
+                    &texts::folder_refused(&e.to_string()),
+                    None,
+                    "reply:new",
+                )?;
+                Ok(Outcome::CommandNewRefused)
+            }
+        };
+    }
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let live = store::instances::live(say.tx)?;
+    let here = identity
+        .as_deref()
+        .filter(|i| live.iter().any(|l| l.identity == *i))
+        .map(|i| (i.to_owned(), label_of(i)));
+    let recent: Vec<String> = store::instances::recent(say.tx, 50)?
+        .into_iter()
+        .map(|r| r.cwd)
+        .collect();
+    let folders: Vec<String> = crate::pi::workspaces::offered(&roots, &recent, 8)
+        .into_iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let resolved = crate::pi::workspaces::resolved_roots(&roots);
+    let view = menu::new_picker(
+        here.as_ref().map(|(i, l)| (i.as_str(), l.as_str())),
+        &folders,
+        &crate::pi::workspaces::roots_text(&resolved),
+    );
+    let owner = msg.from_id().unwrap_or(chat);
+    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
+    say.reply(msg, &view.text, markup, "reply:new")?;
+    Ok(Outcome::CommandNewPicker)
+}
+
+/// A command that is a control for the pi of this place.
+#[derive(Clone, Copy)]
+enum InstanceCommand {
+    Sessions,
+    Close,
+}
+
+impl InstanceCommand {
+    /// The control's kind (and the command's name).
+    fn kind(self) -> &'static str {
+        match self {
+            Self::Sessions => "sessions",
+            Self::Close => "close",
+        }
+    }
+
+    fn outcome(self, pi_here: bool) -> Outcome {
+        match (self, pi_here) {
+            (Self::Sessions, true) => Outcome::CommandSessions,
+            (Self::Sessions, false) => Outcome::CommandSessionsNoPi,
+            (Self::Close, true) => Outcome::CommandClose,
+            (Self::Close, false) => Outcome::CommandCloseNoPi,
+        }
+    }
+}
+
+/// `/sessions`, `/close`: a control for the pi of this place.
+fn instance_control(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    command: InstanceCommand,
+) -> Result<Outcome, StoreError> {
+    let kind = command.kind();
+    let chat = msg.chat_id().unwrap_or_default();
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let live = store::instances::live(say.tx)?;
+    let Some(identity) = identity.filter(|i| live.iter().any(|l| l.identity == *i)) else {
+        say.reply(
+            msg,
+            &texts::no_pi_here(kind),
+            None,
+            &format!("reply:{kind}"),
+        )?;
+        return Ok(command.outcome(false));
+    };
+    say.control(controls::NewControl {
+        source_update_id: Some(say.entry.update_id),
+        kind,
+        identity: Some(&identity),
+        turn_id: None,
+        chat_id: chat,
+        thread_id: msg.thread_id(),
+        message_id: None,
+        params: &json!({ "reply_to": msg.id() }),
+    })?;
+    Ok(command.outcome(true))
+}
+
+/// Opens the menu at `section` in a new message.
+fn open_menu(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    section: Section,
+) -> Result<Outcome, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let owner = msg.from_id().unwrap_or(chat);
+    match render_local(say, owner, identity.as_deref(), section)? {
+        Some((text, markup)) => {
+            say.reply(
+                msg,
+                &text,
+                markup,
+                &format!("reply:menu:{}", section.title()),
+            )?;
+        }
+        // What pi reports is needed: the conductor asks it and sends the menu.
+        None => {
+            say.control(controls::NewControl {
+                source_update_id: None,
+                kind: "menu",
+                identity: identity.as_deref(),
+                turn_id: None,
+                chat_id: chat,
+                thread_id: msg.thread_id(),
+                message_id: None,
+                params: &json!({ "section": section, "reply_to": msg.id() }),
+            })?;
+        }
+    }
+    Ok(menu_outcome(section))
+}
+
+/// A menu section that needs nothing from pi, rendered now: `(text, buttons)`. `None` for the
+/// sections pi reports (status, model, thinking).
+pub(super) fn render_local(
+    say: &Say<'_>,
+    owner: i64,
+    identity: Option<&str>,
+    section: Section,
+) -> Result<Option<(String, Option<Value>)>, StoreError> {
+    let tx = say.tx;
+    let list = menu::instances_of(tx)?;
+    let current = identity
+        .and_then(|id| list.iter().find(|i| i.identity == id))
+        .cloned();
+    let waiting = match identity {
+        Some(id) => turns::queue_of(tx, id)?,
+        None => Vec::new(),
+    };
+    let view = match (section, &current) {
+        (Section::Main, _) => menu::main(
+            &say.ctx.bot_username,
+            &list,
+            current.as_ref(),
+            waiting.len(),
+            crate::state::threaded(tx)?,
+        ),
+        (Section::Queue, Some(c)) => menu::queue(c, &waiting),
+        (Section::Settings, _) => {
+            let settings = crate::assistant::Watched::new(
+                say.ctx.config_path.clone(),
+                say.ctx.profile.clone(),
+            )
+            .current();
+            menu::settings(identity, &settings)
+        }
+        (Section::Instances, _) => menu::instances(&list),
+        (Section::Help, _) => menu::help(&say.ctx.bot_username, identity),
+        (Section::Status | Section::Model | Section::Thinking, Some(c)) if c.live => {
+            return Ok(None);
+        }
+        // About a pi that is not there: say so, with the way back.
+        (_, c) => menu::View {
+            text: match c {
+                Some(c) => texts::not_connected(&c.label),
+                None => texts::no_instance_here(),
+            },
+            rows: vec![vec![(
+                "« Menu".into(),
+                Button::Menu {
+                    identity: identity.map(str::to_owned),
+                    section: Section::Main,
+                },
+            )]],
+        },
+    };
+    let markup = menu::buttons_markup(tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
+    Ok(Some((view.text, markup)))
+}
+
+/// What `/abort`, `/stop` and `/next` do besides aborting the running turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Halt {
+    /// Only abort; the queue stays.
+    Abort,
+    /// Abort and drop everything waiting.
+    Stop,
+    /// Abort; the next waiting turn goes next.
+    Next,
+}
+
+impl Halt {
+    /// The outcome of the command: `running` is `None` when there was no pi to name.
+    fn outcome(self, running: Option<bool>) -> Outcome {
+        match (self, running) {
+            (Self::Abort, None) => Outcome::AbortWhich,
+            (Self::Abort, Some(true)) => Outcome::AbortRunning,
+            (Self::Abort, Some(false)) => Outcome::AbortIdle,
+            (Self::Stop, None) => Outcome::StopWhich,
+            (Self::Stop, Some(true)) => Outcome::StopRunning,
+            (Self::Stop, Some(false)) => Outcome::StopIdle,
+            (Self::Next, None) => Outcome::NextWhich,
+            (Self::Next, Some(true)) => Outcome::NextRunning,
+            (Self::Next, Some(false)) => Outcome::NextIdle,
+        }
+    }
+}
+
+fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome, StoreError> {
+    let tx = say.tx;
+    let chat = msg.chat_id().unwrap_or_default();
+    let name = match what {
+        Halt::Abort => "abort",
+        Halt::Stop => "stop",
+        Halt::Next => "next",
+    };
+    let Some(identity) = target_identity(tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi(name), None, "reply:control")?;
+        return Ok(what.outcome(None));
+    };
+    let label = label_of(&identity);
+    let running = turns::outstanding(tx)?
+        .into_iter()
+        .find(|t| t.identity.as_deref() == Some(identity.as_str()));
+    if let Some(t) = &running {
+        say.control(controls::NewControl {
+            source_update_id: None,
+            kind: "abort",
+            identity: Some(&identity),
+            turn_id: Some(t.id),
+            chat_id: chat,
+            thread_id: msg.thread_id(),
+            message_id: msg.id(),
+            params: &json!({}),
+        })?;
+    }
+    let mut dropped = 0;
+    if what == Halt::Stop {
+        for t in turns::queue_of(tx, &identity)? {
+            if turns::cancel(tx, t.id, "stopped", say.ctx.now_ms)? {
+                dropped += 1;
+            }
+        }
+    }
+    let waiting = turns::queue_of(tx, &identity)?.len();
+    let text = texts::stopped(
+        &label,
+        what == Halt::Stop,
+        running.is_some(),
+        dropped,
+        waiting,
+        what == Halt::Next,
+    );
+    say.reply(msg, &text, None, "reply:control")?;
+    say.after.turns = true;
+    Ok(what.outcome(Some(running.is_some())))
+}
+
+fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    if target_identity(say.tx, chat, msg.thread_id())?.is_none() {
+        say.reply(msg, &texts::which_pi("continue"), None, "reply:control")?;
+        return Ok(Outcome::ContinueWhich);
+    }
+    // A prompt like any other, at the head of the priority lane.
+    messages::to_turn_as(say, msg, Some("continue"), Lane::Priority)?;
+    Ok(Outcome::Continue)
+}
+
+fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi("compact"), None, "reply:control")?;
+        return Ok(Outcome::CompactWhich);
+    };
+    let owner = msg.from_id().unwrap_or(chat);
+    let view = menu::View {
+        text: texts::compact_question(&label_of(&identity)),
+        rows: vec![vec![
+            (
+                "Compact".into(),
+                Button::Compact {
+                    identity: identity.clone(),
+                },
+            ),
+            ("Cancel".into(), Button::Dismiss),
+        ]],
+    };
+    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
+    say.reply(msg, &view.text, markup, "reply:compact")?;
+    Ok(Outcome::CompactAsked)
+}
+
+/// One of pi's commands under its Telegram name: a prompt with pi's name for it. Anything else
+/// is not a command anyone knows.
+fn pi_command(
+    say: &mut Say<'_>,
+    msg: &MessageView<'_>,
+    cmd: &str,
+    args: &str,
+) -> Result<Outcome, StoreError> {
+    let Some(text) = pi_text(say.tx, cmd, args)? else {
+        say.reply_to_prompt(
+            msg,
+            &texts::unknown_command(cmd),
+            None,
+            "reply:unknown-command",
+        )?;
+        return Ok(Outcome::CommandUnknown);
+    };
+    messages::to_turn_as(say, msg, Some(&text), Lane::Normal)?;
+    Ok(Outcome::CommandPi)
+}
+
+/// What pi gets for the Telegram command `cmd` (lower case) with `args`: `None` when no live pi
+/// lists it.
+pub(super) fn pi_text(
+    tx: &store::Connection,
+    cmd: &str,
+    args: &str,
+) -> Result<Option<String>, StoreError> {
+    let map: Value = kv::get(tx, crate::outgoing::bot_commands::PI_COMMANDS)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or(Value::Null);
+    Ok(map.get(cmd).and_then(Value::as_str).map(|name| {
+        if args.is_empty() {
+            format!("/{name}")
+        } else {
+            format!("/{name} {args}")
+        }
+    }))
+}

@@ -1,0 +1,664 @@
+//! What a button does. Telegram carries an opaque token; the action is the stored
+//! [`Button`], bound to the owner and valid for a while: a forged, replayed, stale or
+//! stranger's token does nothing. Every tap is answered (no spinning button), and the message
+//! with the buttons is edited to show what the tap did.
+
+use serde_json::{Value, json};
+use store::journal::Outcome;
+use store::turns::{self, Lane};
+use store::{StoreError, callbacks, controls, instances, kv};
+use telegram::view::{MessageView, UpdateView};
+use threads::events;
+
+use super::commands::render_local;
+use super::{Say, menu_outcome};
+use crate::buttons::{Button, QueueOp, Section};
+use crate::config::ConfigFile;
+use crate::names::label_of;
+use crate::outgoing::outbound;
+use crate::outgoing::texts;
+use crate::state::{self, SELECTED};
+
+/// What a tap does: the short answer Telegram shows, the outcome recorded in the journal, and
+/// the new form of the message that carried the button.
+struct Tap {
+    answer: String,
+    outcome: Outcome,
+    edit: Option<Edit>,
+    /// New buttons only (the text stays as sent).
+    restyle: Option<Value>,
+    /// What a later tap on this question's buttons is told, when this tap settles it.
+    replay: Option<String>,
+}
+
+/// A new text (and keyboard; `None` removes it) for a message with buttons.
+struct Edit {
+    text: String,
+    markup: Option<Value>,
+}
+
+impl Tap {
+    fn answer(answer: impl Into<String>, outcome: Outcome) -> Self {
+        Self {
+            answer: answer.into(),
+            outcome,
+            edit: None,
+            restyle: None,
+            replay: None,
+        }
+    }
+
+    fn replayed_as(mut self, answer: String) -> Self {
+        self.replay = Some(answer);
+        self
+    }
+
+    fn with_edit(mut self, edit: Option<Edit>) -> Self {
+        self.edit = edit;
+        self
+    }
+}
+
+/// A `callback_query` from the owner.
+pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<Outcome, StoreError> {
+    let Some(cb) = update.callback() else {
+        return Ok(Outcome::IgnoredMalformed);
+    };
+    let Some(id) = cb.id() else {
+        return Ok(Outcome::IgnoredMalformed);
+    };
+    let chat = update.chat_id().unwrap_or_default();
+    let action = match (cb.data(), update.sender_id()) {
+        (Some(token), Some(owner)) => callbacks::lookup(say.tx, token, owner, say.ctx.now_ms)?,
+        _ => None,
+    };
+    let tapped = cb.message();
+    let owner = update.sender_id().unwrap_or(chat);
+    let tap = match action.as_deref().and_then(Button::decode) {
+        Some(b) => {
+            let at = Tapped {
+                chat,
+                message: tapped.as_ref(),
+                owner,
+                token: cb.data().unwrap_or_default(),
+            };
+            button(say, &b, &at)?
+        }
+        None => Tap::answer(texts::unknown_button(), Outcome::ButtonUnknown),
+    };
+    say.answer_tap(id, &tap.answer)?;
+    // A settled question loses its buttons, here and in the store: data sent again later (a
+    // double tap, a replay) only hears how it was settled.
+    if let Some(edit) = tap.edit.as_ref().filter(|e| e.markup.is_none()) {
+        let answer = tap.replay.clone().unwrap_or_else(|| {
+            let line = edit.text.lines().last().unwrap_or_default();
+            texts::settled_already(line.trim_start_matches('→').trim())
+        });
+        let settled = Button::Settled { answer }.encode();
+        let keyboard = tapped
+            .as_ref()
+            .and_then(|m| m.0.pointer("/reply_markup/inline_keyboard"))
+            .and_then(Value::as_array);
+        let tokens = keyboard
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|b| b.get("callback_data").and_then(Value::as_str));
+        for token in tokens.chain(cb.data()) {
+            callbacks::replace(say.tx, token, &settled)?;
+        }
+    }
+    if let Some(markup) = tap.restyle
+        && let Some((chat, message)) = tapped.as_ref().and_then(|m| m.chat_id().zip(m.id()))
+    {
+        outbound::edit_markup(
+            say.tx,
+            chat,
+            message,
+            markup,
+            Some(say.entry.update_id),
+            say.ctx.now_ms,
+        )?;
+        say.after.outbox = true;
+    }
+    if let Some(edit) = tap.edit
+        && let Some((chat, message)) = tapped.and_then(|m| m.chat_id().zip(m.id()))
+    {
+        say.edit(chat, message, &edit.text, edit.markup)?;
+    }
+    Ok(tap.outcome)
+}
+
+/// Where a button was tapped: the chat, the message that carried it, the person, its token.
+struct Tapped<'a, 'm> {
+    chat: i64,
+    message: Option<&'a MessageView<'m>>,
+    owner: i64,
+    token: &'a str,
+}
+
+impl Tapped<'_, '_> {
+    /// A settled question keeps its text, gains a line saying how it was settled, and loses
+    /// its buttons.
+    fn settled(&self, line: String) -> Option<Edit> {
+        let original = self.message.and_then(|m| m.text()).unwrap_or_default();
+        Some(Edit {
+            text: format!("{original}\n\n{line}"),
+            markup: None,
+        })
+    }
+
+    fn thread_id(&self) -> Option<i64> {
+        self.message.and_then(MessageView::thread_id)
+    }
+
+    fn message_id(&self) -> Option<i64> {
+        self.message.and_then(MessageView::id)
+    }
+}
+
+/// What a button does: one function per kind.
+fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap, StoreError> {
+    match action {
+        Button::Select { identity } => select(say, at, identity),
+        Button::Send {
+            turn,
+            to,
+            instead_of,
+        } => send(say, at, *turn, to, instead_of.as_deref()),
+        Button::Move {
+            turn,
+            identity,
+            thread,
+        } => move_here(say, at, *turn, identity, *thread),
+        Button::Intent { id, create } => intent(say, at, *id, *create),
+        Button::Menu { identity, section } => {
+            menu_section(say, at, identity.as_deref(), *section, None)
+        }
+        Button::Model {
+            identity,
+            provider,
+            id,
+        } => model(say, at, identity, provider, id),
+        Button::Thinking { identity, level } => thinking(say, at, identity, level),
+        Button::Queue { turn, op } => queue(say, at, *turn, *op),
+        Button::Setting { key, value } => setting(say, at, key, value),
+        Button::Compact { identity } => compact(say, at, identity),
+        Button::Dismiss => Ok(dismiss(at)),
+        Button::NewPi { cwd } => new_pi(say, at, cwd),
+        Button::NewSession { identity } => new_session(say, at, identity),
+        Button::Resume { identity, path } => resume(say, at, identity, path),
+        Button::Prompt {
+            identity,
+            prompt,
+            style,
+        } => prompt_button(say, at, identity, prompt, style.as_deref()),
+        Button::Settled { answer } => Ok(settled(answer)),
+    }
+}
+
+/// `/start`'s instances: new messages go to this one.
+fn select(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap, StoreError> {
+    let live = instances::live(say.tx)?;
+    let tap = match live.iter().find(|i| i.identity == identity) {
+        Some(i) => {
+            kv::set(say.tx, SELECTED, identity)?;
+            say.after.turns = true;
+            Tap::answer(format!("New messages go to {}", i.label), Outcome::Selected)
+        }
+        None => Tap::answer(
+            "That pi instance is not connected any more.",
+            Outcome::ButtonGone,
+        ),
+    };
+    // The menu shows the selection and the instances as they are now.
+    let edit = render_local(say, at.owner, Some(identity), Section::Main)?
+        .map(|(text, markup)| Edit { text, markup });
+    Ok(tap.with_edit(edit))
+}
+
+/// A waiting message goes to `to`.
+fn send(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    turn: i64,
+    to: &str,
+    instead_of: Option<&str>,
+) -> Result<Tap, StoreError> {
+    let tx = say.tx;
+    if !turns::assign(tx, turn, to, instead_of)? {
+        let went = turns::get(tx, turn)?
+            .and_then(|t| t.identity)
+            .map(|i| label_of(&i));
+        return Ok(
+            Tap::answer(texts::already_sent(went.as_deref()), Outcome::SendTaken)
+                .with_edit(at.settled(texts::chosen_before(went.as_deref())))
+                .replayed_as(texts::already_sent(went.as_deref())),
+        );
+    }
+    say.after.turns = true;
+    let label = label_of(to);
+    let live = instances::live(tx)?.iter().any(|i| i.identity == to);
+    // In classic mode the choice also holds for the messages that follow.
+    if live && !state::threaded(tx)? {
+        kv::set(tx, SELECTED, to)?;
+    }
+    let answer = if live {
+        format!("Sent to {label}")
+    } else {
+        format!("{label} is offline: the message waits for it")
+    };
+    Ok(Tap::answer(answer, Outcome::Sent)
+        .with_edit(at.settled(texts::chosen(&label)))
+        .replayed_as(texts::already_sent(Some(&label))))
+}
+
+/// "Move X here": the identity lives in this topic from now on; the turn goes to it.
+fn move_here(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    turn: i64,
+    identity: &str,
+    thread: i64,
+) -> Result<Tap, StoreError> {
+    let (tx, ctx) = (say.tx, say.ctx);
+    let live = instances::live(tx)?;
+    let newcomer = live
+        .iter()
+        .find(|i| i.identity == identity)
+        .map(|i| events::Newcomer {
+            identity,
+            instance_id: Some(&i.id),
+            cwd: &i.cwd,
+            project: &i.label,
+            title_template: &ctx.title_template,
+        });
+    let bound = events::bind_topic(
+        tx,
+        identity,
+        newcomer.as_ref(),
+        at.chat,
+        thread,
+        ctx.epoch,
+        ctx.now_ms,
+    )?;
+    let Some(b) = bound else {
+        return Ok(Tap::answer(texts::move_refused(), Outcome::MoveRefused));
+    };
+    // The person chose this topic for it: a forgotten intent no longer matters.
+    kv::delete(tx, &state::skip_key(identity))?;
+    turns::assign(tx, turn, identity, None)?;
+    say.after.turns = true;
+    say.after.topics = true;
+    let label = label_of(identity);
+    outbound::notice(
+        tx,
+        b.chat_id,
+        Some(b.thread_id),
+        &texts::moved_here(&label, &b.cwd),
+        &format!("notice:moved:{identity}:{thread}"),
+        ctx.now_ms,
+    )?;
+    say.after.outbox = true;
+    Ok(
+        Tap::answer(format!("{label} lives in this topic now"), Outcome::Moved)
+            .with_edit(at.settled(format!("→ {label} lives in this topic now."))),
+    )
+}
+
+/// Settles a topic creation of unknown outcome: a new thread, or forgotten.
+fn intent(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    id: i64,
+    create: bool,
+) -> Result<Tap, StoreError> {
+    if crate::outgoing::topics::resolve_intent(say.tx, id, create)?.is_none() {
+        return Ok(Tap::answer(texts::intent_settled(), Outcome::IntentSettled)
+            .with_edit(at.settled("→ Settled already.".into())));
+    }
+    say.after.topics = true;
+    Ok(if create {
+        Tap::answer("Creating a new thread", Outcome::IntentCreate)
+            .with_edit(at.settled("→ Creating a new thread.".into()))
+    } else {
+        Tap::answer("Forgotten", Outcome::IntentForget).with_edit(at.settled("→ Forgotten.".into()))
+    })
+}
+
+/// Switches an instance's model.
+fn model(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    provider: &str,
+    id: &str,
+) -> Result<Tap, StoreError> {
+    let params = json!({ "provider": provider, "id": id });
+    pi_control(
+        say,
+        at,
+        identity,
+        PiControl::SetModel,
+        &params,
+        "Switching the model…",
+    )
+}
+
+/// Sets an instance's thinking level.
+fn thinking(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    level: &str,
+) -> Result<Tap, StoreError> {
+    let params = json!({ "level": level });
+    pi_control(
+        say,
+        at,
+        identity,
+        PiControl::SetThinking,
+        &params,
+        "Setting the thinking level…",
+    )
+}
+
+/// Moves, skips, keeps or removes a waiting turn, and shows the queue again.
+fn queue(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    turn: i64,
+    op: QueueOp,
+) -> Result<Tap, StoreError> {
+    let tx = say.tx;
+    let Some(t) = turns::get(tx, turn)? else {
+        return Ok(Tap::answer(texts::unknown_button(), Outcome::QueueUnknown));
+    };
+    let done = match op {
+        QueueOp::Priority => turns::set_lane(tx, t.id, Lane::Priority)?,
+        QueueOp::Normal => turns::set_lane(tx, t.id, Lane::Normal)?,
+        QueueOp::Skip => turns::set_skip(tx, t.id, true)?,
+        QueueOp::Keep => turns::set_skip(tx, t.id, false)?,
+        QueueOp::Remove => turns::cancel(tx, t.id, "removed", say.ctx.now_ms)?,
+    };
+    say.after.turns = true;
+    let answer = if done {
+        texts::queue_changed(op)
+    } else {
+        texts::queue_too_late()
+    };
+    // The queue view again, as it is now.
+    menu_section(say, at, t.identity.as_deref(), Section::Queue, Some(answer))
+}
+
+/// Writes an `assistant` setting to telegram.json, and shows the settings again.
+fn setting(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    key: &str,
+    value: &str,
+) -> Result<Tap, StoreError> {
+    let ctx = say.ctx;
+    let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+    let known = matches!(
+        key,
+        "rendering" | "draftPreviews" | "activity" | "proactivePush"
+    );
+    if !known || value.is_null() {
+        return Ok(Tap::answer(
+            texts::unknown_button(),
+            Outcome::SettingUnknown,
+        ));
+    }
+    let written = ConfigFile::load(&ctx.config_path).and_then(|mut file| {
+        file.set_assistant(&ctx.profile, key, value.clone());
+        file.save()
+    });
+    let answer = match written {
+        Ok(()) => format!("{key} is {value} now"),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not write a setting");
+            "Could not write telegram.json (see the hub's log)".to_owned()
+        }
+    };
+    let identity = state::selected(say.tx)?;
+    menu_section(
+        say,
+        at,
+        identity.as_deref(),
+        Section::Settings,
+        Some(answer),
+    )
+}
+
+/// Confirms a compaction.
+fn compact(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap, StoreError> {
+    let tap = pi_control(
+        say,
+        at,
+        identity,
+        PiControl::Compact,
+        &json!({}),
+        "Compacting…",
+    )?;
+    Ok(tap.with_edit(at.settled("→ Compacting…".into())))
+}
+
+/// Closes a question without doing anything.
+fn dismiss(at: &Tapped<'_, '_>) -> Tap {
+    Tap::answer("Cancelled", Outcome::Dismissed).with_edit(at.settled("→ Cancelled.".into()))
+}
+
+/// `/new`'s folders: starts a headless pi in this one.
+fn new_pi(say: &mut Say<'_>, at: &Tapped<'_, '_>, cwd: &str) -> Result<Tap, StoreError> {
+    // The workspaces may have changed since the buttons were made.
+    let roots = super::commands::workspace_roots(say.ctx);
+    match crate::pi::workspaces::resolve(cwd, &roots) {
+        Ok(folder) => {
+            let folder = folder.display().to_string();
+            say.control(controls::NewControl {
+                source_update_id: None,
+                kind: "spawn",
+                identity: None,
+                turn_id: None,
+                chat_id: at.chat,
+                thread_id: at.thread_id(),
+                message_id: at.message_id(),
+                params: &json!({ "cwd": folder }),
+            })?;
+            Ok(Tap::answer("Starting pi…", Outcome::ControlSpawn)
+                .with_edit(at.settled(format!("→ Starting pi in {folder}…"))))
+        }
+        Err(e) => Ok(Tap::answer(
+            texts::folder_refused(&e.to_string()),
+            Outcome::SpawnRefused,
+        )),
+    }
+}
+
+/// `/new`: a fresh session for this instance.
+fn new_session(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap, StoreError> {
+    pi_control(
+        say,
+        at,
+        identity,
+        PiControl::NewSession,
+        &json!({}),
+        "Starting a new session…",
+    )
+}
+
+/// `/sessions`: resumes this session file.
+fn resume(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    path: &str,
+) -> Result<Tap, StoreError> {
+    pi_control(
+        say,
+        at,
+        identity,
+        PiControl::SwitchSession,
+        &json!({ "path": path }),
+        "Resuming…",
+    )
+}
+
+/// A button pi put under a message: its prompt becomes a turn for the instance, and the
+/// button takes `style` to show it was chosen.
+fn prompt_button(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    prompt: &str,
+    style: Option<&str>,
+) -> Result<Tap, StoreError> {
+    let (tx, ctx) = (say.tx, say.ctx);
+    let Some(message) = at.message else {
+        return Ok(Tap::answer(
+            texts::unknown_button(),
+            Outcome::PromptNoMessage,
+        ));
+    };
+    let created = turns::create(
+        tx,
+        &turns::NewTurn {
+            source_update_id: Some(say.entry.update_id),
+            chat_id: at.chat,
+            thread_id: message.thread_id(),
+            message_id: message.id(),
+            target: turns::Target::Identity(identity),
+            text: prompt,
+            lane: Lane::Normal,
+            prepare: None,
+        },
+        ctx.now_ms,
+    )?;
+    say.after.turns = true;
+    let label = label_of(identity);
+    let live = instances::live(tx)?.iter().any(|i| i.identity == identity);
+    let answer = if live {
+        format!("Sent to {label}")
+    } else {
+        format!("{label} is offline: it gets this when it is back")
+    };
+    // The chosen button shows it was chosen; the others stay as they were.
+    let restyle = message.0.get("reply_markup").cloned().map(|mut m| {
+        if let Some(rows) = m.get_mut("inline_keyboard").and_then(Value::as_array_mut) {
+            for b in rows.iter_mut().filter_map(Value::as_array_mut).flatten() {
+                if b.get("callback_data").and_then(Value::as_str) == Some(at.token) {
+                    b["style"] = json!(style.unwrap_or("primary"));
+                }
+            }
+        }
+        m
+    });
+    let mut tap = Tap::answer(
+        answer,
+        if created.is_some() {
+            Outcome::Prompt
+        } else {
+            Outcome::PromptAgain
+        },
+    );
+    tap.restyle = restyle;
+    Ok(tap)
+}
+
+/// A button of a settled question: it only says how it was settled.
+fn settled(answer: &str) -> Tap {
+    Tap::answer(answer, Outcome::ButtonSettled)
+}
+
+/// Shows a section in the tapped message: now when the store knows it, else through the
+/// conductor, which asks pi.
+fn menu_section(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: Option<&str>,
+    section: Section,
+    answer: Option<String>,
+) -> Result<Tap, StoreError> {
+    let answer = answer.unwrap_or_default();
+    let outcome = menu_outcome(section);
+    if let Some((text, markup)) = render_local(say, at.owner, identity, section)? {
+        return Ok(Tap::answer(answer, outcome).with_edit(Some(Edit { text, markup })));
+    }
+    say.control(controls::NewControl {
+        source_update_id: None,
+        kind: "menu",
+        identity,
+        turn_id: None,
+        chat_id: at.chat,
+        thread_id: at.thread_id(),
+        message_id: at.message_id(),
+        params: &json!({ "section": section }),
+    })?;
+    Ok(Tap::answer(answer, outcome))
+}
+
+/// A control a button asks of the tapped message's pi.
+#[derive(Clone, Copy)]
+enum PiControl {
+    SetModel,
+    SetThinking,
+    Compact,
+    NewSession,
+    SwitchSession,
+}
+
+impl PiControl {
+    /// The control's kind, as the conductor reads it.
+    fn kind(self) -> &'static str {
+        match self {
+            Self::SetModel => "set_model",
+            Self::SetThinking => "set_thinking",
+            Self::Compact => "compact",
+            Self::NewSession => "new_session",
+            Self::SwitchSession => "switch_session",
+        }
+    }
+
+    fn outcome(self) -> Outcome {
+        match self {
+            Self::SetModel => Outcome::ControlSetModel,
+            Self::SetThinking => Outcome::ControlSetThinking,
+            Self::Compact => Outcome::ControlCompact,
+            Self::NewSession => Outcome::ControlNewSession,
+            Self::SwitchSession => Outcome::ControlSwitchSession,
+        }
+    }
+}
+
+/// A control for the conductor about the tapped message's pi.
+fn pi_control(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    control: PiControl,
+    params: &Value,
+    answer: &str,
+) -> Result<Tap, StoreError> {
+    if !instances::live(say.tx)?
+        .iter()
+        .any(|i| i.identity == identity)
+    {
+        return Ok(Tap::answer(
+            texts::not_connected(&label_of(identity)),
+            Outcome::ControlGone,
+        ));
+    }
+    say.control(controls::NewControl {
+        source_update_id: None,
+        kind: control.kind(),
+        identity: Some(identity),
+        turn_id: None,
+        chat_id: at.chat,
+        thread_id: at.thread_id(),
+        message_id: at.message_id(),
+        params,
+    })?;
+    Ok(Tap::answer(answer, control.outcome()))
+}

@@ -1,0 +1,234 @@
+//! Inbound: `getUpdates` -> one commit of the batch with its new offset, and with its handling
+//! when nothing older waits ([`worker::journal_batch`]; otherwise the worker is woken) -> the
+//! commit is synced to disk -> the next poll. The offset Telegram sees only ever confirms
+//! updates already on disk; handling does not wait for the disk (its effects reach another
+//! machine only after a later sync).
+
+use crate::db::Durability;
+use std::time::Duration;
+
+use store::{incidents, journal};
+use telegram::view::{UpdateKind, UpdateView};
+use telegram::{ApiErrorKind, CallError, RawUpdate};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::bot_api::Api;
+use crate::crashpoint;
+use crate::db::Db;
+use crate::error::HubError;
+use crate::incoming::webhook;
+use crate::incoming::worker::{self, WorkerSettings};
+use crate::wakes::Wakes;
+
+/// Update kinds the hub asks for (topic service messages arrive as `message`).
+pub const ALLOWED_UPDATES: [&str; 5] = [
+    "message",
+    "edited_message",
+    "callback_query",
+    "message_reaction",
+    "my_chat_member",
+];
+
+/// Updates asked for per poll (Telegram's maximum).
+const POLL_LIMIT: u32 = 100;
+
+/// Poller settings.
+#[derive(Debug, Clone)]
+pub struct PollSettings {
+    /// Long-poll timeout.
+    pub timeout: Duration,
+    /// How long 409 conflicts may last before the hub gives up.
+    pub conflict_grace: Duration,
+}
+
+/// The journal's `kind` of an update (`unreadable` when it is not JSON).
+pub fn kind_name(raw: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) => match UpdateView(&v).kind() {
+            UpdateKind::Message => "message".into(),
+            UpdateKind::EditedMessage => "edited_message".into(),
+            UpdateKind::CallbackQuery => "callback_query".into(),
+            UpdateKind::MessageReaction => "message_reaction".into(),
+            UpdateKind::MyChatMember => "my_chat_member".into(),
+            UpdateKind::Other(k) => k,
+        },
+        Err(_) => "unreadable".into(),
+    }
+}
+
+/// Polls until `stop` or a fatal error (sustained conflict, revoked token, broken store).
+pub async fn run(
+    db: Db,
+    client: Api,
+    settings: PollSettings,
+    handling: &WorkerSettings,
+    wakes: &Wakes,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), HubError> {
+    let mut offset = db.read(journal::offset).await?;
+    let mut failures = Failures::default();
+    loop {
+        let polled = tokio::select! {
+            // Dropping an in-flight poll is safe: nothing it returned was confirmed.
+            _ = stop.changed() => return Ok(()),
+            r = client.get_updates(offset, POLL_LIMIT, settings.timeout, &ALLOWED_UPDATES) => r,
+        };
+        let error = match polled {
+            Ok(batch) => {
+                failures.cleared();
+                if let Some(next) = journal_polled(&db, handling, wakes, batch).await? {
+                    offset = Some(next);
+                }
+                continue;
+            }
+            Err(e) => e,
+        };
+        if failures.judge(&error, &client, &db, &settings).await? {
+            continue;
+        }
+        let message = error.to_string();
+        let now = db.now_ms();
+        db.write(Durability::OnDisk, move |tx| {
+            incidents::record(tx, now, "poll", &message)
+        })
+        .await?;
+        tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            () = tokio::time::sleep(failures.backoff) => {}
+        }
+        // A conflict is retried quickly so a blip clears fast; other failures back off further.
+        let cap = if error.api_kind() == Some(ApiErrorKind::Conflict) {
+            5
+        } else {
+            30
+        };
+        failures.backoff = (failures.backoff * 2).min(Duration::from_secs(cap));
+    }
+}
+
+/// Journals a polled batch (handled at once when small) and syncs it to disk. Returns the
+/// offset that confirms it, `None` for an empty batch.
+async fn journal_polled(
+    db: &Db,
+    handling: &WorkerSettings,
+    wakes: &Wakes,
+    batch: Vec<RawUpdate>,
+) -> Result<Option<i64>, HubError> {
+    let Some(last) = batch.iter().map(|u| u.update_id).max() else {
+        return Ok(None);
+    };
+    crate::latency::mark(crate::latency::Step::Polled, last);
+    let next = last + 1;
+    let rows: Vec<(i64, String, String)> = batch
+        .into_iter()
+        .map(|u| (u.update_id, kind_name(&u.json), u.json))
+        .collect();
+    let count = rows.len();
+    // A full batch says more are waiting: it is only journaled, and the worker handles it
+    // while the next batch comes (a backlog's pace); a smaller one is what a person just sent,
+    // handled at once (its latency).
+    let handle = count < POLL_LIMIT as usize;
+    worker::journal_batch(db, handling, wakes, rows, next, handle).await?;
+    tracing::debug!(count, offset = next, "journaled updates");
+    // The next poll confirms these updates to Telegram: they must survive a crash of this
+    // machine first. The sync runs while the tasks woken above go on.
+    db.sync().await?;
+    crashpoint::hit(crashpoint::CrashPoint::JournalAfterSync);
+    Ok(Some(next))
+}
+
+/// What the poller keeps about failing polls.
+struct Failures {
+    /// When the current run of 409 conflicts began.
+    conflict_since: Option<Instant>,
+    /// When the poller last removed a webhook.
+    last_removal: Option<Instant>,
+    /// The wait before the next poll.
+    backoff: Duration,
+}
+
+impl Default for Failures {
+    fn default() -> Self {
+        Self {
+            conflict_since: None,
+            last_removal: None,
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Failures {
+    /// A poll succeeded: conflicts and back-off start over (a webhook removed stays
+    /// remembered).
+    fn cleared(&mut self) {
+        self.conflict_since = None;
+        self.backoff = Duration::from_secs(1);
+    }
+
+    /// Takes in a failed poll: `Ok(true)` to poll again at once, `Ok(false)` to poll again
+    /// after the backoff, an error when the hub must stop.
+    async fn judge(
+        &mut self,
+        error: &CallError,
+        client: &Api,
+        db: &Db,
+        settings: &PollSettings,
+    ) -> Result<bool, HubError> {
+        match error {
+            CallError::Api(api) if api.kind == ApiErrorKind::Unauthorized => {
+                return Err(HubError::Unauthorized);
+            }
+            CallError::Api(api)
+                if api.kind == ApiErrorKind::Conflict
+                    && api.description.to_ascii_lowercase().contains("webhook") =>
+            {
+                // Not another program polling: a webhook set since the start. Remove it
+                // and poll again at once; one that comes back within the grace period is set
+                // by another program, and counts as a conflict.
+                let fresh = self
+                    .last_removal
+                    .is_none_or(|t: Instant| t.elapsed() >= settings.conflict_grace);
+                if fresh {
+                    match webhook::clear(&**client, db).await {
+                        Ok(Some(_)) => {
+                            self.last_removal = Some(Instant::now());
+                            self.conflict_since = None;
+                            return Ok(true);
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not remove the bot's webhook"),
+                    }
+                }
+                let since = *self.conflict_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= settings.conflict_grace {
+                    return Err(HubError::Conflict {
+                        description: api.description.clone(),
+                        seconds: since.elapsed().as_secs(),
+                    });
+                }
+            }
+            CallError::Api(api) if api.kind == ApiErrorKind::Conflict => {
+                let since = *self.conflict_since.get_or_insert_with(Instant::now);
+                let lasted = since.elapsed();
+                if lasted >= settings.conflict_grace {
+                    return Err(HubError::Conflict {
+                        description: api.description.clone(),
+                        seconds: lasted.as_secs(),
+                    });
+                }
+                tracing::warn!(
+                    lasted_ms = lasted.as_millis() as u64,
+                    "getUpdates conflict (409); retrying"
+                );
+            }
+            CallError::Flood { retry_after, .. } => {
+                self.backoff = *retry_after;
+            }
+            other => {
+                tracing::warn!(error = %other, "getUpdates failed; retrying");
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,18 @@
+//! What goes out to Telegram: everything the bot says is queued in the outbox by `outbound`
+//! as `message::Outgoing` values in a `delivery::Plan`, and sent by the `sender` (pacing,
+//! flood waits, commit-unknown). Beside it: the texts, the menu's views, pi's activity,
+//! live previews, spoken answers, the bot's command list, the Threaded Mode task (topics) and
+//! `markup` (the hidden action comments pi writes into answers: buttons, voice).
+
+pub(crate) mod activity;
+pub mod bot_commands;
+pub mod delivery;
+pub mod markup;
+pub(crate) mod menu;
+pub mod message;
+pub mod outbound;
+pub(crate) mod preview;
+pub mod sender;
+pub mod texts;
+pub mod topics;
+pub(crate) mod voice;

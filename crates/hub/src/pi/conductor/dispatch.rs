@@ -1,0 +1,296 @@
+//! Dispatch: each ready instance gets its next queued turn, marked `dispatched` in a commit
+//! before its prompt (with the turn's photos) is written; and the extension's footer status of
+//! how many turns wait.
+
+use store::turns::{self, Turn};
+use store::{Connection, StoreError};
+use wire::TurnId;
+
+use super::Conductor;
+use crate::crashpoint;
+use crate::db::Durability;
+use crate::error::HubError;
+use crate::outgoing::outbound;
+use crate::outgoing::preview::PreviewMsg;
+use crate::outgoing::texts;
+use crate::pi::instance::{Command, InstanceId, Transport};
+
+impl Conductor {
+    /// Gives each ready instance its next queued turn. `true` when a turn left the queue.
+    pub(super) async fn dispatch(&mut self) -> Result<bool, HubError> {
+        let mut changed = false;
+        let ready: Vec<InstanceId> = self
+            .live
+            .iter()
+            .filter(|(_, l)| l.ready())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ready {
+            changed |= self.dispatch_to(&id).await?;
+        }
+        Ok(changed)
+    }
+
+    /// Gives instance `id` its next queued turn, dropping the skipped ones before it. `true`
+    /// when a turn left the queue.
+    async fn dispatch_to(&mut self, id: &InstanceId) -> Result<bool, HubError> {
+        let Some(l) = self.live.get(id) else {
+            return Ok(false);
+        };
+        let taker = Taker {
+            identity: l.identity.clone(),
+            instance: id.0.clone(),
+            pid: l.pid,
+            transport: l.transport,
+        };
+        let now = self.db.now_ms();
+        let (turn, skipped) = self
+            .db
+            .write(Durability::BeforeTelling(l.reach), move |tx| {
+                take_next(tx, &taker, now)
+            })
+            .await?;
+        if skipped > 0 {
+            self.wakes.sender.notify_one();
+        }
+        let Some(taken) = turn else {
+            return Ok(skipped > 0);
+        };
+        crashpoint::hit(crashpoint::CrashPoint::DispatchAfterCommit);
+        self.send_prompt(id, taken).await?;
+        Ok(true)
+    }
+
+    /// Writes a dispatched turn's prompt to its instance; a prompt that cannot leave puts the
+    /// turn back in the queue.
+    async fn send_prompt(&mut self, id: &InstanceId, taken: Taken) -> Result<(), HubError> {
+        let Taken { turn, place, files } = taken;
+        let Some(l) = self.live.get_mut(id) else {
+            return Ok(());
+        };
+        // Nothing but this task changes `live`, and it did not since the readiness check.
+        if crate::never!(
+            !l.ready(),
+            "turn {} dispatched to {id}, which is not ready (outstanding {:?})",
+            turn.id,
+            l.outstanding
+        ) {
+            let n = turn.id;
+            self.db
+                .write(Durability::OnDisk, move |tx| {
+                    turns::requeue(tx, n).map(drop)
+                })
+                .await?;
+            return Ok(());
+        }
+        let images = photos_of(files).await;
+        let prompt = Command::Prompt {
+            turn: TurnId::from_number(turn.id),
+            text: turn.prompt(),
+            images,
+        };
+        if l.commands.try_send(prompt).is_err() {
+            // The link is closing or stuck: the prompt never left.
+            let n = turn.id;
+            self.db
+                .write(Durability::OnDisk, move |tx| {
+                    turns::requeue(tx, n).map(drop)
+                })
+                .await?;
+            return Ok(());
+        }
+        // Busy-ness comes from pi's own events; `outstanding` alone keeps a second turn out.
+        l.outstanding = Some(turn.id);
+        let _ = self.previews.try_send(PreviewMsg::Begin {
+            turn: turn.id,
+            chat: place.chat,
+            thread: place.thread,
+        });
+        tracing::debug!(instance = %id, turn = turn.id, "dispatched");
+        crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
+        crashpoint::hit(crashpoint::CrashPoint::DispatchAfterSend);
+        // The link's task, just woken on this thread, writes the prompt before the
+        // conductor's next store call holds the thread.
+        tokio::task::yield_now().await;
+        Ok(())
+    }
+
+    /// Footer status of extension instances: connected, and how many messages wait for them.
+    pub(super) async fn update_statuses(&mut self) -> Result<(), HubError> {
+        if !self.live.values().any(|l| l.transport == Transport::Shim) {
+            return Ok(());
+        }
+        let counts = self.db.read(turns::queued_counts).await?;
+        for l in self
+            .live
+            .values_mut()
+            .filter(|l| l.transport == Transport::Shim)
+        {
+            let queued = counts
+                .iter()
+                .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
+                .map_or(0, |(_, n)| *n);
+            let status = if queued > 0 {
+                format!("telegram: connected · {queued} queued")
+            } else {
+                "telegram: connected".to_owned()
+            };
+            if l.last_status.as_deref() != Some(status.as_str()) {
+                let _ = l
+                    .commands
+                    .try_send(Command::SetStatus(Some(status.clone())));
+                l.last_status = Some(status);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The instance a turn is dispatched to, as the store records it.
+struct Taker {
+    identity: String,
+    instance: String,
+    pid: Option<i64>,
+    transport: Transport,
+}
+
+/// A turn marked dispatched, with where its answer goes and its files.
+struct Taken {
+    turn: Turn,
+    place: outbound::Place,
+    files: Vec<store::files::File>,
+}
+
+/// The dispatching transaction: the instance's next queued turn marked dispatched, the
+/// skipped ones before it dropped. Returns it and how many were skipped.
+fn take_next(
+    tx: &Connection,
+    taker: &Taker,
+    now: i64,
+) -> Result<(Option<Taken>, usize), StoreError> {
+    let mut skipped = 0;
+    let t = loop {
+        let Some(t) = turns::next_queued(tx, &taker.identity)? else {
+            return Ok((None, skipped));
+        };
+        if !t.skip {
+            break t;
+        }
+        if !drop_skipped(tx, &t, now)? {
+            return Ok((None, skipped));
+        }
+        skipped += 1;
+    };
+    turns::mark_dispatched(tx, t.id, &taker.instance, taker.pid, taker.transport, now)?;
+    let place = outbound::place_of_turn(tx, &t, &taker.identity)?;
+    // Read here rather than after the commit: one store round trip less between the person's
+    // message and pi.
+    let files = store::files::of_turn(tx, t.id)?;
+    crashpoint::hit(crashpoint::CrashPoint::DispatchBeforeCommit);
+    Ok((
+        Some(Taken {
+            turn: t,
+            place,
+            files,
+        }),
+        skipped,
+    ))
+}
+
+/// A skipped turn dropped without a model turn, and the person told. `false` only when the
+/// store would not drop it (an invariant broken: dispatch stops here rather than read the
+/// same turn again).
+fn drop_skipped(tx: &Connection, t: &Turn, now: i64) -> Result<bool, StoreError> {
+    let dropped = turns::drop_skipped(tx, t.id, now)?;
+    // `next_queued` read it queued in this transaction.
+    if crate::never!(
+        !dropped,
+        "skipped turn {} read {} could not be dropped",
+        t.id,
+        t.state.as_str()
+    ) {
+        return Ok(false);
+    }
+    outbound::text(
+        tx,
+        &outbound::Text {
+            chat: t.chat_id,
+            thread: t.thread_id,
+            text: &texts::skipped(&t.text),
+            reply_to: t.message_id,
+            markup: None,
+            purpose: &format!("skipped:{}", t.id),
+            source_update_id: t.source_update_id,
+            // The only trace of the message that was dropped.
+            resend: true,
+        },
+        now,
+    )?;
+    Ok(true)
+}
+
+/// The largest photo handed to pi as an image (larger ones stay files on disk).
+const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// At most this much image data in one prompt (the extension reads hub lines up to 64 MiB;
+/// base64 makes 32 MB about 43).
+const MAX_PROMPT_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
+/// too large) is left out: the prompt still names its file.
+async fn photos_of(saved: Vec<store::files::File>) -> Vec<wire::ImagePart> {
+    use base64::Engine as _;
+    let mut images = Vec::new();
+    let mut total = 0u64;
+    for f in saved
+        .into_iter()
+        .filter(|f| f.kind == "photo" && f.state == store::files::FileState::Saved)
+    {
+        let Some(path) = f.path else { continue };
+        let size = tokio::fs::metadata(&path)
+            .await
+            .map_or(u64::MAX, |m| m.len());
+        let fits = size <= MAX_IMAGE_BYTES && total + size <= MAX_PROMPT_IMAGE_BYTES;
+        if fits {
+            total += size;
+        }
+        match tokio::fs::read(&path).await {
+            Ok(bytes) if fits => images.push(wire::ImagePart {
+                kind: "image".into(),
+                // What the bytes are, whatever was declared (Telegram photos are JPEG).
+                mime_type: sniff_image(&bytes)
+                    .map(str::to_owned)
+                    .or(f.mime)
+                    .unwrap_or_else(|| "image/jpeg".into()),
+                data: base64::engine::general_purpose::STANDARD.encode(bytes),
+            }),
+            Ok(_) => tracing::info!(file = f.id, "a photo too large to hand to pi as an image"),
+            Err(e) => tracing::warn!(file = f.id, error = %e, "a photo could not be read for pi"),
+        }
+    }
+    images
+}
+
+/// The image type of `bytes` by their signature.
+fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x89, b'P', b'N', b'G', ..] => Some("image/png"),
+        [0xFF, 0xD8, 0xFF, ..] => Some("image/jpeg"),
+        [b'G', b'I', b'F', b'8', ..] => Some("image/gif"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Some("image/webp"),
+        _ => None,
+    }
+}

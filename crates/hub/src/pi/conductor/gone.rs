@@ -1,0 +1,207 @@
+//! An instance going away: its turns, the selection, its topic's binding, and what the person
+//! is told.
+
+use store::lease::Epoch;
+use store::threads as tables;
+use store::turns;
+use store::{Connection, StoreError, instances, kv};
+use threads::events;
+
+use super::{Conductor, tools};
+use crate::db::Durability;
+use crate::error::HubError;
+use crate::outgoing::bot_commands;
+use crate::outgoing::outbound;
+use crate::outgoing::texts;
+use crate::pi::instance::{GoneReason, InstanceId, Transport};
+use crate::state::{self, SELECTED};
+
+/// What the store is told of an instance that went away.
+struct Departure {
+    /// Its instance id.
+    key: String,
+    identity: String,
+    label: String,
+    cwd: String,
+    /// Its process is gone (or it was never an extension): its open turns are over.
+    final_turns: bool,
+    /// The person disconnected it: its topic's binding is released.
+    disconnected: bool,
+    /// A hub-started pi that exited by itself: not started again at the next start.
+    exited: bool,
+    /// What happened, in plain words for the person.
+    why: String,
+    /// What happened, in detail for `status`.
+    detail: String,
+    /// Why, as stored.
+    reason: GoneReason,
+    epoch: Epoch,
+    /// The instances still live: (identity, label).
+    others: Vec<(String, String)>,
+}
+
+impl Conductor {
+    /// Forgets a live instance and records, in one transaction, what its going means.
+    pub(super) async fn gone(
+        &mut self,
+        id: &InstanceId,
+        reason: GoneReason,
+    ) -> Result<(), HubError> {
+        let Some(l) = self.live.remove(id) else {
+            return Ok(());
+        };
+        if let Some(turn) = l.outstanding {
+            self.fence(turn).await;
+        }
+        tracing::info!(instance = %id, reason = ?reason, "instance gone");
+        let others: Vec<(String, String)> = self
+            .live
+            .values()
+            .map(|o| (o.identity.clone(), o.label.clone()))
+            .collect();
+        let now = self.db.now_ms();
+        let departure = Departure {
+            key: id.0.clone(),
+            final_turns: reason.process_gone() || l.transport != Transport::Shim,
+            disconnected: reason == GoneReason::Disconnected,
+            exited: matches!(reason, GoneReason::Exited(_)) && l.transport == Transport::Rpc,
+            why: reason.describe(),
+            detail: reason.detail(),
+            reason: reason.clone(),
+            epoch: self.epoch,
+            identity: l.identity,
+            label: l.label,
+            cwd: l.cwd,
+            others,
+        };
+        self.db
+            .write(Durability::OnDisk, move |tx| {
+                record_departure(tx, &departure, now)
+            })
+            .await?;
+        self.wakes.sender.notify_one();
+        self.wakes.topics.notify_one();
+        Ok(())
+    }
+}
+
+/// The instance's row, its turns, the selection and its binding; then the owner's notice.
+fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), StoreError> {
+    instances::mark_gone(tx, &d.key, &d.reason, now)?;
+    if d.exited {
+        crate::pi::spawned::exited(tx, &d.key, &d.detail, now)?;
+    }
+    // Its commands leave the bot's list (unless another live pi has them too).
+    bot_commands::refresh(tx, now)?;
+    if d.final_turns {
+        interrupt_turns(tx, d, now)?;
+    }
+    let now_selected = reselect(tx, d)?;
+    let queued = turns::queued_counts(tx)?
+        .into_iter()
+        .find(|(i, _)| i.as_deref() == Some(d.identity.as_str()))
+        .map_or(0, |(_, n)| n);
+    // The binding: kept (offline) for a lost connection, released with proof for a
+    // disconnect. Each notice says what happens in the place it is posted.
+    let threaded = state::threaded(tx)?;
+    let topic = if d.disconnected {
+        events::disconnected(tx, &d.identity, d.epoch, now)?;
+        None
+    } else {
+        events::went_offline(tx, &d.identity, now)?;
+        if threaded {
+            tables::binding(tx, &d.identity)?.map(|b| (b.chat_id, b.thread_id))
+        } else {
+            None
+        }
+    };
+    let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+        return Ok(());
+    };
+    let purpose = format!("notice:gone:{}", d.key);
+    let (label, why) = (d.label.as_str(), d.why.as_str());
+    match (threaded, topic) {
+        // In its own topic, where messages wait for it.
+        (true, Some((chat, thread))) => outbound::notice(
+            tx,
+            chat,
+            Some(thread),
+            &texts::topic_went_offline(label, why, &d.cwd, queued),
+            &purpose,
+            now,
+        )?,
+        // In the main chat, where every message is asked about.
+        (true, None) => outbound::notice(
+            tx,
+            owner,
+            None,
+            &texts::threaded_gone(label, why, queued, d.disconnected),
+            &purpose,
+            now,
+        )?,
+        // Classic mode: the one chat, where the selection decides.
+        (false, _) => outbound::notice(
+            tx,
+            owner,
+            None,
+            &texts::instance_gone(label, why, queued, now_selected.as_deref()),
+            &purpose,
+            now,
+        )?,
+    }
+    Ok(())
+}
+
+/// The instance's open turns are over: each is interrupted, and the person told where it was
+/// asked.
+fn interrupt_turns(tx: &Connection, d: &Departure, now: i64) -> Result<(), StoreError> {
+    for t in turns::outstanding(tx)?
+        .into_iter()
+        .filter(|t| t.instance_id.as_deref() == Some(d.key.as_str()))
+    {
+        let interrupted = turns::mark_interrupted(tx, t.id, &d.detail, now)?;
+        // `outstanding` read it dispatched or acked in this transaction.
+        if crate::never!(
+            !interrupted,
+            "outstanding turn {} of gone instance {} could not be interrupted",
+            t.id,
+            d.key
+        ) {
+            continue;
+        }
+        outbound::prompt_notice(
+            tx,
+            t.chat_id,
+            t.thread_id,
+            &texts::turn_interrupted(&d.label, &t.text),
+            &format!("notice:interrupted:{}", t.id),
+            now,
+        )?;
+        tools::send_waiting(tx, &t, &d.identity, now)?;
+    }
+    Ok(())
+}
+
+/// The selection after the instance left: another live pi if it was selected (none if no pi
+/// is live). Returns the label of the pi selected now, if it is live.
+fn reselect(tx: &Connection, d: &Departure) -> Result<Option<String>, StoreError> {
+    let selected = kv::get(tx, SELECTED)?;
+    if selected.as_deref() == Some(d.identity.as_str()) {
+        return match d.others.first() {
+            Some((identity, label)) => {
+                kv::set(tx, SELECTED, identity)?;
+                Ok(Some(label.clone()))
+            }
+            None => {
+                kv::delete(tx, SELECTED)?;
+                Ok(None)
+            }
+        };
+    }
+    Ok(selected.and_then(|s| {
+        d.others
+            .iter()
+            .find(|(i, _)| *i == s)
+            .map(|(_, label)| label.clone())
+    }))
+}

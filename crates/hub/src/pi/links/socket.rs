@@ -1,0 +1,791 @@
+//! The hub socket (`hub.sock`): the extension's instances and the CLI connect here. Every
+//! connection must prove the hub secret in its first line; each has its own reader and a
+//! bounded writer, so a peer that stops reading is dropped instead of blocking anyone else.
+//!
+//! The per-connection protocol is also served over TLS to pi on other machines
+//! ([`super::tcp`]): [`connection`] takes any byte stream, and a [`Peer::Remote`] may only be an
+//! instance.
+
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use wire::{
+    ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, TurnId, encode,
+    secrets_match,
+};
+
+use std::collections::HashMap;
+
+use crate::pi::instance::{
+    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Request,
+    ToolCall, Transport,
+};
+
+/// How long a new connection may take to say hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the last message before a close may take to be written.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The answer to `telegram_attach` from a pi on another machine.
+const REMOTE_ATTACH: &str = "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
+
+/// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
+/// lock, so no other hub uses it).
+///
+/// The socket is bound under a temporary name and renamed into place: `bind(2)` creates the
+/// file before `listen(2)` runs and before the mode is set, so a client that sees `hub.sock`
+/// appear must never find it refusing connections or readable by others.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    for stale in [path, tmp.as_path()] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let listener = UnixListener::bind(&tmp)?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
+/// What every connection needs from the hub.
+#[derive(Clone)]
+pub struct Shared {
+    /// The hub secret every hello must carry.
+    pub secret: Arc<String>,
+    /// How long a write may block before the peer counts as not reading.
+    pub write_timeout: Duration,
+    /// The conductor.
+    pub conductor: mpsc::Sender<ConductorMsg>,
+    /// This hub's release, in every welcome.
+    pub version: Arc<str>,
+}
+
+/// Where a connection comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// `hub.sock`: a process of this machine's user.
+    Local,
+    /// The TLS listener: pi on another machine (only the instance role; its files are not on
+    /// this disk).
+    Remote(SocketAddr),
+}
+
+/// Accepts connections until `stop`.
+pub async fn serve(listener: UnixListener, shared: Shared, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection(stream, Peer::Local, shared.clone(), None));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept on hub.sock failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Writes lines in order; ends when a write blocks too long or fails.
+async fn write_loop(
+    mut wr: impl AsyncWrite + Unpin,
+    mut lines: mpsc::Receiver<String>,
+    timeout: Duration,
+) {
+    while let Some(line) = lines.recv().await {
+        match tokio::time::timeout(timeout, wr.write_all(line.as_bytes())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "socket write failed");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("a client stopped reading from its hub connection; dropping it");
+                return;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// The read half of any connection (Unix socket or TLS).
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+
+struct Conn {
+    lines: LineReader<BufReader<ReadHalf>>,
+    out: mpsc::Sender<String>,
+    writer: tokio::task::JoinHandle<()>,
+    /// The hub's release, for the welcome.
+    version: Arc<str>,
+}
+
+/// Where a connection's lines go, to its writer. Handlers of an instance's messages take this
+/// rather than the [`Conn`], whose reader is not `Sync`, so they may await.
+type Out = mpsc::Sender<String>;
+
+/// Sends a message; `false` when the peer is not keeping up (or gone).
+fn send(out: &Out, msg: &HubMsg) -> bool {
+    out.try_send(encode(msg)).is_ok()
+}
+
+impl Conn {
+    /// Sends a message; `false` when the peer is not keeping up (or gone).
+    fn send(&self, msg: &HubMsg) -> bool {
+        send(&self.out, msg)
+    }
+
+    /// Sends a last message and closes after it is written.
+    async fn close_with(self, msg: &HubMsg) {
+        let _ = self.out.try_send(encode(msg));
+        drop(self.out);
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.writer).await;
+    }
+}
+
+/// What the peer and the log are told of a line that is no message: serde_json's words for a
+/// syntax error, and only the place of a value of the wrong type (those words quote the value,
+/// and the log holds no message text).
+fn malformed(e: &serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Data => format!(
+            "malformed line: a field is missing or of the wrong type (line {} column {})",
+            e.line(),
+            e.column()
+        ),
+        _ => format!("malformed line: {e}"),
+    }
+}
+
+/// Refuses a connection's hello: says why to the client and in the log (the hub's own words,
+/// never what the client sent), then closes.
+async fn refuse(conn: Conn, peer: Peer, code: &str, message: String) {
+    match peer {
+        Peer::Local => tracing::warn!(code, reason = %message, "refused a client's hello"),
+        Peer::Remote(addr) => {
+            tracing::warn!(peer = %addr, code, reason = %message, "refused a remote client's hello");
+        }
+    }
+    conn.close_with(&HubMsg::Refused {
+        code: code.into(),
+        message,
+    })
+    .await;
+}
+
+/// One connection, from its hello to its end. `unauthenticated` is held until the hello is
+/// settled (the TLS listener bounds how many strangers may wait at once).
+pub async fn connection<S>(
+    stream: S,
+    peer: Peer,
+    shared: Shared,
+    unauthenticated: Option<OwnedSemaphorePermit>,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let Shared {
+        secret,
+        write_timeout,
+        conductor,
+        version,
+    } = shared;
+    let (rd, wr) = tokio::io::split(stream);
+    let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let writer = tokio::spawn(write_loop(wr, out_rx, write_timeout));
+    let rd: ReadHalf = Box::new(rd);
+    let mut conn = Conn {
+        lines: LineReader::new(BufReader::new(rd)),
+        out,
+        writer,
+        version,
+    };
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
+        Ok(Ok(Some(line))) => line,
+        Ok(Ok(None)) => {
+            if let Peer::Remote(addr) = peer {
+                // What a pi sees when the certificate is not the one it pinned: it hangs up
+                // before its hello, which carries the secret.
+                tracing::info!(peer = %addr, "a remote connection closed before its hello (a wrong fingerprint on that machine?)");
+            }
+            return;
+        }
+        Ok(Err(e)) => {
+            return refuse(conn, peer, "hello", format!("unreadable first line: {e}")).await;
+        }
+        Err(_) => {
+            return refuse(conn, peer, "hello", "no hello within 5 seconds".into()).await;
+        }
+    };
+    let hello = match wire::read_hello(&first) {
+        Ok((hello, left_out)) => {
+            if !left_out.is_empty() {
+                // The rest still counts: a refusal would be repeated at every reconnect.
+                tracing::warn!(fields = ?left_out, role = ?hello.role, "a hello had fields that could not be read; they were left out");
+            }
+            hello
+        }
+        Err(e) => return refuse(conn, peer, "hello", e.to_string()).await,
+    };
+    if hello.protocol != PROTOCOL {
+        let message = format!(
+            "this hub speaks protocol {PROTOCOL}; the client speaks {}: update pi-telegram and the extension to the same version",
+            hello.protocol
+        );
+        return refuse(conn, peer, "protocol", message).await;
+    }
+    if !secrets_match(&hello.secret, &secret) {
+        return refuse(conn, peer, "secret", "wrong hub secret".into()).await;
+    }
+    if let Some(theirs) = hello.version.as_deref()
+        && theirs != &*conn.version
+    {
+        // The extension replaces a hub of another release when it can (its own binary is of
+        // its release); until then both speak the same protocol.
+        tracing::info!(client = theirs, hub = %conn.version, role = ?hello.role, "a client of another release connected");
+    }
+    drop(unauthenticated);
+    match (hello.role, peer) {
+        (Role::Instance, _) => instance(conn, hello, peer, conductor).await,
+        // Spawning pi or resolving topics from another machine would hand it this machine's
+        // processes and files; a headless child is always local.
+        (Role::Control | Role::Tools, Peer::Remote(_)) => {
+            let message = "only pi instances connect from other machines; run the pi-telegram CLI on the hub's machine".to_owned();
+            refuse(conn, peer, "role", message).await;
+        }
+        (Role::Control, Peer::Local) => control(conn, conductor).await,
+        (Role::Tools, Peer::Local) => tools(conn, hello, conductor).await,
+    }
+}
+
+/// The wire form of a request, with its id.
+fn request_msg(id: String, req: Request) -> HubMsg {
+    match req {
+        Request::Stats => HubMsg::GetStats { id },
+        Request::Models => HubMsg::GetModels { id },
+        Request::SetModel {
+            provider,
+            id: model_id,
+        } => HubMsg::SetModel {
+            id,
+            provider,
+            model_id,
+        },
+        Request::ThinkingLevels => HubMsg::GetThinkingLevels { id },
+        Request::SetThinking(level) => HubMsg::SetThinkingLevel { id, level },
+        Request::Commands => HubMsg::GetCommands { id },
+        Request::Compact => HubMsg::Compact { id },
+        Request::NewSession => HubMsg::NewSession { id },
+        Request::Sessions => HubMsg::GetSessions { id },
+        Request::SwitchSession(path) => HubMsg::SwitchSession { id, path },
+    }
+}
+
+fn hub_msg(cmd: Command) -> HubMsg {
+    match cmd {
+        Command::Prompt { turn, text, images } => HubMsg::Prompt {
+            turn_id: turn,
+            text,
+            images,
+        },
+        Command::Abort => HubMsg::Abort { id: None },
+        Command::DoneAck(turn) => HubMsg::DoneAck { turn_id: turn },
+        Command::Notify { text, level } => HubMsg::Notify {
+            text,
+            level: level.into(),
+        },
+        Command::SetStatus(text) => HubMsg::SetStatus { text },
+        Command::Close(message) => HubMsg::Error { message },
+        // Answered by the connection loop, which keeps the pending requests.
+        Command::Request(_, answer) => {
+            let _ = answer.send(Err("not sent".into()));
+            HubMsg::Unknown
+        }
+    }
+}
+
+/// What one message on an instance's connection leaves: the link goes on, or it ends and why.
+type Step<T = ()> = ControlFlow<GoneReason, T>;
+
+/// Says why the hub closes the link to the peer (where it can still read it) and returns the
+/// reason for the conductor.
+fn closing(out: &Out, message: String) -> GoneReason {
+    send(
+        out,
+        &HubMsg::Error {
+            message: message.clone(),
+        },
+    );
+    GoneReason::Closed(message)
+}
+
+async fn instance(conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<ConductorMsg>) {
+    let Some(cwd) = hello.state.cwd.clone().filter(|c| !c.is_empty()) else {
+        return refuse(
+            conn,
+            peer,
+            "hello",
+            "an instance hello needs its cwd".into(),
+        )
+        .await;
+    };
+    let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let attach = attach_of(hello, peer, cwd, commands);
+    let Some((mut conn, id)) = register(conn, &conductor, attach).await else {
+        return;
+    };
+    if let Peer::Remote(addr) = peer {
+        tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
+    }
+    let mut link = InstanceLink {
+        id,
+        peer,
+        conductor,
+        pending: HashMap::new(),
+        next_request: 0,
+    };
+    let gone = loop {
+        let step = tokio::select! {
+            line = conn.lines.next_line() => link.on_line(&conn.out, line).await,
+            cmd = command_rx.recv() => link.on_command(&conn.out, cmd),
+            _ = &mut conn.writer => Step::Break(GoneReason::ConnectionLost("pi stopped reading".into())),
+        };
+        if let Step::Break(gone) = step {
+            break gone;
+        }
+    };
+    tracing::info!(instance = %link.id, reason = ?gone, "instance link closed");
+    let _ = link.report(LinkEvent::Gone(gone)).await;
+    drop(conn.out);
+}
+
+/// What the conductor is told of a new instance, from its hello.
+fn attach_of(hello: Hello, peer: Peer, cwd: String, commands: mpsc::Sender<Command>) -> Attach {
+    Attach {
+        transport: Transport::Shim,
+        reach: match peer {
+            Peer::Local => Reach::ThisMachine,
+            Peer::Remote(_) => Reach::OtherMachine,
+        },
+        pid: hello.state.pid,
+        cwd,
+        session_id: hello.state.session_id,
+        session_name: hello.state.session_name,
+        idle: hello.state.idle.unwrap_or(true),
+        pending: hello.state.pending.unwrap_or(false),
+        received: hello.received_turns,
+        completed: hello.completed_turns,
+        commands,
+        tools_token: None,
+    }
+}
+
+/// Registers the instance and welcomes it with its id; `None` when the hub is stopping.
+async fn register(
+    conn: Conn,
+    conductor: &mpsc::Sender<ConductorMsg>,
+    attach: Attach,
+) -> Option<(Conn, InstanceId)> {
+    let (reply, id_rx) = oneshot::channel();
+    if conductor
+        .send(ConductorMsg::Attach(attach, reply))
+        .await
+        .is_err()
+    {
+        return None;
+    }
+    let Ok(id) = id_rx.await else {
+        conn.close_with(&HubMsg::Error {
+            message: "the hub is stopping".into(),
+        })
+        .await;
+        return None;
+    };
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: Some(id.0.clone()),
+        hub_version: Some(conn.version.to_string()),
+    });
+    Some((conn, id))
+}
+
+/// What a registered instance's connection keeps between messages.
+struct InstanceLink {
+    id: InstanceId,
+    peer: Peer,
+    conductor: mpsc::Sender<ConductorMsg>,
+    /// Requests waiting for pi's answer, by request id.
+    pending: HashMap<String, Answer>,
+    next_request: u64,
+}
+
+impl InstanceLink {
+    /// Tells the conductor; `false` when it is gone (the hub is stopping).
+    async fn report(&self, event: LinkEvent) -> bool {
+        self.conductor
+            .send(ConductorMsg::Link(self.id.clone(), event))
+            .await
+            .is_ok()
+    }
+
+    /// A line from pi, or the end of its connection.
+    async fn on_line(&mut self, out: &Out, line: Result<Option<String>, LineError>) -> Step {
+        let line = match line {
+            Ok(Some(l)) => l,
+            Ok(None) => return Step::Break(GoneReason::ConnectionLost("closed by pi".into())),
+            Err(LineError::TooLong(n)) => {
+                return Step::Break(closing(
+                    out,
+                    format!("a line longer than {n} bytes: closing"),
+                ));
+            }
+            Err(e) => return Step::Break(GoneReason::ConnectionLost(e.to_string())),
+        };
+        let msg = match serde_json::from_str::<ClientMsg>(&line) {
+            Ok(m) => m,
+            Err(e) => return Step::Break(closing(out, malformed(&e))),
+        };
+        if let Some(event) = self.on_message(out, msg).await?
+            && !self.report(event).await
+        {
+            return Step::Break(GoneReason::Closed("the hub is stopping".into()));
+        }
+        Step::Continue(())
+    }
+
+    /// What a message from pi is for the conductor; `None` for those answered here.
+    async fn on_message(&mut self, out: &Out, msg: ClientMsg) -> Step<Option<LinkEvent>> {
+        let event = match msg {
+            ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
+            ClientMsg::TurnDone(r) => {
+                crate::latency::mark(crate::latency::Step::Settled, &r.turn_id.0);
+                LinkEvent::TurnDone(r)
+            }
+            ClientMsg::State(s) => LinkEvent::State {
+                idle: s.idle,
+                pending: s.pending,
+            },
+            ClientMsg::Event { turn_id, event } => {
+                // Busy/idle from the events themselves, so a lost `state` cannot wedge
+                // dispatch.
+                let state = match event.kind() {
+                    EventKind::AgentStart => Some(false),
+                    EventKind::AgentSettled => Some(true),
+                    _ => None,
+                };
+                if let Some(idle) = state {
+                    let _ = self
+                        .report(LinkEvent::State {
+                            idle: Some(idle),
+                            pending: None,
+                        })
+                        .await;
+                }
+                LinkEvent::Pi {
+                    turn: turn_id,
+                    event,
+                }
+            }
+            ClientMsg::Bye { reason } => {
+                return Step::Break(if reason == "disconnect" {
+                    GoneReason::Disconnected
+                } else {
+                    GoneReason::Shutdown
+                });
+            }
+            ClientMsg::Hello(_) => {
+                return Step::Break(closing(out, "a second hello on one connection".into()));
+            }
+            ClientMsg::Response {
+                id,
+                ok,
+                data,
+                error,
+            } => {
+                if let Some(answer) = self.pending.remove(&id) {
+                    let _ = answer.send(if ok {
+                        Ok(data.unwrap_or(serde_json::Value::Null))
+                    } else {
+                        Err(error.unwrap_or_else(|| "pi refused".into()))
+                    });
+                }
+                return Step::Continue(None);
+            }
+            ClientMsg::ToolCall {
+                id: rid,
+                tool,
+                args,
+                turn_id,
+            } => {
+                if self.peer != Peer::Local && tool == "telegram_attach" {
+                    // The hub reads attached files from its own disk: a path from
+                    // another machine names nothing here (or something else).
+                    send(out, &response(rid, Err(REMOTE_ATTACH.into())));
+                } else {
+                    let id = self.id.clone();
+                    tool_call(&self.conductor, out, id, rid, tool, args, turn_id);
+                }
+                return Step::Continue(None);
+            }
+            ClientMsg::Spawn { .. }
+            | ClientMsg::Instances { .. }
+            | ClientMsg::ResolveIntent { .. }
+            | ClientMsg::Unknown => return Step::Continue(None),
+        };
+        Step::Continue(Some(event))
+    }
+
+    /// A command of the conductor (`None`: the conductor is gone).
+    fn on_command(&mut self, out: &Out, cmd: Option<Command>) -> Step {
+        match cmd {
+            Some(Command::Close(why)) => Step::Break(closing(out, why)),
+            Some(Command::Request(req, answer)) => {
+                self.next_request += 1;
+                let rid = format!("r{}", self.next_request);
+                if send(out, &request_msg(rid.clone(), req)) {
+                    self.pending.insert(rid, answer);
+                } else {
+                    let _ = answer.send(Err("pi is not reading its connection".into()));
+                }
+                Step::Continue(())
+            }
+            Some(cmd) => {
+                if send(out, &hub_msg(cmd)) {
+                    Step::Continue(())
+                } else {
+                    Step::Break(GoneReason::Closed(
+                        "pi is not reading its connection".into(),
+                    ))
+                }
+            }
+            None => Step::Break(GoneReason::Closed("the hub is stopping".into())),
+        }
+    }
+}
+
+/// Carries out a tool call in a task of its own (a file copy or a send must not hold the
+/// connection) and answers it on `out`.
+fn tool_call(
+    conductor: &mpsc::Sender<ConductorMsg>,
+    out: &mpsc::Sender<String>,
+    instance: InstanceId,
+    request: String,
+    tool: String,
+    args: serde_json::Value,
+    turn: Option<Option<TurnId>>,
+) {
+    let (conductor, out) = (conductor.clone(), out.clone());
+    tokio::spawn(async move {
+        let (reply, answered) = oneshot::channel();
+        let call = ToolCall {
+            tool,
+            args,
+            turn,
+            reply,
+        };
+        let result = if conductor
+            .send(ConductorMsg::Tool(instance, call))
+            .await
+            .is_err()
+        {
+            Err("the hub is stopping".to_owned())
+        } else {
+            answered
+                .await
+                .unwrap_or_else(|_| Err("the hub is stopping".into()))
+        };
+        let msg = response(request, result.map(|text| json!({ "text": text })));
+        let _ = out.send(encode(&msg)).await;
+    });
+}
+
+/// A headless child's tools: they connect with the token the hub gave the child and call
+/// tools for that instance; nothing else.
+async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
+    let Some(token) = hello.token.clone() else {
+        let message = "a tools hello needs the token".into();
+        return refuse(conn, Peer::Local, "token", message).await;
+    };
+    let (reply, rx) = oneshot::channel();
+    let id = match conductor.send(ConductorMsg::ToolsHello(token, reply)).await {
+        Ok(()) => rx.await.ok().flatten(),
+        Err(_) => None,
+    };
+    let Some(id) = id else {
+        let message = "no headless pi has this token".into();
+        return refuse(conn, Peer::Local, "token", message).await;
+    };
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: Some(id.0.clone()),
+        hub_version: Some(conn.version.to_string()),
+    });
+    loop {
+        tokio::select! {
+            line = conn.lines.next_line() => {
+                let Ok(Some(line)) = line else { break };
+                match serde_json::from_str::<ClientMsg>(&line) {
+                    // The child's turn is the instance's: a child says nothing of it.
+                    Ok(ClientMsg::ToolCall { id: rid, tool, args, .. }) => {
+                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args, None);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        conn.send(&HubMsg::Error { message: malformed(&e) });
+                        break;
+                    }
+                }
+            }
+            _ = &mut conn.writer => break,
+        }
+    }
+    drop(conn.out);
+}
+
+/// Asks the conductor something whose answer may be a failure.
+async fn ask<T>(
+    conductor: &mpsc::Sender<ConductorMsg>,
+    msg: impl FnOnce(oneshot::Sender<Result<T, String>>) -> ConductorMsg,
+) -> Result<T, String> {
+    let (reply, rx) = oneshot::channel();
+    if conductor.send(msg(reply)).await.is_err() {
+        return Err("the hub is stopping".into());
+    }
+    rx.await
+        .unwrap_or_else(|_| Err("the hub is stopping".into()))
+}
+
+/// The answer to control request `id`.
+fn response(id: String, result: Result<serde_json::Value, String>) -> HubMsg {
+    match result {
+        Ok(data) => HubMsg::Response {
+            id,
+            ok: true,
+            data: Some(data),
+            error: None,
+        },
+        Err(e) => HubMsg::Response {
+            id,
+            ok: false,
+            data: None,
+            error: Some(e),
+        },
+    }
+}
+
+async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
+    conn.send(&HubMsg::Welcome {
+        protocol: PROTOCOL,
+        hub_pid: std::process::id(),
+        instance_id: None,
+        hub_version: Some(conn.version.to_string()),
+    });
+    loop {
+        let line = match conn.lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(LineError::TooLong(n)) => {
+                // Said before the close, as on instance connections.
+                conn.send(&HubMsg::Error {
+                    message: format!("a line longer than {n} bytes: closing"),
+                });
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "control connection failed");
+                break;
+            }
+        };
+        let answer = match serde_json::from_str::<ClientMsg>(&line) {
+            Ok(ClientMsg::Spawn { id, cwd, env }) => {
+                let env = env
+                    .into_iter()
+                    .filter(|(k, _)| super::rpc::REQUEST_ENV.contains(&k.as_str()))
+                    .collect();
+                let result = ask(&conductor, |reply| ConductorMsg::Spawn(cwd, env, reply)).await;
+                response(id, result.map(|i| json!({ "instance_id": i.0 })))
+            }
+            Ok(ClientMsg::ResolveIntent {
+                id,
+                intent_id,
+                create,
+            }) => {
+                let result = ask(&conductor, |reply| {
+                    ConductorMsg::ResolveIntent(intent_id, create, reply)
+                })
+                .await;
+                response(id, result)
+            }
+            Ok(ClientMsg::Instances { id }) => {
+                let (reply, rx) = oneshot::channel();
+                let data = match conductor.send(ConductorMsg::List(reply)).await {
+                    Ok(()) => rx.await.ok(),
+                    Err(_) => None,
+                };
+                HubMsg::Response {
+                    id,
+                    ok: data.is_some(),
+                    data,
+                    error: None,
+                }
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                conn.send(&HubMsg::Error {
+                    message: malformed(&e),
+                });
+                break;
+            }
+        };
+        if !conn.send(&answer) {
+            break;
+        }
+    }
+    drop(conn.out);
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.writer).await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::bind;
+
+    #[tokio::test]
+    async fn the_socket_appears_listening_private_and_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sock");
+        // A stale socket from a hub that died: nothing listens on it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_err());
+
+        let _listener = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("hub.sock")]);
+    }
+}
