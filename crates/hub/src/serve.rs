@@ -106,7 +106,6 @@ pub enum StartInstance {
 pub struct ServeOptions {
     /// pi's agent dir.
     pub agent_dir: AgentDir,
-    /// The profile.
     pub profile: ProfileName,
     /// Timing.
     pub tuning: Tuning,
@@ -440,7 +439,6 @@ pub struct Parts {
     pub epoch: lease::Epoch,
     /// The assistant settings of `telegram.json`, re-read when it changes.
     pub assistant: Arc<Watched>,
-    /// The conductor's.
     pub conductor: ConductorSettings,
     /// The worker's (and the poller's, which handles what it cannot journal).
     pub worker: WorkerSettings,

@@ -201,7 +201,6 @@ impl rusqlite::types::FromSql for GoneReason {
     }
 }
 
-/// An instance row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceRow {
     /// Instance id (`i<n>`).

@@ -7,7 +7,6 @@ use rusqlite::{Connection, Row, params};
 use crate::Cached;
 use crate::{Result, StoreError};
 
-/// A turn's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TurnState {
     /// Waiting for its instance to be free (or, without identity, for any instance).
@@ -130,7 +129,6 @@ impl Lane {
 /// The `error` of a turn that was skipped (it is `cancelled` without a model turn).
 pub const SKIPPED: &str = "skipped";
 
-/// A new turn.
 #[derive(Debug, Clone)]
 pub struct NewTurn<'a> {
     /// The update that carried the message (at most one turn per update).
@@ -145,7 +143,6 @@ pub struct NewTurn<'a> {
     pub target: Target<'a>,
     /// The prompt.
     pub text: &'a str,
-    /// Its lane.
     pub lane: Lane,
     /// `None`: ready for pi now. Otherwise it waits for its files or the rest of its group.
     pub prepare: Option<Prepare<'a>>,
@@ -165,9 +162,7 @@ pub struct Prepare<'a> {
 pub struct Turn {
     /// Turn number.
     pub id: i64,
-    /// Source update.
     pub source_update_id: Option<i64>,
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     pub thread_id: Option<i64>,
@@ -177,13 +172,11 @@ pub struct Turn {
     pub identity: Option<String>,
     /// Prompt.
     pub text: String,
-    /// State.
     pub state: TurnState,
     /// Instance it went to.
     pub instance_id: Option<String>,
     /// That instance's pid.
     pub instance_pid: Option<i64>,
-    /// Its transport.
     pub transport: Option<crate::instances::Transport>,
     /// Answer text.
     pub result_text: Option<String>,

@@ -32,7 +32,6 @@ pub struct WorkerSettings {
     pub pairing: PairingMode,
     /// Config file to mirror a new owner into.
     pub config_path: std::path::PathBuf,
-    /// The profile.
     pub profile: ProfileName,
     /// The hub's lease epoch (binding changes are fenced by it).
     pub epoch: store::lease::Epoch,

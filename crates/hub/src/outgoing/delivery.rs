@@ -34,7 +34,6 @@ pub struct Plan {
 pub struct Alternative {
     /// `rich`, `html`, `plain`, `voice`, or `message` for a row of one message, for incidents.
     pub name: String,
-    /// The messages.
     pub messages: Vec<Outgoing>,
 }
 
@@ -142,7 +141,6 @@ impl Plan {
 /// Where a text goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     pub thread_id: Option<i64>,

@@ -51,7 +51,6 @@ pub enum Outgoing {
 /// Where a message goes: chat, topic, the message it replies to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spot {
-    /// Chat.
     pub chat_id: i64,
     /// Topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +78,6 @@ impl Spot {
 /// A reply's target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplyTo {
-    /// The message.
     pub message_id: i64,
     /// Sent even when it is gone.
     pub allow_sending_without_reply: bool,
@@ -130,7 +128,6 @@ pub struct Rich {
     /// Where.
     #[serde(flatten)]
     pub spot: Spot,
-    /// The message.
     pub rich_message: RichMessage,
     /// Buttons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,7 +147,6 @@ pub struct RichMessage {
 /// `editMessageText`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Edit {
-    /// Chat.
     pub chat_id: i64,
     /// The bot's message.
     pub message_id: i64,
@@ -163,7 +159,6 @@ pub struct Edit {
 /// `editMessageReplyMarkup`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EditMarkup {
-    /// Chat.
     pub chat_id: i64,
     /// The bot's message.
     pub message_id: i64,
@@ -293,7 +288,6 @@ pub struct Upload {
 /// A Bot API call: what [`Outgoing::call`] makes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
-    /// Method.
     pub method: &'static str,
     /// Parameters, as sent.
     pub params: Value,

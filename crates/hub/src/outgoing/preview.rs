@@ -44,15 +44,12 @@ pub enum PreviewMsg {
     },
     /// One of pi's events for that turn.
     Event {
-        /// The turn.
         turn: i64,
-        /// The event.
         event: PiEvent,
     },
     /// The final answer is about to be queued: nothing more for this turn. Answered once no
     /// call for it is in flight.
     End {
-        /// The turn.
         turn: i64,
         /// Answered when fenced.
         fenced: oneshot::Sender<()>,

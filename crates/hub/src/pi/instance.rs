@@ -32,7 +32,6 @@ pub enum Request {
     Models,
     /// Switch to a model.
     SetModel {
-        /// Provider.
         provider: String,
         /// Model id.
         id: String,
@@ -61,7 +60,6 @@ pub type Answer = oneshot::Sender<Result<serde_json::Value, String>>;
 pub enum Command {
     /// Run a turn.
     Prompt {
-        /// The turn.
         turn: TurnId,
         /// The prompt.
         text: String,
@@ -74,7 +72,6 @@ pub enum Command {
     DoneAck(TurnId),
     /// Show a notification in pi.
     Notify {
-        /// Text.
         text: String,
         /// `info`, `warning`, `error`.
         level: &'static str,
@@ -92,12 +89,10 @@ pub enum Command {
 pub enum LinkEvent {
     /// A prompt was received.
     Acked {
-        /// The turn.
         turn: TurnId,
     },
     /// A prompt could not be started (the turn was not received).
     PromptRefused {
-        /// The turn.
         turn: TurnId,
         /// Why.
         error: String,
@@ -106,7 +101,6 @@ pub enum LinkEvent {
     TurnDone(TurnResult),
     /// pi's idle/pending state.
     State {
-        /// Idle.
         idle: Option<bool>,
         /// Messages pending in pi.
         pending: Option<bool>,
@@ -115,7 +109,6 @@ pub enum LinkEvent {
     Pi {
         /// The hub turn it belongs to.
         turn: Option<TurnId>,
-        /// The event.
         event: PiEvent,
     },
     /// The instance left.
@@ -125,7 +118,6 @@ pub enum LinkEvent {
 /// A new instance asking to be registered.
 #[derive(Debug)]
 pub struct Attach {
-    /// Transport.
     pub transport: Transport,
     /// Which machine it runs on.
     pub reach: Reach,
@@ -137,7 +129,6 @@ pub struct Attach {
     pub session_id: Option<String>,
     /// pi session name.
     pub session_name: Option<String>,
-    /// Idle.
     pub idle: bool,
     /// Messages pending in pi.
     pub pending: bool,

@@ -33,7 +33,6 @@ pub struct HandlerCtx {
     pub bot_username: String,
     /// How an owner is established.
     pub pairing: PairingMode,
-    /// Now.
     pub now_ms: i64,
     /// The hub's clock, for the random draws a handler makes (button tokens, pairing codes).
     pub clock: crate::clock::Clock,
@@ -43,7 +42,6 @@ pub struct HandlerCtx {
     pub title_template: String,
     /// `telegram.json` (the settings menu writes it).
     pub config_path: std::path::PathBuf,
-    /// The profile.
     pub profile: crate::paths::ProfileName,
 }
 

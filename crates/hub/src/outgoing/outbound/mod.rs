@@ -22,7 +22,6 @@ use crate::state;
 /// Where a turn's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place {
-    /// Chat.
     pub chat: i64,
     /// Topic.
     pub thread: Option<i64>,
@@ -95,7 +94,6 @@ pub struct Meta<'a> {
     pub source_update_id: Option<i64>,
     /// The instance it speaks for (replies route there).
     pub identity: &'a str,
-    /// The turn.
     pub turn_id: Option<i64>,
     /// Sent again when the outcome of a send is unknown (it must arrive).
     pub resend: bool,
@@ -248,7 +246,6 @@ fn enqueue_plan(
 /// entity parsing).
 #[derive(Debug, Clone)]
 pub struct Text<'a> {
-    /// Chat.
     pub chat: i64,
     /// Topic.
     pub thread: Option<i64>,

@@ -163,7 +163,6 @@ struct Job {
     conductor: mpsc::Sender<ConductorMsg>,
     /// The instance's link (`None` for controls that need no pi: `spawn`).
     commands: Option<mpsc::Sender<Command>>,
-    /// The instance.
     instance: Option<InstanceId>,
     /// How it is connected.
     transport: Option<Transport>,

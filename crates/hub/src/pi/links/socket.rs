@@ -70,7 +70,6 @@ pub struct Shared {
     pub secret: Arc<String>,
     /// How long a write may block before the peer counts as not reading.
     pub write_timeout: Duration,
-    /// The conductor.
     pub conductor: mpsc::Sender<ConductorMsg>,
     /// This hub's release, in every welcome.
     pub version: Arc<str>,

@@ -147,7 +147,6 @@ pub struct EmbeddedExtension {
 pub struct DoctorOptions {
     /// pi's agent dir.
     pub agent_dir: AgentDir,
-    /// The profile.
     pub profile: ProfileName,
     /// The extension this binary would install (`None`: not checked).
     pub extension: Option<EmbeddedExtension>,
