@@ -24,7 +24,7 @@ pub mod config;
 pub mod control;
 pub mod crashpoint;
 pub mod db;
-pub mod error;
+pub(crate) mod error;
 pub mod incoming;
 pub mod latency;
 pub mod lifecycle;

@@ -6,7 +6,7 @@
 //! What may be logged: at info and above, never a token or message text (ids, counts, kinds
 //! and Telegram's error texts only); message content goes to debug, if anywhere.
 
-pub mod layer;
+pub(crate) mod layer;
 pub mod read;
 pub mod rotate;
 pub mod time;

@@ -9,7 +9,7 @@ pub mod bot_commands;
 pub mod delivery;
 pub mod markup;
 pub(crate) mod menu;
-pub mod message;
+pub(crate) mod message;
 pub mod outbound;
 pub(crate) mod preview;
 pub mod sender;

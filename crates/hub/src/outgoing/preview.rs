@@ -43,10 +43,7 @@ pub enum PreviewMsg {
         thread: Option<i64>,
     },
     /// One of pi's events for that turn.
-    Event {
-        turn: i64,
-        event: PiEvent,
-    },
+    Event { turn: i64, event: PiEvent },
     /// The final answer is about to be queued: nothing more for this turn. Answered once no
     /// call for it is in flight.
     End {

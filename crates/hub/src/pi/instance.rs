@@ -88,9 +88,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LinkEvent {
     /// A prompt was received.
-    Acked {
-        turn: TurnId,
-    },
+    Acked { turn: TurnId },
     /// A prompt could not be started (the turn was not received).
     PromptRefused {
         turn: TurnId,

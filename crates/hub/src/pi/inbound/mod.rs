@@ -15,10 +15,10 @@
 //!
 //! Crash point: `inbound.after_download` (the bytes are here, nothing is written yet).
 
-pub mod handlers;
-pub mod media;
-pub mod names;
-pub mod prompt;
+pub(crate) mod handlers;
+pub(crate) mod media;
+pub(crate) mod names;
+pub(crate) mod prompt;
 
 use crate::db::Durability;
 use std::collections::HashSet;

@@ -1,10 +1,10 @@
 //! Transports to pi instances. Each link owns its connection or child process, turns what it reads
 //! into [`crate::pi::instance::LinkEvent`]s and carries out [`crate::pi::instance::Command`]s.
 
-pub mod echo;
+pub(crate) mod echo;
 pub mod rpc;
-pub mod socket;
-pub mod tcp;
+pub(crate) mod socket;
+pub(crate) mod tcp;
 
 /// Commands an instance may have waiting before the hub considers it stuck.
 pub const COMMAND_QUEUE: usize = 256;
