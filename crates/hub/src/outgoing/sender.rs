@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use store::outbox::{self, OutboxRow};
+use store::outbox::{self, OutboxRow, Purpose};
 use store::{CommitNo, flood, incidents};
 use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, mpsc, watch};
@@ -558,7 +558,7 @@ async fn record(
 }
 
 /// What the log says of a decision (never the text).
-fn log(purpose: &str, decision: &Decision) {
+fn log(purpose: &Purpose, decision: &Decision) {
     match decision {
         Decision::Flood { scope, secs, .. } => {
             tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
@@ -583,7 +583,7 @@ fn log(purpose: &str, decision: &Decision) {
 fn settle(
     tx: &store::Connection,
     id: i64,
-    purpose: &str,
+    purpose: &Purpose,
     decision: &Decision,
     now: i64,
 ) -> Result<(), store::StoreError> {
@@ -807,7 +807,7 @@ mod tests {
             method: String::new(),
             params: serde_json::Value::Null,
             delivery: serde_json::Value::Null,
-            purpose: "answer:1:0".into(),
+            purpose: Purpose::Answer { turn: 1 }.piece(0),
             source_update_id: None,
             resend_if_unknown: resend,
             state: outbox::State::Sending,
