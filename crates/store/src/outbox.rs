@@ -810,6 +810,24 @@ fn making(alias: &str) -> String {
     )
 }
 
+/// The last row before `id` in its conversation (chat `chat_id`, topic `thread_id`) that is
+/// `sending`, if any: none should be when `id` is claimed ([`heads`] keeps the order).
+pub fn sending_before(
+    conn: &Connection,
+    chat_id: i64,
+    thread_id: Option<i64>,
+    id: i64,
+) -> Result<Option<i64>> {
+    // Through `outbox_open` (see [`heads`]).
+    conn.row(
+        "SELECT max(id) FROM outbox WHERE state IN ('pending', 'sending') AND state = 'sending'
+           AND chat_id = ?1 AND thread_id IS ?2 AND id < ?3",
+        params![chat_id, thread_id, id],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading the outbox"))
+}
+
 /// The earliest `not_before_ms` after `after_ms` of a row that [`heads`] can pick (the oldest
 /// open row of its chat and topic), for sleeping until something is due. Rows due already are
 /// the caller's (it saw them among the heads: sent, or held back by pacing, whose wait it

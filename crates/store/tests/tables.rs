@@ -196,7 +196,7 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         .write(|tx| outbox::enqueue(tx, &mk(1, &Purpose::Control { id: 1 }, false), 0))
         .unwrap()
         .unwrap();
-    let _b = s
+    let b = s
         .write(|tx| outbox::enqueue(tx, &mk(1, &Purpose::Control { id: 2 }, true), 0))
         .unwrap()
         .unwrap();
@@ -219,6 +219,13 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         .map(|r| r.id)
         .collect();
     assert_eq!(heads, vec![c], "chat 1 is busy while a is sending");
+    let sending_before = |chat, id| {
+        s.read(|x| outbox::sending_before(x, chat, None, id))
+            .unwrap()
+    };
+    assert_eq!(sending_before(1, b), Some(a));
+    assert_eq!(sending_before(1, a), None, "only rows before it");
+    assert_eq!(sending_before(2, c), None, "only its conversation");
     s.write(|tx| outbox::mark_sending(tx, c, 1)).unwrap();
     // The hub dies here. At restart: a (may not be repeated) is ambiguous, c (must arrive) is resent.
     assert_eq!(

@@ -253,6 +253,18 @@ fn pick_and_mark(
     for mut row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
         let w = pace.ready_in(pace_key(&row), now as u64);
         if w.is_zero() {
+            // A claim only for the head of its conversation. Checked where a broken invariant
+            // panics: claims run in the producer's transaction, on an answer's way out.
+            if cfg!(debug_assertions) || crate::never::panics() {
+                let ahead = outbox::sending_before(tx, row.chat_id, row.thread_id, row.id)?;
+                if crate::never!(
+                    ahead.is_some(),
+                    "outbox row {} is claimed while row {ahead:?} before it is sending",
+                    row.id
+                ) {
+                    continue;
+                }
+            }
             outbox::mark_sending(tx, row.id, now)?;
             // The row as the sender gets it: what it now is in the store.
             row.state = outbox::State::Sending;
