@@ -306,7 +306,7 @@ mod tests {
         let waiting_path = waiting.display().to_string();
         let pending_id = db
             .write(Durability::OnDisk, move |tx| {
-                let row = |delivery: &serde_json::Value, purpose: &str| {
+                let row = |delivery: &serde_json::Value, purpose: &store::outbox::Purpose| {
                     store::outbox::enqueue(
                         tx,
                         &store::outbox::NewRow {
@@ -322,11 +322,13 @@ mod tests {
                         1,
                     )
                 };
-                let pending_id = row(&pending_params, "pending")?.unwrap_or_default();
-                let unknown = row(&ambiguous_params, "ambiguous")?.unwrap_or_default();
+                let pending_id = row(&pending_params, &store::outbox::Purpose::File { id: 1 })?
+                    .unwrap_or_default();
+                let unknown = row(&ambiguous_params, &store::outbox::Purpose::File { id: 2 })?
+                    .unwrap_or_default();
                 store::outbox::mark_sending(tx, unknown, 2)?;
                 store::outbox::mark_ambiguous(tx, unknown, "lost", "not resent", 3)?;
-                row(&plan, "voice")?;
+                row(&plan, &store::outbox::Purpose::Voice { turn: 1, n: 0 })?;
                 let turn = store::turns::create(
                     tx,
                     &store::turns::NewTurn {

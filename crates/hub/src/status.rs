@@ -9,7 +9,7 @@ use crate::clock::system_now_ms as now_ms;
 use crate::config::{self, ConfigFile};
 use crate::error::HubError;
 use crate::lock::ProfileLock;
-use crate::paths::{AgentDir, ProfileName};
+use crate::paths::{AgentDir, ProfileName, ProfilePaths};
 
 /// The bot, from the last `getMe`.
 #[derive(Debug, Clone, Serialize)]
@@ -209,12 +209,27 @@ pub struct Status {
 
 /// Reads the status of a profile.
 pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, HubError> {
+    let paths = agent_dir.profile(profile);
+    let mut st = from_files(agent_dir, profile, &paths)?;
+    let now = now_ms();
+    let Some(store) = Store::open_for_reading(&paths.state_db())? else {
+        return Ok(st);
+    };
+    store.read(|c| from_store(c, &mut st, &paths, now))?;
+    Ok(st)
+}
+
+/// What the config file and the profile's directory say, with nothing read from the store yet
+/// (all a profile that never ran has).
+fn from_files(
+    agent_dir: &AgentDir,
+    profile: &ProfileName,
+    paths: &ProfilePaths,
+) -> Result<Status, HubError> {
     let file = ConfigFile::load(&agent_dir.config_file())?;
     let settings = file.profile(profile);
-    let paths = agent_dir.profile(profile);
     let pid = ProfileLock::holder(&paths.lock_file())?;
-    let now = now_ms();
-    let mut st = Status {
+    Ok(Status {
         profile: profile.to_string(),
         config_file: agent_dir.config_file().display().to_string(),
         state_dir: paths.dir.display().to_string(),
@@ -236,7 +251,7 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             version: None,
             binary: None,
             log: None,
-            stopped_on_purpose: crate::lifecycle::stopped(&paths).map(|m| m.how),
+            stopped_on_purpose: crate::lifecycle::stopped(paths).map(|m| m.how),
         },
         offset: None,
         journal: JournalStatus {
@@ -264,125 +279,168 @@ pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, Hub
             .into_iter()
             .chain(crate::assistant::Settings::from_file(&file, profile).1)
             .collect(),
+    })
+}
+
+/// Fills in what the store says.
+fn from_store(
+    c: &store::Connection,
+    st: &mut Status,
+    paths: &ProfilePaths,
+    now: i64,
+) -> Result<(), store::StoreError> {
+    st.bot = BotStatus {
+        id: kv::get_i64(c, kv::BOT_ID)?,
+        username: kv::get(c, kv::BOT_USERNAME)?,
+        has_topics_enabled: kv::get(c, kv::BOT_TOPICS)?.map(|v| v == "true"),
     };
-    let Some(store) = Store::open_for_reading(&paths.state_db())? else {
-        return Ok(st);
-    };
-    store.read(|c| -> Result<(), store::StoreError> {
-        st.bot = BotStatus {
-            id: kv::get_i64(c, kv::BOT_ID)?,
-            username: kv::get(c, kv::BOT_USERNAME)?,
-            has_topics_enabled: kv::get(c, kv::BOT_TOPICS)?.map(|v| v == "true"),
-        };
-        st.owner_user_id = st.owner_user_id.or(kv::get_i64(c, kv::OWNER)?);
-        let tried = pairing::attempts(c)?;
-        st.pairing = pairing::current(c)?.map(|p| PairingStatus {
-            state: match p.state {
-                pairing::PairingState::Open if p.expires_ms <= now => "expired".into(),
-                pairing::PairingState::Open => "open".into(),
-                pairing::PairingState::Used => "used".into(),
-                pairing::PairingState::Dead => "dead".into(),
+    st.owner_user_id = st.owner_user_id.or(kv::get_i64(c, kv::OWNER)?);
+    st.pairing = pairing_status(c, now)?;
+    hub_from_store(c, &mut st.hub, paths)?;
+    st.offset = journal::offset(c)?;
+    let (pending, handled) = journal::counts(c)?;
+    st.journal = JournalStatus { pending, handled };
+    let queued = turns::queued_counts(c)?;
+    st.held = queued.iter().map(|(_, n)| n).sum();
+    st.awaiting_choice = turns::awaiting_choice(c)?;
+    st.turns = turns::counts(c)?
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_owned(), n))
+        .collect();
+    st.instances = instance_list(c, &queued)?;
+    st.outbox = store::outbox::counts(c)?
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_owned(), n))
+        .collect();
+    // Copies sent again after an unknown outcome: each may be a duplicate the person saw.
+    st.outbox
+        .insert("resent".into(), store::outbox::resent_total(c)?);
+    st.webhook_removed =
+        kv::get(c, crate::incoming::webhook::REMOVED)?.and_then(|v| serde_json::from_str(&v).ok());
+    st.flood_waits = flood_list(c, now)?;
+    st.mode = kv::get(c, threads::MODE)?;
+    st.threads = thread_list(c)?;
+    st.intents = intent_list(c)?;
+    st.last_errors = incidents::recent(c, 10)?
+        .into_iter()
+        .map(|i| ErrorStatus {
+            at_ms: i.at_ms,
+            context: i.context,
+            message: i.message,
+        })
+        .collect();
+    Ok(())
+}
+
+/// The pairing code out, if any; an open one past its time is `expired`.
+fn pairing_status(
+    c: &store::Connection,
+    now: i64,
+) -> Result<Option<PairingStatus>, store::StoreError> {
+    let tried = pairing::attempts(c)?;
+    Ok(pairing::current(c)?.map(|p| PairingStatus {
+        state: match p.state {
+            pairing::PairingState::Open if p.expires_ms <= now => "expired".into(),
+            pairing::PairingState::Open => "open".into(),
+            pairing::PairingState::Used => "used".into(),
+            pairing::PairingState::Dead => "dead".into(),
+        },
+        expires_ms: p.expires_ms,
+        attempts_left: p.attempts_per_sender,
+        wrong_attempts: tried.wrong,
+        refused_senders: tried.refused,
+    }))
+}
+
+/// What the last hub to run recorded of itself.
+fn hub_from_store(
+    c: &store::Connection,
+    hub: &mut HubStatus,
+    paths: &ProfilePaths,
+) -> Result<(), store::StoreError> {
+    hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
+    hub.started_by = kv::get(c, kv::HUB_STARTED_BY)?;
+    hub.started_ms = kv::get_i64(c, kv::HUB_STARTED_MS)?;
+    hub.version = kv::get(c, kv::HUB_VERSION)?;
+    hub.binary = kv::get(c, kv::HUB_BINARY)?;
+    hub.log = hub
+        .started_by
+        .as_deref()
+        .and_then(crate::lifecycle::StartedBy::parse)
+        .map(|by| crate::lifecycle::log_location(by, paths));
+    Ok(())
+}
+
+/// The recent instances, with the turns waiting for each (`queued`, by identity).
+fn instance_list(
+    c: &store::Connection,
+    queued: &[(Option<String>, i64)],
+) -> Result<Vec<InstanceStatus>, store::StoreError> {
+    let selected = kv::get(c, crate::state::SELECTED)?;
+    Ok(instances::recent(c, 20)?
+        .into_iter()
+        .map(|i| InstanceStatus {
+            queued: queued
+                .iter()
+                .find(|(id, _)| id.as_deref() == Some(i.identity.as_str()))
+                .map_or(0, |(_, n)| *n),
+            selected: i.state != store::instances::InstanceState::Gone
+                && selected.as_deref() == Some(i.identity.as_str()),
+            id: i.id,
+            transport: i.transport.as_str().to_owned(),
+            cwd: i.cwd,
+            label: i.label,
+            identity: i.identity,
+            pid: i.pid,
+            state: i.state.as_str().to_owned(),
+            gone_reason: i.gone_reason.map(|r| r.detail()),
+        })
+        .collect())
+}
+
+/// The flood waits still running at `now`.
+fn flood_list(c: &store::Connection, now: i64) -> Result<Vec<FloodStatus>, store::StoreError> {
+    Ok(flood::active(c, now)?
+        .into_iter()
+        .map(|w| FloodStatus {
+            chat_id: match telegram::FloodScope::from_key(&w.scope) {
+                Some(telegram::FloodScope::Chat(c)) => Some(c),
+                _ => None,
             },
-            expires_ms: p.expires_ms,
-            attempts_left: p.attempts_per_sender,
-            wrong_attempts: tried.wrong,
-            refused_senders: tried.refused,
-        });
-        st.hub.epoch = lease::current(c)?.map(|l| l.epoch.0);
-        st.hub.started_by = kv::get(c, kv::HUB_STARTED_BY)?;
-        st.hub.started_ms = kv::get_i64(c, kv::HUB_STARTED_MS)?;
-        st.hub.version = kv::get(c, kv::HUB_VERSION)?;
-        st.hub.binary = kv::get(c, kv::HUB_BINARY)?;
-        st.hub.log = st
-            .hub
-            .started_by
-            .as_deref()
-            .and_then(crate::lifecycle::StartedBy::parse)
-            .map(|by| crate::lifecycle::log_location(by, &paths));
-        st.offset = journal::offset(c)?;
-        let (pending, handled) = journal::counts(c)?;
-        st.journal = JournalStatus { pending, handled };
-        let queued = turns::queued_counts(c)?;
-        st.held = queued.iter().map(|(_, n)| n).sum();
-        st.awaiting_choice = turns::awaiting_choice(c)?;
-        st.turns = turns::counts(c)?
-            .into_iter()
-            .map(|(s, n)| (s.as_str().to_owned(), n))
-            .collect();
-        let selected = kv::get(c, crate::state::SELECTED)?;
-        st.instances = instances::recent(c, 20)?
-            .into_iter()
-            .map(|i| InstanceStatus {
-                queued: queued
-                    .iter()
-                    .find(|(id, _)| id.as_deref() == Some(i.identity.as_str()))
-                    .map_or(0, |(_, n)| *n),
-                selected: i.state != store::instances::InstanceState::Gone
-                    && selected.as_deref() == Some(i.identity.as_str()),
-                id: i.id,
-                transport: i.transport.as_str().to_owned(),
-                cwd: i.cwd,
-                label: i.label,
-                identity: i.identity,
-                pid: i.pid,
-                state: i.state.as_str().to_owned(),
-                gone_reason: i.gone_reason.map(|r| r.detail()),
-            })
-            .collect();
-        st.outbox = store::outbox::counts(c)?
-            .into_iter()
-            .map(|(s, n)| (s.as_str().to_owned(), n))
-            .collect();
-        // Copies sent again after an unknown outcome: each may be a duplicate the person saw.
-        st.outbox
-            .insert("resent".into(), store::outbox::resent_total(c)?);
-        st.webhook_removed = kv::get(c, crate::incoming::webhook::REMOVED)?
-            .and_then(|v| serde_json::from_str(&v).ok());
-        st.flood_waits = flood::active(c, now)?
-            .into_iter()
-            .map(|w| FloodStatus {
-                chat_id: match telegram::FloodScope::from_key(&w.scope) {
-                    Some(telegram::FloodScope::Chat(c)) => Some(c),
-                    _ => None,
-                },
-                remaining_s: (w.until_ms - now + 999) / 1000,
-                scope: w.scope,
-                until_ms: w.until_ms,
-                retry_after_s: w.retry_after_s,
-            })
-            .collect();
-        st.mode = kv::get(c, threads::MODE)?;
-        st.threads = threads::bindings(c)?
-            .into_iter()
-            .map(|b| ThreadStatus {
-                identity: b.identity,
-                slot: b.slot,
-                title: b.title,
-                thread_id: b.thread_id,
-                state: b.state.as_str().to_owned(),
-                instance: b.instance_id,
-            })
-            .collect();
-        st.intents = threads::intents(c)?
-            .into_iter()
-            .map(|i| IntentStatus {
-                id: i.id,
-                identity: i.identity,
-                slot: i.slot,
-                state: i.state.as_str().to_owned(),
-                thread_id: i.thread_id,
-                detail: i.detail,
-            })
-            .collect();
-        st.last_errors = incidents::recent(c, 10)?
-            .into_iter()
-            .map(|i| ErrorStatus {
-                at_ms: i.at_ms,
-                context: i.context,
-                message: i.message,
-            })
-            .collect();
-        Ok(())
-    })?;
-    Ok(st)
+            remaining_s: (w.until_ms - now + 999) / 1000,
+            scope: w.scope,
+            until_ms: w.until_ms,
+            retry_after_s: w.retry_after_s,
+        })
+        .collect())
+}
+
+/// The topics bound to pis.
+fn thread_list(c: &store::Connection) -> Result<Vec<ThreadStatus>, store::StoreError> {
+    Ok(threads::bindings(c)?
+        .into_iter()
+        .map(|b| ThreadStatus {
+            identity: b.identity,
+            slot: b.slot,
+            title: b.title,
+            thread_id: b.thread_id,
+            state: b.state.as_str().to_owned(),
+            instance: b.instance_id,
+        })
+        .collect())
+}
+
+/// The topic creations asked about.
+fn intent_list(c: &store::Connection) -> Result<Vec<IntentStatus>, store::StoreError> {
+    Ok(threads::intents(c)?
+        .into_iter()
+        .map(|i| IntentStatus {
+            id: i.id,
+            identity: i.identity,
+            slot: i.slot,
+            state: i.state.as_str().to_owned(),
+            thread_id: i.thread_id,
+            detail: i.detail,
+        })
+        .collect())
 }

@@ -25,6 +25,7 @@ use hub::pi::instance::{
 };
 use hub::wakes::Wakes;
 use serde_json::{Value, json};
+use store::outbox::Purpose;
 use store::turns::{self, Waits};
 use store::{Store, journal, kv, lease, outbox};
 use tg_fake::faults::Rng;
@@ -279,7 +280,7 @@ impl Sim {
         let rows = self.db.read(outbox::all).await.unwrap();
         let buttons: Vec<(i64, String, String)> = rows
             .iter()
-            .filter(|r| r.purpose == "reply:chooser" || r.purpose == "reply:waits")
+            .filter(|r| matches!(r.purpose, Purpose::ReplyChooser | Purpose::ReplyWaits))
             .flat_map(|r| {
                 let text = r.params["text"].as_str().unwrap_or_default().to_owned();
                 r.params["reply_markup"]["inline_keyboard"]

@@ -912,7 +912,7 @@ fn menu_commands_reply_with_a_menu_of_owner_bound_buttons() {
         assert_eq!(d.outcome, outcome, "{cmd}");
         let row = h.only_row_of(d.update_id);
         assert_eq!(row.method, "sendMessage", "{cmd}");
-        assert_eq!(row.purpose, purpose, "{cmd}");
+        assert_eq!(row.purpose.to_string(), purpose, "{cmd}");
         assert!(
             text_of(&row).starts_with(starts),
             "{cmd}: {}",

@@ -73,7 +73,7 @@ fn enqueue(tx: &store::Connection, turn: i64, text: &str) -> Result<i64, StoreEr
             chat_id: CHAT,
             thread_id: None,
             delivery: &outbox::single("sendMessage", &params),
-            purpose: &format!("answer:{turn}:0"),
+            purpose: &outbox::Purpose::Answer { turn }.piece(0),
             source_update_id: None,
             resend_if_unknown: true,
             identity: None,

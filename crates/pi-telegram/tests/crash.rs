@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{Env, OWNER, wait_for};
 use serde_json::json;
-use store::outbox::State;
+use store::outbox::{Purpose, State};
 use tg_fake::faults::Rng;
 
 /// The journal: update id -> (handled?, outcome).
@@ -52,11 +52,13 @@ fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {
     let plain = sent.len() - helps;
     let replies: Vec<_> = rows
         .iter()
-        .filter(|r| r.purpose == "reply:menu:Help")
+        .filter(|r| r.purpose == Purpose::ReplyMenuHelp)
         .collect();
     assert_eq!(replies.len(), helps, "one reply row per /help");
     assert_eq!(
-        rows.iter().filter(|r| r.purpose == "notice:held").count(),
+        rows.iter()
+            .filter(|r| r.purpose == Purpose::NoticeHeld)
+            .count(),
         usize::from(plain > 0),
         "one notice"
     );

@@ -87,6 +87,470 @@ impl fmt::Display for State {
     }
 }
 
+/// Declares [`Purpose`]'s variants without data with their stored text, once: the text, its
+/// parsing and the enum cannot drift apart (and a text given twice is an unreachable pattern).
+macro_rules! purposes {
+    ($($(#[$doc:meta])* $name:ident = $text:literal,)*) => {
+        /// Why a row is sent, as its `purpose` column stores it: with `source_update_id` the key
+        /// of at most one row per cause, so a text once written must be written the same way by
+        /// every later release (tests and people reading the store go by it too).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Purpose {
+            $($(#[$doc])* $name,)*
+            /// `tools:<turn>:<at>`: the tools a turn used, as of pi's message at `at` (ms).
+            Tools {
+                /// The turn.
+                turn: i64,
+                /// The message's time.
+                at: i64,
+            },
+            /// `tools:<turn>:last`: the tools of a turn's last message, with its answer.
+            ToolsLast {
+                /// The turn.
+                turn: i64,
+            },
+            /// `thinking:<turn>:<at>`: pi's thinking, as of its message at `at`.
+            Thinking {
+                /// The turn.
+                turn: i64,
+                /// The message's time.
+                at: i64,
+            },
+            /// `voice:<turn>:<n>`: the `n`th voice message pi wrote into a turn's answer.
+            Voice {
+                /// The turn.
+                turn: i64,
+                /// Its place among the answer's voices, from 0.
+                n: usize,
+            },
+            /// `control:<id>`: what a control said.
+            Control {
+                /// The control.
+                id: i64,
+            },
+            /// `file:<id>`: a received file could not be passed on.
+            File {
+                /// The file.
+                id: i64,
+            },
+            /// `file-late:<id>`: a file came after its prompt went to pi.
+            FileLate {
+                /// The file.
+                id: i64,
+            },
+            /// `transcript:<id>`: a voice message's transcript.
+            Transcript {
+                /// The file.
+                id: i64,
+            },
+            /// `commands:<generation>`: the bot's command list.
+            Commands {
+                /// Counts the lists published.
+                generation: i64,
+            },
+            /// `skipped:<turn>`: a turn was dropped without a model turn.
+            Skipped {
+                /// The turn.
+                turn: i64,
+            },
+            /// `voice-late:<row>`: the voice of a row could not be made in time.
+            VoiceLate {
+                /// The outbox row.
+                row: i64,
+            },
+            /// `notice:connected:<instance>`.
+            NoticeConnected {
+                /// The instance's id.
+                instance: String,
+            },
+            /// `notice:gone:<key>`.
+            NoticeGone {
+                /// The departure.
+                key: String,
+            },
+            /// `notice:intent:<id>`: the question about a topic creation of unknown outcome.
+            NoticeIntent {
+                /// The intent.
+                id: i64,
+            },
+            /// `notice:interrupted:<turn>`.
+            NoticeInterrupted {
+                /// The (first) interrupted turn.
+                turn: i64,
+            },
+            /// `notice:mode:<at>`: Threaded Mode went on or off.
+            NoticeMode {
+                /// When.
+                at: i64,
+            },
+            /// `notice:moved:<identity>:<thread>`.
+            NoticeMoved {
+                /// The pi.
+                identity: String,
+                /// The topic it lives in now.
+                thread: i64,
+            },
+            /// `notice:noslot:<at>`: no topic could be made for a pi.
+            NoticeNoSlot {
+                /// When.
+                at: i64,
+            },
+            /// `notice:refused:<at>`: Telegram refused a pi a topic.
+            NoticeRefused {
+                /// When.
+                at: i64,
+            },
+            /// `notice:restored:<at>`: pis started again after a restart.
+            NoticeRestored {
+                /// When.
+                at: i64,
+            },
+            /// `notice:thread:<instance>:<thread>`: a topic greets its pi.
+            NoticeThread {
+                /// The instance's id.
+                instance: String,
+                /// The topic.
+                thread: i64,
+            },
+            /// `answer:<turn>`, written in pieces.
+            Answer {
+                /// The turn.
+                turn: i64,
+            },
+            /// `attach:<turn>`, written in pieces: files with a turn's answer.
+            Attach {
+                /// The turn.
+                turn: i64,
+            },
+            /// `attach:<turn>:<at>`, written in pieces: files sent during a turn.
+            AttachNow {
+                /// The turn.
+                turn: i64,
+                /// When.
+                at: i64,
+            },
+            /// `attach:<identity>:<at>`, written in pieces: files sent outside any turn.
+            AttachOf {
+                /// The pi.
+                identity: String,
+                /// When.
+                at: i64,
+            },
+            /// `attach:<turn>:interrupted`, written in pieces: files of an interrupted turn.
+            AttachInterrupted {
+                /// The turn.
+                turn: i64,
+            },
+            /// `commentary:<turn>:<at>`, written in pieces: text pi wrote before calling tools.
+            Commentary {
+                /// The turn.
+                turn: i64,
+                /// The message's time.
+                at: i64,
+            },
+            /// `local:<identity>:<at>`, written in pieces: work that did not come from Telegram.
+            Local {
+                /// The pi.
+                identity: String,
+                /// The message's time.
+                at: i64,
+            },
+            /// `message:<identity>:<at>`, written in pieces: a message pi sent by a tool.
+            Message {
+                /// The pi.
+                identity: String,
+                /// When.
+                at: i64,
+            },
+            /// `<of>:<n>`: the `n`th row of a purpose written in pieces (the variants above whose
+            /// text says so).
+            Piece {
+                /// What it is a piece of.
+                of: Box<Purpose>,
+                /// Its place, from 0.
+                n: usize,
+            },
+            /// A text this release does not write (an older hub's), read back as it is.
+            Other(String),
+        }
+
+        impl Purpose {
+            fn unit_text(&self) -> Option<&'static str> {
+                match self {
+                    $(Self::$name => Some($text),)*
+                    _ => None,
+                }
+            }
+
+            #[cfg(test)]
+            const UNITS: &[Self] = &[$(Self::$name,)*];
+
+            fn unit(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+purposes! {
+    /// The answer to a button tap.
+    AnswerCallback = "answer:callback",
+    /// A message edited after a tap.
+    EditCallback = "edit:callback",
+    /// A message's buttons replaced.
+    EditMarkup = "edit:markup",
+    /// A message held for the first pi that connects.
+    NoticeHeld = "notice:held",
+    /// An attachment of a kind that is not passed on.
+    ReplyAttachment = "reply:attachment",
+    /// The choice of pi for a message.
+    ReplyChooser = "reply:chooser",
+    /// `/compact`'s question.
+    ReplyCompact = "reply:compact",
+    /// A control command's reply.
+    ReplyControl = "reply:control",
+    /// An edit's reply.
+    ReplyEdit = "reply:edit",
+    /// `/new`'s reply.
+    ReplyNew = "reply:new",
+    /// Paired.
+    ReplyPaired = "reply:paired",
+    /// Pairing's questions and refusals.
+    ReplyPairing = "reply:pairing",
+    /// A message without text or media.
+    ReplyTextOnly = "reply:text-only",
+    /// A command nobody knows.
+    ReplyUnknownCommand = "reply:unknown-command",
+    /// A message that waits for a pi.
+    ReplyWaits = "reply:waits",
+    /// `/sessions` with no pi here.
+    ReplySessions = "reply:sessions",
+    /// `/close` with no pi here.
+    ReplyClose = "reply:close",
+    /// The menu's overview.
+    ReplyMenuMain = "reply:menu:Menu",
+    /// The menu's status.
+    ReplyMenuStatus = "reply:menu:Status",
+    /// The menu's models.
+    ReplyMenuModel = "reply:menu:Model",
+    /// The menu's thinking levels.
+    ReplyMenuThinking = "reply:menu:Thinking",
+    /// The menu's queue.
+    ReplyMenuQueue = "reply:menu:Queue",
+    /// The menu's settings.
+    ReplyMenuSettings = "reply:menu:Settings",
+    /// The menu's instances.
+    ReplyMenuInstances = "reply:menu:Instances",
+    /// The menu's help.
+    ReplyMenuHelp = "reply:menu:Help",
+}
+
+impl Purpose {
+    /// The `n`th row of this purpose written in pieces.
+    pub fn piece(&self, n: usize) -> Self {
+        Self::Piece {
+            of: Box::new(self.clone()),
+            n,
+        }
+    }
+
+    /// The stored text.
+    pub fn text(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Self::Tools { turn, at } => format!("tools:{turn}:{at}").into(),
+            Self::ToolsLast { turn } => format!("tools:{turn}:last").into(),
+            Self::Thinking { turn, at } => format!("thinking:{turn}:{at}").into(),
+            Self::Voice { turn, n } => format!("voice:{turn}:{n}").into(),
+            Self::Control { id } => format!("control:{id}").into(),
+            Self::File { id } => format!("file:{id}").into(),
+            Self::FileLate { id } => format!("file-late:{id}").into(),
+            Self::Transcript { id } => format!("transcript:{id}").into(),
+            Self::Commands { generation } => format!("commands:{generation}").into(),
+            Self::Skipped { turn } => format!("skipped:{turn}").into(),
+            Self::VoiceLate { row } => format!("voice-late:{row}").into(),
+            Self::NoticeConnected { instance } => format!("notice:connected:{instance}").into(),
+            Self::NoticeGone { key } => format!("notice:gone:{key}").into(),
+            Self::NoticeIntent { id } => format!("notice:intent:{id}").into(),
+            Self::NoticeInterrupted { turn } => format!("notice:interrupted:{turn}").into(),
+            Self::NoticeMode { at } => format!("notice:mode:{at}").into(),
+            Self::NoticeMoved { identity, thread } => {
+                format!("notice:moved:{identity}:{thread}").into()
+            }
+            Self::NoticeNoSlot { at } => format!("notice:noslot:{at}").into(),
+            Self::NoticeRefused { at } => format!("notice:refused:{at}").into(),
+            Self::NoticeRestored { at } => format!("notice:restored:{at}").into(),
+            Self::NoticeThread { instance, thread } => {
+                format!("notice:thread:{instance}:{thread}").into()
+            }
+            Self::Answer { turn } => format!("answer:{turn}").into(),
+            Self::Attach { turn } => format!("attach:{turn}").into(),
+            Self::AttachNow { turn, at } => format!("attach:{turn}:{at}").into(),
+            Self::AttachOf { identity, at } => format!("attach:{identity}:{at}").into(),
+            Self::AttachInterrupted { turn } => format!("attach:{turn}:interrupted").into(),
+            Self::Commentary { turn, at } => format!("commentary:{turn}:{at}").into(),
+            Self::Local { identity, at } => format!("local:{identity}:{at}").into(),
+            Self::Message { identity, at } => format!("message:{identity}:{at}").into(),
+            Self::Piece { of, n } => format!("{}:{n}", of.text()).into(),
+            Self::Other(text) => text.clone().into(),
+            unit => unit.unit_text().unwrap_or_default().into(),
+        }
+    }
+
+    /// From its stored text; a text this release does not write is [`Purpose::Other`], so
+    /// every text reads back as it was written.
+    pub fn parse(text: &str) -> Self {
+        let parsed = Self::unit(text)
+            .or_else(|| Self::with_fields(text))
+            .or_else(|| {
+                let (of, n) = text.rsplit_once(':')?;
+                Some(Self::base(of)?.piece(n.parse().ok()?))
+            });
+        // Only a parse that writes the same text back counts (`control:007` is no text this
+        // release writes).
+        match parsed {
+            Some(p) if p.text() == text => p,
+            _ => Self::Other(text.to_owned()),
+        }
+    }
+
+    /// A variant with fields that is written whole (not in pieces).
+    fn with_fields(text: &str) -> Option<Self> {
+        let (kind, rest) = text.split_once(':')?;
+        Some(match kind {
+            "tools" => match rest.strip_suffix(":last") {
+                Some(turn) => Self::ToolsLast { turn: num(turn)? },
+                None => {
+                    let (turn, at) = two(rest)?;
+                    Self::Tools { turn, at }
+                }
+            },
+            "thinking" => {
+                let (turn, at) = two(rest)?;
+                Self::Thinking { turn, at }
+            }
+            "voice" => {
+                let (turn, n) = rest.split_once(':')?;
+                Self::Voice {
+                    turn: num(turn)?,
+                    n: n.parse().ok()?,
+                }
+            }
+            "control" => Self::Control { id: num(rest)? },
+            "file" => Self::File { id: num(rest)? },
+            "file-late" => Self::FileLate { id: num(rest)? },
+            "transcript" => Self::Transcript { id: num(rest)? },
+            "commands" => Self::Commands {
+                generation: num(rest)?,
+            },
+            "skipped" => Self::Skipped { turn: num(rest)? },
+            "voice-late" => Self::VoiceLate { row: num(rest)? },
+            "notice" => Self::notice(rest)?,
+            _ => return None,
+        })
+    }
+
+    fn notice(text: &str) -> Option<Self> {
+        let (kind, rest) = text.split_once(':')?;
+        Some(match kind {
+            "connected" => Self::NoticeConnected {
+                instance: rest.to_owned(),
+            },
+            "gone" => Self::NoticeGone {
+                key: rest.to_owned(),
+            },
+            "intent" => Self::NoticeIntent { id: num(rest)? },
+            "interrupted" => Self::NoticeInterrupted { turn: num(rest)? },
+            "mode" => Self::NoticeMode { at: num(rest)? },
+            "noslot" => Self::NoticeNoSlot { at: num(rest)? },
+            "refused" => Self::NoticeRefused { at: num(rest)? },
+            "restored" => Self::NoticeRestored { at: num(rest)? },
+            "moved" => {
+                let (identity, thread) = named(rest)?;
+                Self::NoticeMoved { identity, thread }
+            }
+            "thread" => {
+                let (instance, thread) = named(rest)?;
+                Self::NoticeThread { instance, thread }
+            }
+            _ => return None,
+        })
+    }
+
+    /// A variant written in pieces, without its piece.
+    fn base(text: &str) -> Option<Self> {
+        let (kind, rest) = text.split_once(':')?;
+        Some(match kind {
+            "answer" => Self::Answer { turn: num(rest)? },
+            "attach" => {
+                if let Some(turn) = rest.strip_suffix(":interrupted") {
+                    Self::AttachInterrupted { turn: num(turn)? }
+                } else if let Some(turn) = num(rest) {
+                    Self::Attach { turn }
+                } else {
+                    let (who, at) = named(rest)?;
+                    match num(&who) {
+                        Some(turn) => Self::AttachNow { turn, at },
+                        None => Self::AttachOf { identity: who, at },
+                    }
+                }
+            }
+            "commentary" => {
+                let (turn, at) = two(rest)?;
+                Self::Commentary { turn, at }
+            }
+            "local" => {
+                let (identity, at) = named(rest)?;
+                Self::Local { identity, at }
+            }
+            "message" => {
+                let (identity, at) = named(rest)?;
+                Self::Message { identity, at }
+            }
+            _ => return None,
+        })
+    }
+}
+
+fn num(text: &str) -> Option<i64> {
+    text.parse().ok()
+}
+
+/// `<n>:<m>`.
+fn two(text: &str) -> Option<(i64, i64)> {
+    let (a, b) = text.split_once(':')?;
+    Some((num(a)?, num(b)?))
+}
+
+/// `<name>:<n>`, the name being anything (an identity may hold a `:`).
+fn named(text: &str) -> Option<(String, i64)> {
+    let (name, n) = text.rsplit_once(':')?;
+    Some((name.to_owned(), num(n)?))
+}
+
+impl fmt::Display for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+impl rusqlite::types::ToSql for Purpose {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(match self.text() {
+            std::borrow::Cow::Borrowed(t) => t.into(),
+            std::borrow::Cow::Owned(t) => t.into(),
+        })
+    }
+}
+
+impl rusqlite::types::FromSql for Purpose {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Ok(Self::parse(v.as_str()?))
+    }
+}
+
 /// A message to send.
 #[derive(Debug, Clone)]
 pub struct NewRow<'a> {
@@ -96,8 +560,8 @@ pub struct NewRow<'a> {
     pub thread_id: Option<i64>,
     /// What it sends: the delivery plan (see [`single`] for one message).
     pub delivery: &'a Value,
-    /// Why it is sent (`reply:help`, `notice:held`, ...).
-    pub purpose: &'a str,
+    /// Why it is sent.
+    pub purpose: &'a Purpose,
     /// The update that caused it; with `purpose`, at most one row per cause.
     pub source_update_id: Option<i64>,
     /// When the outcome of a send is unknown (a crash mid-send, a lost answer), send it again
@@ -127,7 +591,7 @@ pub struct OutboxRow {
     /// What it sends, as stored: the delivery plan.
     pub delivery: Value,
     /// Purpose.
-    pub purpose: String,
+    pub purpose: Purpose,
     /// Cause.
     pub source_update_id: Option<i64>,
     /// Resend when the outcome is unknown.
@@ -344,6 +808,24 @@ fn making(alias: &str) -> String {
         "({alias}.state = 'pending' AND {alias}.not_before_ms = {PARKED}
           AND {alias}.handling = '{MAKING}')"
     )
+}
+
+/// The last row before `id` in its conversation (chat `chat_id`, topic `thread_id`) that is
+/// `sending`, if any: none should be when `id` is claimed ([`heads`] keeps the order).
+pub fn sending_before(
+    conn: &Connection,
+    chat_id: i64,
+    thread_id: Option<i64>,
+    id: i64,
+) -> Result<Option<i64>> {
+    // Through `outbox_open` (see [`heads`]).
+    conn.row(
+        "SELECT max(id) FROM outbox WHERE state IN ('pending', 'sending') AND state = 'sending'
+           AND chat_id = ?1 AND thread_id IS ?2 AND id < ?3",
+        params![chat_id, thread_id, id],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading the outbox"))
 }
 
 /// The earliest `not_before_ms` after `after_ms` of a row that [`heads`] can pick (the oldest
@@ -645,4 +1127,85 @@ pub fn retarget_waiting(
         params![identity, chat, thread, waiting_ms],
     )
     .map_err(StoreError::sqlite("retargeting waiting messages"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Purpose;
+
+    #[test]
+    fn every_purpose_reads_back_as_written() {
+        let answer = Purpose::Answer { turn: 7 };
+        let mut written: Vec<Purpose> = Purpose::UNITS.to_vec();
+        written.extend([
+            Purpose::Tools { turn: 7, at: 1_700 },
+            Purpose::ToolsLast { turn: 7 },
+            Purpose::Thinking { turn: 7, at: 1_700 },
+            Purpose::Voice { turn: 7, n: 1 },
+            Purpose::Control { id: 3 },
+            Purpose::File { id: 3 },
+            Purpose::FileLate { id: 3 },
+            Purpose::Transcript { id: 3 },
+            Purpose::Commands { generation: 2 },
+            Purpose::Skipped { turn: 7 },
+            Purpose::VoiceLate { row: 12 },
+            Purpose::NoticeConnected {
+                instance: "i-1".into(),
+            },
+            Purpose::NoticeGone {
+                key: "i-1:exit".into(),
+            },
+            Purpose::NoticeIntent { id: 4 },
+            Purpose::NoticeInterrupted { turn: 7 },
+            Purpose::NoticeMode { at: 1_700 },
+            Purpose::NoticeMoved {
+                identity: "pi:a".into(),
+                thread: 9,
+            },
+            Purpose::NoticeNoSlot { at: 1_700 },
+            Purpose::NoticeRefused { at: 1_700 },
+            Purpose::NoticeRestored { at: 1_700 },
+            Purpose::NoticeThread {
+                instance: "i-1".into(),
+                thread: 9,
+            },
+            answer.piece(0),
+            Purpose::Attach { turn: 7 }.piece(1),
+            Purpose::AttachNow { turn: 7, at: 1_700 }.piece(0),
+            Purpose::AttachOf {
+                identity: "pi:a".into(),
+                at: 1_700,
+            }
+            .piece(0),
+            Purpose::AttachInterrupted { turn: 7 }.piece(2),
+            Purpose::Commentary { turn: 7, at: 1_700 }.piece(0),
+            Purpose::Local {
+                identity: "pi:a".into(),
+                at: 1_700,
+            }
+            .piece(3),
+            Purpose::Message {
+                identity: "pi:a".into(),
+                at: 1_700,
+            }
+            .piece(0),
+        ]);
+        for p in &written {
+            let text = p.to_string();
+            assert_eq!(&Purpose::parse(&text), p, "{text}");
+        }
+        assert_eq!(answer.piece(0).to_string(), "answer:7:0");
+        assert_eq!(Purpose::ReplyMenuHelp.to_string(), "reply:menu:Help");
+        // Texts of older hubs, and ones no parse writes back the same, stay as they are.
+        for text in [
+            "reply:help",
+            "answer:7",
+            "control:007",
+            "tools:7:last:0",
+            "",
+        ] {
+            assert_eq!(Purpose::parse(text), Purpose::Other(text.into()), "{text}");
+            assert_eq!(Purpose::parse(text).to_string(), text);
+        }
+    }
 }

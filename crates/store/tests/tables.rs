@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use store::instances::{GoneReason, Transport};
-use store::outbox::{self, NewRow, State};
+use store::outbox::{self, NewRow, Purpose, State};
 use store::turns::{self, NewTurn, Target, TurnState, Waits};
 use store::{
     Store, StoreError, callbacks, flood, incidents, instances, journal, kv, lease, pairing, routes,
@@ -135,7 +135,7 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
         chat_id: 5,
         thread_id: None,
         delivery: &delivery,
-        purpose: "reply:help",
+        purpose: &Purpose::ReplyMenuHelp,
         source_update_id: Some(77),
         resend_if_unknown: false,
         identity: None,
@@ -182,7 +182,7 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
 fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
     let (_d, s) = open();
     let p = outbox::single("sendMessage", &json!({}));
-    let mk = |chat, purpose: &'static str, resend| NewRow {
+    let mk = |chat, purpose: &'static Purpose, resend| NewRow {
         chat_id: chat,
         thread_id: None,
         delivery: &p,
@@ -193,15 +193,15 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         turn_id: None,
     };
     let a = s
-        .write(|tx| outbox::enqueue(tx, &mk(1, "a", false), 0))
+        .write(|tx| outbox::enqueue(tx, &mk(1, &Purpose::Control { id: 1 }, false), 0))
         .unwrap()
         .unwrap();
-    let _b = s
-        .write(|tx| outbox::enqueue(tx, &mk(1, "b", true), 0))
+    let b = s
+        .write(|tx| outbox::enqueue(tx, &mk(1, &Purpose::Control { id: 2 }, true), 0))
         .unwrap()
         .unwrap();
     let c = s
-        .write(|tx| outbox::enqueue(tx, &mk(2, "c", true), 0))
+        .write(|tx| outbox::enqueue(tx, &mk(2, &Purpose::Control { id: 3 }, true), 0))
         .unwrap()
         .unwrap();
     let heads: Vec<i64> = s
@@ -219,6 +219,13 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
         .map(|r| r.id)
         .collect();
     assert_eq!(heads, vec![c], "chat 1 is busy while a is sending");
+    let sending_before = |chat, id| {
+        s.read(|x| outbox::sending_before(x, chat, None, id))
+            .unwrap()
+    };
+    assert_eq!(sending_before(1, b), Some(a));
+    assert_eq!(sending_before(1, a), None, "only rows before it");
+    assert_eq!(sending_before(2, c), None, "only its conversation");
     s.write(|tx| outbox::mark_sending(tx, c, 1)).unwrap();
     // The hub dies here. At restart: a (may not be repeated) is ambiguous, c (must arrive) is resent.
     assert_eq!(
@@ -589,7 +596,7 @@ fn migration_2_turns_kept_messages_into_queued_turns() {
 fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
     let (_d, s) = open();
     let p = outbox::single("sendMessage", &json!({}));
-    let mk = |thread, purpose: &'static str| NewRow {
+    let mk = |thread, purpose: &'static Purpose| NewRow {
         chat_id: 1,
         thread_id: thread,
         delivery: &p,
@@ -600,10 +607,10 @@ fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
         turn_id: None,
     };
     let add = |row: NewRow<'_>| s.write(|tx| outbox::enqueue(tx, &row, 0)).unwrap().unwrap();
-    let parked = add(mk(Some(7), "dead topic"));
-    let behind = add(mk(Some(7), "dead topic, later"));
-    let main = add(mk(None, "main chat"));
-    let other = add(mk(Some(8), "other topic"));
+    let parked = add(mk(Some(7), &Purpose::Control { id: 1 }));
+    let behind = add(mk(Some(7), &Purpose::Control { id: 2 }));
+    let main = add(mk(None, &Purpose::Control { id: 3 }));
+    let other = add(mk(Some(8), &Purpose::Control { id: 4 }));
     s.write(|tx| outbox::hold(tx, parked, i64::MAX, "waiting for a new topic"))
         .unwrap();
     let heads: Vec<i64> = s
@@ -620,7 +627,11 @@ fn a_parked_topic_does_not_hold_up_the_main_chat_or_other_topics() {
 fn a_row_being_made_holds_pis_later_rows_briefly_and_the_hubs_own_not_at_all() {
     let (_d, s) = open();
     let p = outbox::single("sendMessage", &json!({}));
-    let mk = |identity: Option<&'static str>, purpose: &'static str| NewRow {
+    let (answer_1, answer_2) = (
+        Purpose::Answer { turn: 1 }.piece(0),
+        Purpose::Answer { turn: 2 }.piece(0),
+    );
+    let mk = |identity: Option<&'static str>, purpose| NewRow {
         chat_id: 1,
         thread_id: None,
         delivery: &p,
@@ -636,10 +647,10 @@ fn a_row_being_made_holds_pis_later_rows_briefly_and_the_hubs_own_not_at_all() {
             .unwrap()
             .unwrap()
     };
-    let voice = add(mk(Some("/p"), "answer:1:0"));
+    let voice = add(mk(Some("/p"), &answer_1));
     s.write(|tx| outbox::park_making(tx, voice)).unwrap();
-    let next_answer = add(mk(Some("/p"), "answer:2:0"));
-    let menu = add(mk(None, "reply:menu"));
+    let next_answer = add(mk(Some("/p"), &answer_2));
+    let menu = add(mk(None, &Purpose::ReplyMenuMain));
     let heads = |now: i64| -> Vec<i64> {
         s.read(|x| outbox::heads(x, now))
             .unwrap()

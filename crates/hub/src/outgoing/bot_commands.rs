@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use store::outbox::Purpose;
 use store::{Connection, StoreError, instances, kv};
 
 use crate::outgoing::message::BotCommand;
@@ -186,7 +187,7 @@ pub fn refresh(tx: &Connection, now: i64) -> Result<bool, StoreError> {
             description,
         })
         .collect();
-    outbound::commands(tx, commands, &format!("commands:{n}"), now)?;
+    outbound::commands(tx, commands, &Purpose::Commands { generation: n }, now)?;
     Ok(true)
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use store::outbox::{self, OutboxRow};
+use store::outbox::{self, OutboxRow, Purpose};
 use store::{CommitNo, flood, incidents};
 use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, mpsc, watch};
@@ -253,6 +253,18 @@ fn pick_and_mark(
     for mut row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
         let w = pace.ready_in(pace_key(&row), now as u64);
         if w.is_zero() {
+            // A claim only for the head of its conversation. Checked where a broken invariant
+            // panics: claims run in the producer's transaction, on an answer's way out.
+            if cfg!(debug_assertions) || crate::never::panics() {
+                let ahead = outbox::sending_before(tx, row.chat_id, row.thread_id, row.id)?;
+                if crate::never!(
+                    ahead.is_some(),
+                    "outbox row {} is claimed while row {ahead:?} before it is sending",
+                    row.id
+                ) {
+                    continue;
+                }
+            }
             outbox::mark_sending(tx, row.id, now)?;
             // The row as the sender gets it: what it now is in the store.
             row.state = outbox::State::Sending;
@@ -558,7 +570,7 @@ async fn record(
 }
 
 /// What the log says of a decision (never the text).
-fn log(purpose: &str, decision: &Decision) {
+fn log(purpose: &Purpose, decision: &Decision) {
     match decision {
         Decision::Flood { scope, secs, .. } => {
             tracing::warn!(retry_after_s = secs, scope = %scope.key(), "flood wait");
@@ -583,7 +595,7 @@ fn log(purpose: &str, decision: &Decision) {
 fn settle(
     tx: &store::Connection,
     id: i64,
-    purpose: &str,
+    purpose: &Purpose,
     decision: &Decision,
     now: i64,
 ) -> Result<(), store::StoreError> {
@@ -807,7 +819,7 @@ mod tests {
             method: String::new(),
             params: serde_json::Value::Null,
             delivery: serde_json::Value::Null,
-            purpose: "answer:1:0".into(),
+            purpose: Purpose::Answer { turn: 1 }.piece(0),
             source_update_id: None,
             resend_if_unknown: resend,
             state: outbox::State::Sending,

@@ -7,6 +7,7 @@ use crate::db::Durability;
 use std::sync::Arc;
 use std::time::Duration;
 use store::Cached;
+use store::outbox::Purpose;
 
 use serde_json::{Value, json};
 use store::lease::Epoch;
@@ -287,7 +288,7 @@ pub async fn probe(
                     owner,
                     None,
                     &texts::mode_changed(on),
-                    &format!("notice:mode:{now}"),
+                    &Purpose::NoticeMode { at: now },
                     now,
                 )?;
             }
@@ -435,7 +436,10 @@ async fn after_provision(
                     b.chat_id,
                     Some(b.thread_id),
                     &text,
-                    &format!("notice:thread:{id}:{}", b.thread_id),
+                    &Purpose::NoticeThread {
+                        instance: id,
+                        thread: b.thread_id,
+                    },
                     now,
                 )
             })
@@ -454,7 +458,7 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::thread_refused(&label, &why),
-                    &format!("notice:refused:{now}"),
+                    &Purpose::NoticeRefused { at: now },
                     now,
                 )
             })
@@ -468,7 +472,7 @@ async fn after_provision(
                     chat,
                     None,
                     &texts::no_slot(&label),
-                    &format!("notice:noslot:{now}"),
+                    &Purpose::NoticeNoSlot { at: now },
                     now,
                 )
             })
@@ -519,7 +523,7 @@ async fn ask_about(db: &Db, intent: &Intent) -> Result<(), HubError> {
                 text: &text,
                 reply_to: None,
                 markup: Some(markup),
-                purpose: &format!("notice:intent:{}", i.id),
+                purpose: &Purpose::NoticeIntent { id: i.id },
                 source_update_id: None,
                 resend: false,
             },

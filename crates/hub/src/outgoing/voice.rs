@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use store::outbox;
+use store::outbox::Purpose;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -244,7 +245,7 @@ async fn written(
     let note = failed.timed_out.then_some((row.chat_id, row.thread_id));
     let written = plan.fallback();
     let note_text = texts::voice_too_slow(written.is_some());
-    let purpose = format!("voice-late:{id}");
+    let purpose = Purpose::VoiceLate { row: id };
     db.write(Durability::OnDisk, move |tx| {
         match &written {
             Some(next) => {

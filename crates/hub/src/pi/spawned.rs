@@ -10,6 +10,7 @@
 use crate::db::Durability;
 use std::path::PathBuf;
 
+use store::outbox::Purpose;
 use store::spawned::{self, SpawnState};
 use tokio::sync::mpsc;
 
@@ -194,7 +195,7 @@ impl Spawner {
                         owner,
                         None,
                         &text,
-                        &format!("notice:restored:{now}"),
+                        &Purpose::NoticeRestored { at: now },
                         now,
                     )?;
                 }

@@ -5,11 +5,12 @@
 
 use serde_json::{Value, json};
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::turns::{self, Lane};
 use store::{StoreError, controls, kv};
 use telegram::view::MessageView;
 
-use super::{Say, menu_outcome, messages, target_identity};
+use super::{Say, menu_outcome, menu_purpose, messages, target_identity};
 use crate::buttons::{Button, Section};
 use crate::names::label_of;
 use crate::outgoing::menu;
@@ -75,7 +76,7 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, 
                     msg,
                     &texts::folder_refused(&e.to_string()),
                     None,
-                    "reply:new",
+                    &Purpose::ReplyNew,
                 )?;
                 Ok(Outcome::CommandNewRefused)
             }
@@ -103,7 +104,7 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, 
     );
     let owner = msg.from_id().unwrap_or(chat);
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
-    say.reply(msg, &view.text, markup, "reply:new")?;
+    say.reply(msg, &view.text, markup, &Purpose::ReplyNew)?;
     Ok(Outcome::CommandNewPicker)
 }
 
@@ -120,6 +121,14 @@ impl InstanceCommand {
         match self {
             Self::Sessions => "sessions",
             Self::Close => "close",
+        }
+    }
+
+    /// The purpose of the reply that no pi is here.
+    fn purpose(self) -> Purpose {
+        match self {
+            Self::Sessions => Purpose::ReplySessions,
+            Self::Close => Purpose::ReplyClose,
         }
     }
 
@@ -144,12 +153,7 @@ fn instance_control(
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let live = store::instances::live(say.tx)?;
     let Some(identity) = identity.filter(|i| live.iter().any(|l| l.identity == *i)) else {
-        say.reply(
-            msg,
-            &texts::no_pi_here(kind),
-            None,
-            &format!("reply:{kind}"),
-        )?;
+        say.reply(msg, &texts::no_pi_here(kind), None, &command.purpose())?;
         return Ok(command.outcome(false));
     };
     say.control(controls::NewControl {
@@ -176,12 +180,7 @@ fn open_menu(
     let owner = msg.from_id().unwrap_or(chat);
     match render_local(say, owner, identity.as_deref(), section)? {
         Some((text, markup)) => {
-            say.reply(
-                msg,
-                &text,
-                markup,
-                &format!("reply:menu:{}", section.title()),
-            )?;
+            say.reply(msg, &text, markup, &menu_purpose(section))?;
         }
         // What pi reports is needed: the conductor asks it and sends the menu.
         None => {
@@ -295,7 +294,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
         Halt::Next => "next",
     };
     let Some(identity) = target_identity(tx, chat, msg.thread_id())? else {
-        say.reply(msg, &texts::which_pi(name), None, "reply:control")?;
+        say.reply(msg, &texts::which_pi(name), None, &Purpose::ReplyControl)?;
         return Ok(what.outcome(None));
     };
     let label = label_of(&identity);
@@ -331,7 +330,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
         waiting,
         what == Halt::Next,
     );
-    say.reply(msg, &text, None, "reply:control")?;
+    say.reply(msg, &text, None, &Purpose::ReplyControl)?;
     say.after.turns = true;
     Ok(what.outcome(Some(running.is_some())))
 }
@@ -339,7 +338,12 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
 fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     if target_identity(say.tx, chat, msg.thread_id())?.is_none() {
-        say.reply(msg, &texts::which_pi("continue"), None, "reply:control")?;
+        say.reply(
+            msg,
+            &texts::which_pi("continue"),
+            None,
+            &Purpose::ReplyControl,
+        )?;
         return Ok(Outcome::ContinueWhich);
     }
     // A prompt like any other, at the head of the priority lane.
@@ -350,7 +354,12 @@ fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreE
 fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let chat = msg.chat_id().unwrap_or_default();
     let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
-        say.reply(msg, &texts::which_pi("compact"), None, "reply:control")?;
+        say.reply(
+            msg,
+            &texts::which_pi("compact"),
+            None,
+            &Purpose::ReplyControl,
+        )?;
         return Ok(Outcome::CompactWhich);
     };
     let owner = msg.from_id().unwrap_or(chat);
@@ -367,7 +376,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
         ]],
     };
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
-    say.reply(msg, &view.text, markup, "reply:compact")?;
+    say.reply(msg, &view.text, markup, &Purpose::ReplyCompact)?;
     Ok(Outcome::CompactAsked)
 }
 
@@ -384,7 +393,7 @@ fn pi_command(
             msg,
             &texts::unknown_command(cmd),
             None,
-            "reply:unknown-command",
+            &Purpose::ReplyUnknownCommand,
         )?;
         return Ok(Outcome::CommandUnknown);
     };

@@ -3,6 +3,7 @@
 use serde_json::json;
 use store::instances::InstanceRow;
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::threads as tables;
 use store::turns::{self, Target, Waits};
 use store::{Connection, StoreError, instances, kv, routes};
@@ -83,12 +84,12 @@ pub(super) fn to_turn_as(
     let unsupported = inbound::media::unsupported(msg.0);
     if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {
         let text = texts::attachment_not_delivered(unsupported.unwrap_or_default(), false);
-        say.reply_to_prompt(msg, &text, None, "reply:text-only")?;
+        say.reply_to_prompt(msg, &text, None, &Purpose::ReplyTextOnly)?;
         return Ok(Outcome::RepliedTextOnly);
     }
     if let Some(field) = unsupported {
         let text = texts::attachment_not_delivered(field, true);
-        say.reply(msg, &text, None, "reply:attachment")?;
+        say.reply(msg, &text, None, &Purpose::ReplyAttachment)?;
     }
     let part = gather::Part {
         msg,
@@ -204,7 +205,7 @@ fn waits(
         if kv::get(tx, &key)?.is_none() {
             kv::set(tx, &key, "1")?;
             let text = texts::waits_for(&label, folder, false);
-            say.reply(msg, &text, None, "reply:waits")?;
+            say.reply(msg, &text, None, &Purpose::ReplyWaits)?;
         }
         return Ok(Outcome::QueuedWaits);
     }
@@ -230,7 +231,7 @@ fn waits(
         msg,
         &texts::waits_for(&label, folder, true),
         Some(markup),
-        "reply:waits",
+        &Purpose::ReplyWaits,
     )?;
     Ok(Outcome::QueuedWaits)
 }
@@ -277,7 +278,7 @@ fn choose(
     };
     let markup = json!({ "inline_keyboard": rows });
     // The message waits for this choice: without the question it would wait unseen.
-    say.reply_to_prompt(msg, &text, Some(markup), "reply:chooser")?;
+    say.reply_to_prompt(msg, &text, Some(markup), &Purpose::ReplyChooser)?;
     Ok(Outcome::Chooser)
 }
 
@@ -285,7 +286,7 @@ fn choose(
 fn hold(say: &mut Say<'_>, chat: i64) -> Result<Outcome, StoreError> {
     if kv::get(say.tx, HELD_NOTICE)?.is_none() {
         // One notice per episode, in the main chat wherever the message was written.
-        if let Some(id) = say.post(chat, None, &texts::no_instance(), "notice:held")? {
+        if let Some(id) = say.post(chat, None, &texts::no_instance(), &Purpose::NoticeHeld)? {
             kv::set_i64(say.tx, HELD_NOTICE, id)?;
         }
     }

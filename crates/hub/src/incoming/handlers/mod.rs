@@ -18,6 +18,7 @@ mod taps;
 
 use serde_json::Value;
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::{Connection, StoreError, controls, instances, journal, kv};
 use telegram::view::{MessageView, UpdateKind, UpdateView};
 
@@ -167,6 +168,20 @@ fn menu_outcome(section: Section) -> Outcome {
     }
 }
 
+/// The purpose of a reply that opens the menu at `section`.
+fn menu_purpose(section: Section) -> Purpose {
+    match section {
+        Section::Main => Purpose::ReplyMenuMain,
+        Section::Status => Purpose::ReplyMenuStatus,
+        Section::Model => Purpose::ReplyMenuModel,
+        Section::Thinking => Purpose::ReplyMenuThinking,
+        Section::Queue => Purpose::ReplyMenuQueue,
+        Section::Settings => Purpose::ReplyMenuSettings,
+        Section::Instances => Purpose::ReplyMenuInstances,
+        Section::Help => Purpose::ReplyMenuHelp,
+    }
+}
+
 /// Writing what one update's handling says and records: the outbox rows it queues (through
 /// [`outbound`]), the controls for the conductor, and the effects the worker acts on after the
 /// commit.
@@ -184,7 +199,7 @@ impl Say<'_> {
         msg: &MessageView<'_>,
         text: &str,
         markup: Option<Value>,
-        purpose: &str,
+        purpose: &Purpose,
     ) -> Result<Option<i64>, StoreError> {
         self.reply_with(msg, text, markup, purpose, false)
     }
@@ -197,7 +212,7 @@ impl Say<'_> {
         msg: &MessageView<'_>,
         text: &str,
         markup: Option<Value>,
-        purpose: &str,
+        purpose: &Purpose,
     ) -> Result<Option<i64>, StoreError> {
         self.reply_with(msg, text, markup, purpose, true)
     }
@@ -207,7 +222,7 @@ impl Say<'_> {
         msg: &MessageView<'_>,
         text: &str,
         markup: Option<Value>,
-        purpose: &str,
+        purpose: &Purpose,
         resend: bool,
     ) -> Result<Option<i64>, StoreError> {
         let Some(chat) = msg.chat_id() else {
@@ -237,7 +252,7 @@ impl Say<'_> {
         chat: i64,
         thread: Option<i64>,
         text: &str,
-        purpose: &str,
+        purpose: &Purpose,
     ) -> Result<Option<i64>, StoreError> {
         let id = outbound::text(
             self.tx,
@@ -271,7 +286,7 @@ impl Say<'_> {
             message_id,
             text,
             markup,
-            "edit:callback",
+            &Purpose::EditCallback,
             Some(self.entry.update_id),
             self.ctx.now_ms,
         )?;
@@ -353,6 +368,10 @@ mod tests {
             assert_eq!(
                 menu_outcome(section).to_string(),
                 format!("menu:{}", section.title().to_ascii_lowercase())
+            );
+            assert_eq!(
+                menu_purpose(section).to_string(),
+                format!("reply:menu:{}", section.title())
             );
         }
     }

@@ -2,6 +2,7 @@
 //! person who writes.
 
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::{StoreError, kv, pairing as codes};
 use telegram::view::{UpdateKind, UpdateView};
 
@@ -31,7 +32,7 @@ pub(super) fn unpaired(
             &msg,
             &texts::paired_first_contact(&ctx.bot_username),
             None,
-            "reply:paired",
+            &Purpose::ReplyPaired,
         )?;
         return Ok(Outcome::PairedFirstContact);
     }
@@ -48,7 +49,7 @@ pub(super) fn unpaired(
         .as_ref()
         .filter(|p| p.state == codes::PairingState::Open && p.expires_ms > ctx.now_ms);
     let Some(open) = open else {
-        say.reply(&msg, &texts::no_code_open(), None, "reply:pairing")?;
+        say.reply(&msg, &texts::no_code_open(), None, &Purpose::ReplyPairing)?;
         return Ok(Outcome::PairingNoCode);
     };
     // Refused: this sender used up their attempts with this code and was told so. Not
@@ -62,7 +63,7 @@ pub(super) fn unpaired(
         return Ok(Outcome::IgnoredPairingRefused);
     }
     if code.is_empty() {
-        say.reply(&msg, &texts::code_needed(), None, "reply:pairing")?;
+        say.reply(&msg, &texts::code_needed(), None, &Purpose::ReplyPairing)?;
         return Ok(Outcome::PairingCodeNeeded);
     }
     if wire::secrets_match(&crate::pairing::hash(code), &open.code_hash) {
@@ -73,14 +74,14 @@ pub(super) fn unpaired(
             &msg,
             &texts::paired(&ctx.bot_username),
             None,
-            "reply:paired",
+            &Purpose::ReplyPaired,
         )?;
         return Ok(Outcome::PairedCode);
     }
     // Counted for this sender only: a stranger's guesses never spend the owner's attempts.
     let left = codes::record_wrong(say.tx, sender, ctx.now_ms)?;
     tracing::info!(user_id = sender, attempts_left = left, "wrong pairing code");
-    say.reply(&msg, &texts::wrong_code(left), None, "reply:pairing")?;
+    say.reply(&msg, &texts::wrong_code(left), None, &Purpose::ReplyPairing)?;
     Ok(if left == 0 {
         Outcome::PairingRefused
     } else {

@@ -5,6 +5,7 @@
 use serde_json::Value;
 use store::StoreError;
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::turns::{self, Lane, TurnState};
 use telegram::view::MessageView;
 
@@ -104,7 +105,7 @@ pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome
         return Ok(Outcome::IgnoredEdit);
     };
     if turn.state != TurnState::Queued {
-        say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;
+        say.reply(msg, &texts::edit_too_late(), None, &Purpose::ReplyEdit)?;
         return Ok(Outcome::EditTooLate);
     }
     // What pi gets is what the message would have become had it been sent like this: one of
@@ -116,7 +117,7 @@ pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome
             match super::commands::pi_text(say.tx, &cmd.to_ascii_lowercase(), args)? {
                 Some(t) => t,
                 None => {
-                    say.reply(msg, &texts::edit_into_command(), None, "reply:edit")?;
+                    say.reply(msg, &texts::edit_into_command(), None, &Purpose::ReplyEdit)?;
                     return Ok(Outcome::EditCommandRefused);
                 }
             }
@@ -125,7 +126,7 @@ pub(super) fn edited(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome
     if turns::edit_text(say.tx, turn.id, &text)? {
         return Ok(Outcome::EditApplied);
     }
-    say.reply(msg, &texts::edit_too_late(), None, "reply:edit")?;
+    say.reply(msg, &texts::edit_too_late(), None, &Purpose::ReplyEdit)?;
     Ok(Outcome::EditTooLate)
 }
 

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 use store::journal::Outcome;
+use store::outbox::Purpose;
 use store::turns::{self, Lane};
 use store::{StoreError, callbacks, controls, instances, kv};
 use telegram::view::{MessageView, UpdateView};
@@ -297,7 +298,10 @@ fn move_here(
         b.chat_id,
         Some(b.thread_id),
         &texts::moved_here(&label, &b.cwd),
-        &format!("notice:moved:{identity}:{thread}"),
+        &Purpose::NoticeMoved {
+            identity: identity.to_owned(),
+            thread,
+        },
         ctx.now_ms,
     )?;
     say.after.outbox = true;

@@ -5,6 +5,7 @@
 //! it commit together; the outbox gives order and crash safety.
 
 use serde_json::{Value, json};
+use store::outbox::Purpose;
 use store::threads::{self as tables, BindingState};
 use store::turns::Turn;
 use store::{Connection, StoreError, outbox};
@@ -88,8 +89,8 @@ pub fn place_of_instance(tx: &Connection, identity: &str, owner: i64) -> Result<
 /// What the rows are about.
 #[derive(Debug, Clone, Copy)]
 pub struct Meta<'a> {
-    /// Purpose prefix; pieces get `:<n>`.
-    pub purpose: &'a str,
+    /// Purpose; a message written in several rows gives each its [`Purpose::piece`].
+    pub purpose: &'a Purpose,
     /// The update behind it (with the purpose, at most one row per cause).
     pub source_update_id: Option<i64>,
     /// The instance it speaks for (replies route there).
@@ -145,14 +146,7 @@ pub fn enqueue_markdown_with(
             Some(s) => crate::outgoing::voice::voice_first(&plan, s),
             None => plan,
         };
-        let id = enqueue_plan(
-            tx,
-            place,
-            &plan,
-            &format!("{}:{i}", meta.purpose),
-            meta,
-            now,
-        )?;
+        let id = enqueue_plan(tx, place, &plan, &meta.purpose.piece(i), meta, now)?;
         if let (Some(id), Some(_)) = (id, spoken) {
             outbox::park_making(tx, id)?;
         }
@@ -210,7 +204,7 @@ fn enqueue_plan(
     tx: &Connection,
     place: Place,
     plan: &Plan,
-    purpose: &str,
+    purpose: &Purpose,
     meta: Meta<'_>,
     now: i64,
 ) -> Result<Option<i64>, StoreError> {
@@ -256,7 +250,7 @@ pub struct Text<'a> {
     /// Buttons.
     pub markup: Option<Value>,
     /// Why it is sent; with `source_update_id`, at most one row per cause.
-    pub purpose: &'a str,
+    pub purpose: &'a Purpose,
     /// The update behind it.
     pub source_update_id: Option<i64>,
     /// Sent again, marked as a possible repeat, when the outcome of a send is unknown: for a
@@ -296,7 +290,7 @@ pub fn notice(
     chat: i64,
     thread: Option<i64>,
     words: &str,
-    purpose: &str,
+    purpose: &Purpose,
     now: i64,
 ) -> Result<(), StoreError> {
     notice_with(tx, chat, thread, words, purpose, false, now)
@@ -311,7 +305,7 @@ pub fn prompt_notice(
     chat: i64,
     thread: Option<i64>,
     words: &str,
-    purpose: &str,
+    purpose: &Purpose,
     now: i64,
 ) -> Result<(), StoreError> {
     notice_with(tx, chat, thread, words, purpose, true, now)
@@ -322,7 +316,7 @@ fn notice_with(
     chat: i64,
     thread: Option<i64>,
     words: &str,
-    purpose: &str,
+    purpose: &Purpose,
     resend: bool,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -351,7 +345,7 @@ pub fn edit(
     message_id: i64,
     words: &str,
     markup: Option<Value>,
-    purpose: &str,
+    purpose: &Purpose,
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -379,7 +373,14 @@ pub fn edit_markup(
         message_id,
         reply_markup: markup,
     });
-    own(tx, chat, message, "edit:markup", source_update_id, now)
+    own(
+        tx,
+        chat,
+        message,
+        &Purpose::EditMarkup,
+        source_update_id,
+        now,
+    )
 }
 
 /// Answers a button tap (every tap is answered, so no button keeps spinning). Not a message of
@@ -396,7 +397,14 @@ pub fn answer_tap(
         callback_query_id: query_id.to_owned(),
         text: words.to_owned(),
     });
-    own(tx, 0, message, "answer:callback", source_update_id, now)
+    own(
+        tx,
+        0,
+        message,
+        &Purpose::AnswerCallback,
+        source_update_id,
+        now,
+    )
 }
 
 /// Queues the bot's command list (`setMyCommands`). Bot-wide, not a message of any chat: the
@@ -405,7 +413,7 @@ pub fn answer_tap(
 pub fn commands(
     tx: &Connection,
     commands: Vec<BotCommand>,
-    purpose: &str,
+    purpose: &Purpose,
     now: i64,
 ) -> Result<(), StoreError> {
     let message = Outgoing::Commands(Commands { commands });
@@ -432,7 +440,7 @@ fn own(
     tx: &Connection,
     chat: i64,
     message: Outgoing,
-    purpose: &str,
+    purpose: &Purpose,
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -499,7 +507,7 @@ pub fn enqueue_files(
                     chat_id: place.chat,
                     thread_id: place.thread,
                     delivery: &Plan::single(message).to_value(),
-                    purpose: &format!("{}:{rows}", meta.purpose),
+                    purpose: &meta.purpose.piece(rows),
                     source_update_id: meta.source_update_id,
                     resend_if_unknown: false,
                     identity: Some(meta.identity),

@@ -2,6 +2,7 @@
 //! (the tools it ran, the answer, spoken versions, files pi attached).
 
 use store::outbox::OutboxRow;
+use store::outbox::Purpose;
 use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, kv};
 use wire::TurnResult;
@@ -172,7 +173,7 @@ fn store_answer(
             place,
             (&h, &p),
             outbound::Meta {
-                purpose: &format!("tools:{n}:last"),
+                purpose: &Purpose::ToolsLast { turn: n },
                 source_update_id: t.source_update_id,
                 identity: &a.identity,
                 turn_id: Some(n),
@@ -255,7 +256,7 @@ pub(super) fn finish(
         markup,
         spoken.as_ref(),
         outbound::Meta {
-            purpose: &format!("answer:{}", t.id),
+            purpose: &Purpose::Answer { turn: t.id },
             source_update_id: t.source_update_id,
             identity: ctx.identity,
             turn_id: Some(t.id),
@@ -276,7 +277,7 @@ pub(super) fn finish(
             &files,
             caption.as_deref(),
             outbound::Meta {
-                purpose: &format!("attach:{}", t.id),
+                purpose: &Purpose::Attach { turn: t.id },
                 source_update_id: t.source_update_id,
                 identity: ctx.identity,
                 turn_id: Some(t.id),
@@ -338,7 +339,7 @@ fn queue_voices(
             place,
             &spoken,
             outbound::Meta {
-                purpose: &format!("voice:{}:{i}", t.id),
+                purpose: &Purpose::Voice { turn: t.id, n: i },
                 source_update_id: t.source_update_id,
                 identity: ctx.identity,
                 turn_id: Some(t.id),

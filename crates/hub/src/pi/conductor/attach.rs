@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use store::instances::{self, InstanceState};
+use store::outbox::Purpose;
 use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, kv};
 use tokio::sync::oneshot;
@@ -63,7 +64,7 @@ impl Conductor {
                         *chat,
                         *thread,
                         &texts::restart_interrupted(&prompts),
-                        &format!("notice:interrupted:{first}"),
+                        &Purpose::NoticeInterrupted { turn: first },
                         now,
                     )?;
                     for t in list {
@@ -349,7 +350,9 @@ fn welcome(tx: &Connection, a: &Arrival<'_>, now: i64) -> Result<(), StoreError>
             owner,
             None,
             &text,
-            &format!("notice:connected:{}", a.id),
+            &Purpose::NoticeConnected {
+                instance: a.id.to_owned(),
+            },
             now,
         )?;
     }
@@ -423,7 +426,7 @@ fn reconcile_reported(
                     t.chat_id,
                     t.thread_id,
                     &texts::turn_interrupted(&label_of(r.identity), &t.text),
-                    &format!("notice:interrupted:{}", t.id),
+                    &Purpose::NoticeInterrupted { turn: t.id },
                     now,
                 )?;
                 tools::send_waiting(tx, &t, r.identity, now)?;

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use store::controls::{self, Control, ControlState};
+use store::outbox::Purpose;
 use store::{Connection, StoreError, kv, turns};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -463,7 +464,7 @@ fn write_outcome(
                 text,
                 reply_to: c.message_id,
                 markup: None,
-                purpose: &format!("control:{}", c.id),
+                purpose: &Purpose::Control { id: c.id },
                 source_update_id: c.source_update_id,
                 resend: false,
             },
@@ -608,7 +609,7 @@ fn show(
 ) -> Result<bool, StoreError> {
     let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(c.chat_id);
     let markup = menu::buttons_markup(tx, clock, owner, &view, now)?;
-    let purpose = format!("control:{}", c.id);
+    let purpose = Purpose::Control { id: c.id };
     match c.message_id {
         Some(message) => {
             outbound::edit(

@@ -2,6 +2,7 @@
 //! before its prompt (with the turn's photos) is written; and the extension's footer status of
 //! how many turns wait.
 
+use store::outbox::Purpose;
 use store::turns::{self, Turn};
 use store::{Connection, StoreError};
 use wire::TurnId;
@@ -219,7 +220,7 @@ fn drop_skipped(tx: &Connection, t: &Turn, now: i64) -> Result<bool, StoreError>
             text: &texts::skipped(&t.text),
             reply_to: t.message_id,
             markup: None,
-            purpose: &format!("skipped:{}", t.id),
+            purpose: &Purpose::Skipped { turn: t.id },
             source_update_id: t.source_update_id,
             // The only trace of the message that was dropped.
             resend: true,

@@ -2,6 +2,7 @@
 //! is told.
 
 use store::lease::Epoch;
+use store::outbox::Purpose;
 use store::threads as tables;
 use store::turns;
 use store::{Connection, StoreError, instances, kv};
@@ -118,7 +119,7 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
     let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
         return Ok(());
     };
-    let purpose = format!("notice:gone:{}", d.key);
+    let purpose = Purpose::NoticeGone { key: d.key.clone() };
     let (label, why) = (d.label.as_str(), d.why.as_str());
     match (threaded, topic) {
         // In its own topic, where messages wait for it.
@@ -174,7 +175,7 @@ fn interrupt_turns(tx: &Connection, d: &Departure, now: i64) -> Result<(), Store
             t.chat_id,
             t.thread_id,
             &texts::turn_interrupted(&d.label, &t.text),
-            &format!("notice:interrupted:{}", t.id),
+            &Purpose::NoticeInterrupted { turn: t.id },
             now,
         )?;
         tools::send_waiting(tx, &t, &d.identity, now)?;

@@ -2,6 +2,7 @@
 //! that did not come from Telegram) goes into the outbox at a message's end.
 
 use serde_json::Value;
+use store::outbox::Purpose;
 use store::turns::{self, TurnState};
 use store::{Connection, StoreError, kv};
 use wire::{EventKind, PiEvent, ToolPhase, TurnId};
@@ -182,57 +183,38 @@ fn write_turn_activity(
         return Ok(0);
     }
     let place = outbound::place_of_turn(tx, &t, identity)?;
-    let meta = |purpose: &'static str| outbound::Meta {
+    let at = m.at;
+    let tools = Purpose::Tools { turn: n, at };
+    let thinking = Purpose::Thinking { turn: n, at };
+    let commentary = Purpose::Commentary { turn: n, at };
+    let meta = |purpose| outbound::Meta {
         purpose,
         source_update_id: t.source_update_id,
         identity,
         turn_id: Some(n),
         resend: false,
     };
-    let at = m.at;
     if m.show_tools {
         let (h, p) = activity::tools_message(&m.tools);
-        let purpose = format!("tools:{n}:{at}");
-        outbound::enqueue_html(
-            tx,
-            place,
-            (&h, &p),
-            outbound::Meta {
-                purpose: &purpose,
-                ..meta("")
-            },
-            now,
-        )?;
+        outbound::enqueue_html(tx, place, (&h, &p), meta(&tools), now)?;
         written += 1;
     }
     if m.show_thinking {
         let (h, p) = activity::thinking_message(&m.thinking);
-        let purpose = format!("thinking:{n}:{at}");
-        outbound::enqueue_html(
-            tx,
-            place,
-            (&h, &p),
-            outbound::Meta {
-                purpose: &purpose,
-                ..meta("")
-            },
-            now,
-        )?;
+        outbound::enqueue_html(tx, place, (&h, &p), meta(&thinking), now)?;
         written += 1;
     }
     // Text pi wrote before calling tools: delivered once, before the final answer (which
     // comes with the turn's result).
     if m.commentary {
-        let purpose = format!("commentary:{n}:{at}");
         written += outbound::enqueue_markdown(
             tx,
             place,
             texts::trim_invisible(&m.text),
             m.rendering,
             outbound::Meta {
-                purpose: &purpose,
                 resend: true,
-                ..meta("")
+                ..meta(&commentary)
             },
             now,
         )?;
@@ -255,7 +237,10 @@ fn write_local_work(
     let place = outbound::place_of_instance(tx, identity, owner)?;
     let label = label.filter(|_| !place.own_topic);
     let markdown = texts::local_work_markdown(label, texts::trim_invisible(&m.text));
-    let purpose = format!("local:{identity}:{}", m.at);
+    let purpose = Purpose::Local {
+        identity: identity.to_owned(),
+        at: m.at,
+    };
     outbound::enqueue_markdown(
         tx,
         place,

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use store::outbox::Purpose;
 use store::turns::{self, Turn, TurnState};
 use store::{Connection, StoreError, attachments, kv};
 use tokio::sync::Notify;
@@ -316,7 +317,10 @@ impl Job {
                         markup,
                         None,
                         outbound::Meta {
-                            purpose: &format!("message:{identity}:{now}"),
+                            purpose: &Purpose::Message {
+                                identity: identity.clone(),
+                                at: now,
+                            },
                             source_update_id: None,
                             identity: &speaker,
                             turn_id: None,
@@ -425,8 +429,11 @@ fn enqueue_now(
     now: i64,
 ) -> Result<usize, StoreError> {
     let purpose = match turn {
-        Some(t) => format!("attach:{t}:{now}"),
-        None => format!("attach:{identity}:{now}"),
+        Some(turn) => Purpose::AttachNow { turn, at: now },
+        None => Purpose::AttachOf {
+            identity: identity.to_owned(),
+            at: now,
+        },
     };
     outbound::enqueue_files(
         tx,
@@ -487,7 +494,7 @@ pub(super) fn send_waiting(
         &files,
         caption.as_deref(),
         outbound::Meta {
-            purpose: &format!("attach:{}:interrupted", t.id),
+            purpose: &Purpose::AttachInterrupted { turn: t.id },
             source_update_id: t.source_update_id,
             identity,
             turn_id: Some(t.id),

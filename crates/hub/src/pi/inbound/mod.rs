@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use store::files::{self, File, FileState};
+use store::outbox::Purpose;
 use store::turns::{self, Turn};
 use store::{Connection, StoreError};
 use telegram::{ApiErrorKind, CallError, Client};
@@ -371,7 +372,7 @@ fn tell_not_saved(
             text: &crate::outgoing::texts::file_not_saved(&what, why),
             reply_to: t.message_id,
             markup: None,
-            purpose: &format!("file:{}", f.id),
+            purpose: &Purpose::File { id: f.id },
             source_update_id: f.source_update_id,
             resend: false,
         },
@@ -422,7 +423,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                                 text: &crate::outgoing::texts::handler_too_slow(&what, voice),
                                 reply_to: t.message_id,
                                 markup: None,
-                                purpose: &format!("file-late:{}", f.id),
+                                purpose: &Purpose::FileLate { id: f.id },
                                 source_update_id: f.source_update_id,
                                 resend: false,
                             },
@@ -449,7 +450,7 @@ async fn handle(db: &Db, settings: &InboundSettings, turn: &Turn) -> Result<(), 
                         text: &crate::outgoing::texts::transcript(&out),
                         reply_to: t.message_id,
                         markup: None,
-                        purpose: &format!("transcript:{}", f.id),
+                        purpose: &Purpose::Transcript { id: f.id },
                         source_update_id: f.source_update_id,
                         resend: false,
                     },
