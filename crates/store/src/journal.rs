@@ -19,227 +19,202 @@ pub struct Entry {
     pub received_ms: i64,
 }
 
-/// Declares [`Outcome`]'s variants without data with their stored text, once: the text, its
-/// parsing and the enum cannot drift apart (and a text given twice is an unreachable pattern).
-macro_rules! outcomes {
-    ($($(#[$doc:meta])* $name:ident = $text:literal,)*) => {
-        /// What handling an update did, as the journal records it (its `outcome` column; `status`,
-        /// tests and people reading the store go by the text).
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub enum Outcome {
-            $($(#[$doc])* $name,)*
-            /// `reaction:…`: a reaction moved a waiting prompt to `lane` and/or set its skip
-            /// (`reaction:unchanged` when neither changed).
-            Reaction {
-                /// The lane it moved to.
-                lane: Option<crate::turns::Lane>,
-                /// Skipped (`true`) or kept (`false`).
-                skip: Option<bool>,
-            },
-            /// `ignored:<kind>`: an update of a kind the hub does not handle.
-            IgnoredKind(String),
-            /// `failed: <error>`: handling failed; marked handled so it is not retried forever.
-            Failed(String),
-            /// A text this release does not produce (an older hub's), read back as it is.
-            Other(String),
+stored_text_enum! {
+    /// What handling an update did, as the journal records it (its `outcome` column; `status`,
+    /// tests and people reading the store go by the text).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Outcome {
+        units {
+            /// The update is not JSON.
+            IgnoredUnreadable = "ignored:unreadable",
+            /// Nobody sent it.
+            IgnoredNoSender = "ignored:no-sender",
+            /// Written outside the private chat with the bot.
+            IgnoredNotPrivate = "ignored:not-private",
+            /// From someone who is not the owner.
+            IgnoredNotOwner = "ignored:not-owner",
+            /// Lacking what its kind must carry.
+            IgnoredMalformed = "ignored:malformed",
+            /// A topic's service message.
+            IgnoredTopicService = "ignored:topic-service",
+            /// An edit of a message that is no prompt, or that has no text.
+            IgnoredEdit = "ignored:edit",
+            /// Before pairing, something other than a message.
+            IgnoredUnpaired = "ignored:unpaired",
+            /// From a bot.
+            IgnoredBot = "ignored:bot",
+            /// Pairing refused (for now) to someone.
+            IgnoredPairingRefused = "ignored:pairing-refused",
+            /// The bot's membership changed.
+            NotedMembership = "noted:membership",
+            /// Paired: the first person to write.
+            PairedFirstContact = "paired:first-contact",
+            /// Paired with the code.
+            PairedCode = "paired:code",
+            /// Pairing needs a code and none is out.
+            PairingNoCode = "pairing:no-code",
+            /// Asked for the pairing code.
+            PairingCodeNeeded = "pairing:code-needed",
+            /// Too many wrong codes: refused.
+            PairingRefused = "pairing:refused",
+            /// A wrong code.
+            PairingWrongCode = "pairing:wrong-code",
+            /// A message without text or media: told what was not delivered.
+            RepliedTextOnly = "replied:text-only",
+            /// A turn for a live pi.
+            Queued = "queued",
+            /// A turn for a pi reconnecting after a hub restart.
+            QueuedReturning = "queued:returning",
+            /// A turn that waits for a pi that is away.
+            QueuedWaits = "queued:waits",
+            /// A turn that waits for the person's choice of pi.
+            Chooser = "chooser",
+            /// A turn for the first pi that connects.
+            Held = "held",
+            /// Joined an album being gathered.
+            JoinedAlbum = "joined:album",
+            /// Joined a forward being gathered.
+            JoinedForward = "joined:forward",
+            /// The comment joined the forward it came with.
+            JoinedComment = "joined:comment",
+            /// Joined a long text Telegram split.
+            JoinedLongText = "joined:long-text",
+            /// A waiting prompt's text changed.
+            EditApplied = "edit:applied",
+            /// An edit of a prompt pi already has.
+            EditTooLate = "edit:too-late",
+            /// An edit into a command the hub does not map.
+            EditCommandRefused = "edit:command-refused",
+            /// A reaction to a message that is no prompt.
+            ReactionNotAPrompt = "reaction:not-a-prompt",
+            /// A reaction to a prompt pi already has.
+            ReactionTooLate = "reaction:too-late",
+            /// `/new <folder>`: pi is started there.
+            CommandNewSpawn = "command:new:spawn",
+            /// `/new <folder>` outside the workspaces.
+            CommandNewRefused = "command:new:refused",
+            /// `/new`: the picker.
+            CommandNewPicker = "command:new:picker",
+            /// `/sessions`.
+            CommandSessions = "command:sessions",
+            /// `/sessions` with no pi here.
+            CommandSessionsNoPi = "command:sessions:no-pi",
+            /// `/close`.
+            CommandClose = "command:close",
+            /// `/close` with no pi here.
+            CommandCloseNoPi = "command:close:no-pi",
+            /// A command nobody knows.
+            CommandUnknown = "command:unknown",
+            /// One of pi's commands: a prompt.
+            CommandPi = "command:pi",
+            /// `/abort` with no pi to name.
+            AbortWhich = "abort:which",
+            /// `/abort` of a working pi.
+            AbortRunning = "abort:running",
+            /// `/abort` of an idle pi.
+            AbortIdle = "abort:idle",
+            /// `/stop` with no pi to name.
+            StopWhich = "stop:which",
+            /// `/stop` of a working pi.
+            StopRunning = "stop:running",
+            /// `/stop` of an idle pi.
+            StopIdle = "stop:idle",
+            /// `/next` with no pi to name.
+            NextWhich = "next:which",
+            /// `/next` of a working pi.
+            NextRunning = "next:running",
+            /// `/next` of an idle pi.
+            NextIdle = "next:idle",
+            /// `/continue`: a prompt.
+            Continue = "continue",
+            /// `/continue` with no pi to name.
+            ContinueWhich = "continue:which",
+            /// `/compact`: the question asked.
+            CompactAsked = "compact:asked",
+            /// `/compact` with no pi to name.
+            CompactWhich = "compact:which",
+            /// The menu's overview.
+            MenuMain = "menu:menu",
+            /// The menu's status.
+            MenuStatus = "menu:status",
+            /// The menu's models.
+            MenuModel = "menu:model",
+            /// The menu's thinking levels.
+            MenuThinking = "menu:thinking",
+            /// The menu's queue.
+            MenuQueue = "menu:queue",
+            /// The menu's settings.
+            MenuSettings = "menu:settings",
+            /// The menu's instances.
+            MenuInstances = "menu:instances",
+            /// The menu's help.
+            MenuHelp = "menu:help",
+            /// A button the store does not know (forged, stale, a stranger's).
+            ButtonUnknown = "button:unknown",
+            /// A button about a pi that is not connected any more.
+            ButtonGone = "button:gone",
+            /// A button of a question settled before.
+            ButtonSettled = "button:settled",
+            /// New messages go to the tapped pi.
+            Selected = "selected",
+            /// A waiting message went to the tapped pi.
+            Sent = "sent",
+            /// The message had gone somewhere already.
+            SendTaken = "send:taken",
+            /// The pi lives in this topic now.
+            Moved = "moved",
+            /// The topic could not be given to the pi.
+            MoveRefused = "move:refused",
+            /// A topic creation of unknown outcome, settled before.
+            IntentSettled = "intent:settled",
+            /// ... settled: a new thread.
+            IntentCreate = "intent:create",
+            /// ... settled: forgotten.
+            IntentForget = "intent:forget",
+            /// A control about a pi that is not connected.
+            ControlGone = "control:gone",
+            /// pi is started in a folder.
+            ControlSpawn = "control:spawn",
+            /// A model switch for pi.
+            ControlSetModel = "control:set_model",
+            /// A thinking level for pi.
+            ControlSetThinking = "control:set_thinking",
+            /// A compaction for pi.
+            ControlCompact = "control:compact",
+            /// A new session for pi.
+            ControlNewSession = "control:new_session",
+            /// A session resumed by pi.
+            ControlSwitchSession = "control:switch_session",
+            /// A folder pi may not be started in.
+            SpawnRefused = "spawn:refused",
+            /// A prompt button: a turn.
+            Prompt = "prompt",
+            /// A prompt button tapped again.
+            PromptAgain = "prompt:again",
+            /// A prompt button without its message.
+            PromptNoMessage = "prompt:no-message",
+            /// Cancelled.
+            Dismissed = "dismissed",
+            /// A queue button of a turn the store does not know.
+            QueueUnknown = "queue:unknown",
+            /// A setting button the hub does not know.
+            SettingUnknown = "setting:unknown",
         }
-
-        impl Outcome {
-            fn unit_text(&self) -> Option<&'static str> {
-                match self {
-                    $(Self::$name => Some($text),)*
-                    _ => None,
-                }
-            }
-
-            #[cfg(test)]
-            const UNITS: &[Self] = &[$(Self::$name,)*];
-
-            fn unit(text: &str) -> Option<Self> {
-                match text {
-                    $($text => Some(Self::$name),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-outcomes! {
-    /// The update is not JSON.
-    IgnoredUnreadable = "ignored:unreadable",
-    /// Nobody sent it.
-    IgnoredNoSender = "ignored:no-sender",
-    /// Written outside the private chat with the bot.
-    IgnoredNotPrivate = "ignored:not-private",
-    /// From someone who is not the owner.
-    IgnoredNotOwner = "ignored:not-owner",
-    /// Lacking what its kind must carry.
-    IgnoredMalformed = "ignored:malformed",
-    /// A topic's service message.
-    IgnoredTopicService = "ignored:topic-service",
-    /// An edit of a message that is no prompt, or that has no text.
-    IgnoredEdit = "ignored:edit",
-    /// Before pairing, something other than a message.
-    IgnoredUnpaired = "ignored:unpaired",
-    /// From a bot.
-    IgnoredBot = "ignored:bot",
-    /// Pairing refused (for now) to someone.
-    IgnoredPairingRefused = "ignored:pairing-refused",
-    /// The bot's membership changed.
-    NotedMembership = "noted:membership",
-    /// Paired: the first person to write.
-    PairedFirstContact = "paired:first-contact",
-    /// Paired with the code.
-    PairedCode = "paired:code",
-    /// Pairing needs a code and none is out.
-    PairingNoCode = "pairing:no-code",
-    /// Asked for the pairing code.
-    PairingCodeNeeded = "pairing:code-needed",
-    /// Too many wrong codes: refused.
-    PairingRefused = "pairing:refused",
-    /// A wrong code.
-    PairingWrongCode = "pairing:wrong-code",
-    /// A message without text or media: told what was not delivered.
-    RepliedTextOnly = "replied:text-only",
-    /// A turn for a live pi.
-    Queued = "queued",
-    /// A turn for a pi reconnecting after a hub restart.
-    QueuedReturning = "queued:returning",
-    /// A turn that waits for a pi that is away.
-    QueuedWaits = "queued:waits",
-    /// A turn that waits for the person's choice of pi.
-    Chooser = "chooser",
-    /// A turn for the first pi that connects.
-    Held = "held",
-    /// Joined an album being gathered.
-    JoinedAlbum = "joined:album",
-    /// Joined a forward being gathered.
-    JoinedForward = "joined:forward",
-    /// The comment joined the forward it came with.
-    JoinedComment = "joined:comment",
-    /// Joined a long text Telegram split.
-    JoinedLongText = "joined:long-text",
-    /// A waiting prompt's text changed.
-    EditApplied = "edit:applied",
-    /// An edit of a prompt pi already has.
-    EditTooLate = "edit:too-late",
-    /// An edit into a command the hub does not map.
-    EditCommandRefused = "edit:command-refused",
-    /// A reaction to a message that is no prompt.
-    ReactionNotAPrompt = "reaction:not-a-prompt",
-    /// A reaction to a prompt pi already has.
-    ReactionTooLate = "reaction:too-late",
-    /// `/new <folder>`: pi is started there.
-    CommandNewSpawn = "command:new:spawn",
-    /// `/new <folder>` outside the workspaces.
-    CommandNewRefused = "command:new:refused",
-    /// `/new`: the picker.
-    CommandNewPicker = "command:new:picker",
-    /// `/sessions`.
-    CommandSessions = "command:sessions",
-    /// `/sessions` with no pi here.
-    CommandSessionsNoPi = "command:sessions:no-pi",
-    /// `/close`.
-    CommandClose = "command:close",
-    /// `/close` with no pi here.
-    CommandCloseNoPi = "command:close:no-pi",
-    /// A command nobody knows.
-    CommandUnknown = "command:unknown",
-    /// One of pi's commands: a prompt.
-    CommandPi = "command:pi",
-    /// `/abort` with no pi to name.
-    AbortWhich = "abort:which",
-    /// `/abort` of a working pi.
-    AbortRunning = "abort:running",
-    /// `/abort` of an idle pi.
-    AbortIdle = "abort:idle",
-    /// `/stop` with no pi to name.
-    StopWhich = "stop:which",
-    /// `/stop` of a working pi.
-    StopRunning = "stop:running",
-    /// `/stop` of an idle pi.
-    StopIdle = "stop:idle",
-    /// `/next` with no pi to name.
-    NextWhich = "next:which",
-    /// `/next` of a working pi.
-    NextRunning = "next:running",
-    /// `/next` of an idle pi.
-    NextIdle = "next:idle",
-    /// `/continue`: a prompt.
-    Continue = "continue",
-    /// `/continue` with no pi to name.
-    ContinueWhich = "continue:which",
-    /// `/compact`: the question asked.
-    CompactAsked = "compact:asked",
-    /// `/compact` with no pi to name.
-    CompactWhich = "compact:which",
-    /// The menu's overview.
-    MenuMain = "menu:menu",
-    /// The menu's status.
-    MenuStatus = "menu:status",
-    /// The menu's models.
-    MenuModel = "menu:model",
-    /// The menu's thinking levels.
-    MenuThinking = "menu:thinking",
-    /// The menu's queue.
-    MenuQueue = "menu:queue",
-    /// The menu's settings.
-    MenuSettings = "menu:settings",
-    /// The menu's instances.
-    MenuInstances = "menu:instances",
-    /// The menu's help.
-    MenuHelp = "menu:help",
-    /// A button the store does not know (forged, stale, a stranger's).
-    ButtonUnknown = "button:unknown",
-    /// A button about a pi that is not connected any more.
-    ButtonGone = "button:gone",
-    /// A button of a question settled before.
-    ButtonSettled = "button:settled",
-    /// New messages go to the tapped pi.
-    Selected = "selected",
-    /// A waiting message went to the tapped pi.
-    Sent = "sent",
-    /// The message had gone somewhere already.
-    SendTaken = "send:taken",
-    /// The pi lives in this topic now.
-    Moved = "moved",
-    /// The topic could not be given to the pi.
-    MoveRefused = "move:refused",
-    /// A topic creation of unknown outcome, settled before.
-    IntentSettled = "intent:settled",
-    /// ... settled: a new thread.
-    IntentCreate = "intent:create",
-    /// ... settled: forgotten.
-    IntentForget = "intent:forget",
-    /// A control about a pi that is not connected.
-    ControlGone = "control:gone",
-    /// pi is started in a folder.
-    ControlSpawn = "control:spawn",
-    /// A model switch for pi.
-    ControlSetModel = "control:set_model",
-    /// A thinking level for pi.
-    ControlSetThinking = "control:set_thinking",
-    /// A compaction for pi.
-    ControlCompact = "control:compact",
-    /// A new session for pi.
-    ControlNewSession = "control:new_session",
-    /// A session resumed by pi.
-    ControlSwitchSession = "control:switch_session",
-    /// A folder pi may not be started in.
-    SpawnRefused = "spawn:refused",
-    /// A prompt button: a turn.
-    Prompt = "prompt",
-    /// A prompt button tapped again.
-    PromptAgain = "prompt:again",
-    /// A prompt button without its message.
-    PromptNoMessage = "prompt:no-message",
-    /// Cancelled.
-    Dismissed = "dismissed",
-    /// A queue button of a turn the store does not know.
-    QueueUnknown = "queue:unknown",
-    /// A setting button the hub does not know.
-    SettingUnknown = "setting:unknown",
+        /// `reaction:…`: a reaction moved a waiting prompt to `lane` and/or set its skip
+        /// (`reaction:unchanged` when neither changed).
+        Reaction {
+            /// The lane it moved to.
+            lane: Option<crate::turns::Lane>,
+            /// Skipped (`true`) or kept (`false`).
+            skip: Option<bool>,
+        },
+        /// `ignored:<kind>`: an update of a kind the hub does not handle.
+        IgnoredKind(String),
+        /// `failed: <error>`: handling failed; marked handled so it is not retried forever.
+        Failed(String),
+        /// A text this release does not produce (an older hub's), read back as it is.
+        Other(String),
+    }
 }
 
 impl Outcome {
@@ -307,21 +282,6 @@ impl Outcome {
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text())
-    }
-}
-
-impl rusqlite::types::ToSql for Outcome {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(match self.text() {
-            std::borrow::Cow::Borrowed(t) => t.into(),
-            std::borrow::Cow::Owned(t) => t.into(),
-        })
-    }
-}
-
-impl rusqlite::types::FromSql for Outcome {
-    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        Ok(Self::parse(v.as_str()?))
     }
 }
 

@@ -11,6 +11,64 @@
 //!   handled" together.
 //! - Times are Unix milliseconds passed in by the caller; the store never reads a clock.
 
+/// Declares a stored enum whose variants without data are given with their column text once,
+/// `Name = "text",` inside `units { .. }`, the variants with data following as written: the
+/// enum, `unit_text` and `unit` (a text given twice is an unreachable pattern), `UNITS` for
+/// tests, and `ToSql`/`FromSql` through the type's own `text()` and `parse()`, so the text, its
+/// parsing and the enum cannot drift apart.
+/// Defined before the modules, which see it by textual scope.
+macro_rules! stored_text_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $enum:ident {
+            units { $($(#[$doc:meta])* $name:ident = $text:literal,)* }
+            $($rest:tt)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $enum {
+            $($(#[$doc])* $name,)*
+            $($rest)*
+        }
+
+        impl $enum {
+            fn unit_text(&self) -> Option<&'static str> {
+                match self {
+                    $(Self::$name => Some($text),)*
+                    _ => None,
+                }
+            }
+
+            #[cfg(test)]
+            const UNITS: &[Self] = &[$(Self::$name,)*];
+
+            fn unit(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl rusqlite::types::ToSql for $enum {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(match self.text() {
+                    std::borrow::Cow::Borrowed(t) => t.into(),
+                    std::borrow::Cow::Owned(t) => t.into(),
+                })
+            }
+        }
+
+        impl rusqlite::types::FromSql for $enum {
+            fn column_result(
+                v: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                Ok(Self::parse(v.as_str()?))
+            }
+        }
+    };
+}
+
 pub mod attachments;
 pub mod callbacks;
 pub mod controls;

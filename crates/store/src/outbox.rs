@@ -87,265 +87,240 @@ impl fmt::Display for State {
     }
 }
 
-/// Declares [`Purpose`]'s variants without data with their stored text, once: the text, its
-/// parsing and the enum cannot drift apart (and a text given twice is an unreachable pattern).
-macro_rules! purposes {
-    ($($(#[$doc:meta])* $name:ident = $text:literal,)*) => {
-        /// Why a row is sent, as its `purpose` column stores it: with `source_update_id` the key
-        /// of at most one row per cause, so a text once written must be written the same way by
-        /// every later release (tests and people reading the store go by it too).
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub enum Purpose {
-            $($(#[$doc])* $name,)*
-            /// `tools:<turn>:<at>`: the tools a turn used, as of pi's message at `at` (ms).
-            Tools {
-                /// The turn.
-                turn: i64,
-                /// The message's time.
-                at: i64,
-            },
-            /// `tools:<turn>:last`: the tools of a turn's last message, with its answer.
-            ToolsLast {
-                /// The turn.
-                turn: i64,
-            },
-            /// `thinking:<turn>:<at>`: pi's thinking, as of its message at `at`.
-            Thinking {
-                /// The turn.
-                turn: i64,
-                /// The message's time.
-                at: i64,
-            },
-            /// `voice:<turn>:<n>`: the `n`th voice message pi wrote into a turn's answer.
-            Voice {
-                /// The turn.
-                turn: i64,
-                /// Its place among the answer's voices, from 0.
-                n: usize,
-            },
-            /// `control:<id>`: what a control said.
-            Control {
-                /// The control.
-                id: i64,
-            },
-            /// `file:<id>`: a received file could not be passed on.
-            File {
-                /// The file.
-                id: i64,
-            },
-            /// `file-late:<id>`: a file came after its prompt went to pi.
-            FileLate {
-                /// The file.
-                id: i64,
-            },
-            /// `transcript:<id>`: a voice message's transcript.
-            Transcript {
-                /// The file.
-                id: i64,
-            },
-            /// `commands:<generation>`: the bot's command list.
-            Commands {
-                /// Counts the lists published.
-                generation: i64,
-            },
-            /// `skipped:<turn>`: a turn was dropped without a model turn.
-            Skipped {
-                /// The turn.
-                turn: i64,
-            },
-            /// `voice-late:<row>`: the voice of a row could not be made in time.
-            VoiceLate {
-                /// The outbox row.
-                row: i64,
-            },
-            /// `notice:connected:<instance>`.
-            NoticeConnected {
-                /// The instance's id.
-                instance: String,
-            },
-            /// `notice:gone:<key>`.
-            NoticeGone {
-                /// The departure.
-                key: String,
-            },
-            /// `notice:intent:<id>`: the question about a topic creation of unknown outcome.
-            NoticeIntent {
-                /// The intent.
-                id: i64,
-            },
-            /// `notice:interrupted:<turn>`.
-            NoticeInterrupted {
-                /// The (first) interrupted turn.
-                turn: i64,
-            },
-            /// `notice:mode:<at>`: Threaded Mode went on or off.
-            NoticeMode {
-                /// When.
-                at: i64,
-            },
-            /// `notice:moved:<identity>:<thread>`.
-            NoticeMoved {
-                /// The pi.
-                identity: String,
-                /// The topic it lives in now.
-                thread: i64,
-            },
-            /// `notice:noslot:<at>`: no topic could be made for a pi.
-            NoticeNoSlot {
-                /// When.
-                at: i64,
-            },
-            /// `notice:refused:<at>`: Telegram refused a pi a topic.
-            NoticeRefused {
-                /// When.
-                at: i64,
-            },
-            /// `notice:restored:<at>`: pis started again after a restart.
-            NoticeRestored {
-                /// When.
-                at: i64,
-            },
-            /// `notice:thread:<instance>:<thread>`: a topic greets its pi.
-            NoticeThread {
-                /// The instance's id.
-                instance: String,
-                /// The topic.
-                thread: i64,
-            },
-            /// `answer:<turn>`, written in pieces.
-            Answer {
-                /// The turn.
-                turn: i64,
-            },
-            /// `attach:<turn>`, written in pieces: files with a turn's answer.
-            Attach {
-                /// The turn.
-                turn: i64,
-            },
-            /// `attach:<turn>:<at>`, written in pieces: files sent during a turn.
-            AttachNow {
-                /// The turn.
-                turn: i64,
-                /// When.
-                at: i64,
-            },
-            /// `attach:<identity>:<at>`, written in pieces: files sent outside any turn.
-            AttachOf {
-                /// The pi.
-                identity: String,
-                /// When.
-                at: i64,
-            },
-            /// `attach:<turn>:interrupted`, written in pieces: files of an interrupted turn.
-            AttachInterrupted {
-                /// The turn.
-                turn: i64,
-            },
-            /// `commentary:<turn>:<at>`, written in pieces: text pi wrote before calling tools.
-            Commentary {
-                /// The turn.
-                turn: i64,
-                /// The message's time.
-                at: i64,
-            },
-            /// `local:<identity>:<at>`, written in pieces: work that did not come from Telegram.
-            Local {
-                /// The pi.
-                identity: String,
-                /// The message's time.
-                at: i64,
-            },
-            /// `message:<identity>:<at>`, written in pieces: a message pi sent by a tool.
-            Message {
-                /// The pi.
-                identity: String,
-                /// When.
-                at: i64,
-            },
-            /// `<of>:<n>`: the `n`th row of a purpose written in pieces (the variants above whose
-            /// text says so).
-            Piece {
-                /// What it is a piece of.
-                of: Box<Purpose>,
-                /// Its place, from 0.
-                n: usize,
-            },
-            /// A text this release does not write (an older hub's), read back as it is.
-            Other(String),
+stored_text_enum! {
+    /// Why a row is sent, as its `purpose` column stores it: with `source_update_id` the key
+    /// of at most one row per cause, so a text once written must be written the same way by
+    /// every later release (tests and people reading the store go by it too).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Purpose {
+        units {
+            /// The answer to a button tap.
+            AnswerCallback = "answer:callback",
+            /// A message edited after a tap.
+            EditCallback = "edit:callback",
+            /// A message's buttons replaced.
+            EditMarkup = "edit:markup",
+            /// A message held for the first pi that connects.
+            NoticeHeld = "notice:held",
+            /// An attachment of a kind that is not passed on.
+            ReplyAttachment = "reply:attachment",
+            /// The choice of pi for a message.
+            ReplyChooser = "reply:chooser",
+            /// `/compact`'s question.
+            ReplyCompact = "reply:compact",
+            /// A control command's reply.
+            ReplyControl = "reply:control",
+            /// An edit's reply.
+            ReplyEdit = "reply:edit",
+            /// `/new`'s reply.
+            ReplyNew = "reply:new",
+            /// Paired.
+            ReplyPaired = "reply:paired",
+            /// Pairing's questions and refusals.
+            ReplyPairing = "reply:pairing",
+            /// A message without text or media.
+            ReplyTextOnly = "reply:text-only",
+            /// A command nobody knows.
+            ReplyUnknownCommand = "reply:unknown-command",
+            /// A message that waits for a pi.
+            ReplyWaits = "reply:waits",
+            /// `/sessions` with no pi here.
+            ReplySessions = "reply:sessions",
+            /// `/close` with no pi here.
+            ReplyClose = "reply:close",
+            /// The menu's overview.
+            ReplyMenuMain = "reply:menu:Menu",
+            /// The menu's status.
+            ReplyMenuStatus = "reply:menu:Status",
+            /// The menu's models.
+            ReplyMenuModel = "reply:menu:Model",
+            /// The menu's thinking levels.
+            ReplyMenuThinking = "reply:menu:Thinking",
+            /// The menu's queue.
+            ReplyMenuQueue = "reply:menu:Queue",
+            /// The menu's settings.
+            ReplyMenuSettings = "reply:menu:Settings",
+            /// The menu's instances.
+            ReplyMenuInstances = "reply:menu:Instances",
+            /// The menu's help.
+            ReplyMenuHelp = "reply:menu:Help",
         }
-
-        impl Purpose {
-            fn unit_text(&self) -> Option<&'static str> {
-                match self {
-                    $(Self::$name => Some($text),)*
-                    _ => None,
-                }
-            }
-
-            #[cfg(test)]
-            const UNITS: &[Self] = &[$(Self::$name,)*];
-
-            fn unit(text: &str) -> Option<Self> {
-                match text {
-                    $($text => Some(Self::$name),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-purposes! {
-    /// The answer to a button tap.
-    AnswerCallback = "answer:callback",
-    /// A message edited after a tap.
-    EditCallback = "edit:callback",
-    /// A message's buttons replaced.
-    EditMarkup = "edit:markup",
-    /// A message held for the first pi that connects.
-    NoticeHeld = "notice:held",
-    /// An attachment of a kind that is not passed on.
-    ReplyAttachment = "reply:attachment",
-    /// The choice of pi for a message.
-    ReplyChooser = "reply:chooser",
-    /// `/compact`'s question.
-    ReplyCompact = "reply:compact",
-    /// A control command's reply.
-    ReplyControl = "reply:control",
-    /// An edit's reply.
-    ReplyEdit = "reply:edit",
-    /// `/new`'s reply.
-    ReplyNew = "reply:new",
-    /// Paired.
-    ReplyPaired = "reply:paired",
-    /// Pairing's questions and refusals.
-    ReplyPairing = "reply:pairing",
-    /// A message without text or media.
-    ReplyTextOnly = "reply:text-only",
-    /// A command nobody knows.
-    ReplyUnknownCommand = "reply:unknown-command",
-    /// A message that waits for a pi.
-    ReplyWaits = "reply:waits",
-    /// `/sessions` with no pi here.
-    ReplySessions = "reply:sessions",
-    /// `/close` with no pi here.
-    ReplyClose = "reply:close",
-    /// The menu's overview.
-    ReplyMenuMain = "reply:menu:Menu",
-    /// The menu's status.
-    ReplyMenuStatus = "reply:menu:Status",
-    /// The menu's models.
-    ReplyMenuModel = "reply:menu:Model",
-    /// The menu's thinking levels.
-    ReplyMenuThinking = "reply:menu:Thinking",
-    /// The menu's queue.
-    ReplyMenuQueue = "reply:menu:Queue",
-    /// The menu's settings.
-    ReplyMenuSettings = "reply:menu:Settings",
-    /// The menu's instances.
-    ReplyMenuInstances = "reply:menu:Instances",
-    /// The menu's help.
-    ReplyMenuHelp = "reply:menu:Help",
+        /// `tools:<turn>:<at>`: the tools a turn used, as of pi's message at `at` (ms).
+        Tools {
+            /// The turn.
+            turn: i64,
+            /// The message's time.
+            at: i64,
+        },
+        /// `tools:<turn>:last`: the tools of a turn's last message, with its answer.
+        ToolsLast {
+            /// The turn.
+            turn: i64,
+        },
+        /// `thinking:<turn>:<at>`: pi's thinking, as of its message at `at`.
+        Thinking {
+            /// The turn.
+            turn: i64,
+            /// The message's time.
+            at: i64,
+        },
+        /// `voice:<turn>:<n>`: the `n`th voice message pi wrote into a turn's answer.
+        Voice {
+            /// The turn.
+            turn: i64,
+            /// Its place among the answer's voices, from 0.
+            n: usize,
+        },
+        /// `control:<id>`: what a control said.
+        Control {
+            /// The control.
+            id: i64,
+        },
+        /// `file:<id>`: a received file could not be passed on.
+        File {
+            /// The file.
+            id: i64,
+        },
+        /// `file-late:<id>`: a file came after its prompt went to pi.
+        FileLate {
+            /// The file.
+            id: i64,
+        },
+        /// `transcript:<id>`: a voice message's transcript.
+        Transcript {
+            /// The file.
+            id: i64,
+        },
+        /// `commands:<generation>`: the bot's command list.
+        Commands {
+            /// Counts the lists published.
+            generation: i64,
+        },
+        /// `skipped:<turn>`: a turn was dropped without a model turn.
+        Skipped {
+            /// The turn.
+            turn: i64,
+        },
+        /// `voice-late:<row>`: the voice of a row could not be made in time.
+        VoiceLate {
+            /// The outbox row.
+            row: i64,
+        },
+        /// `notice:connected:<instance>`.
+        NoticeConnected {
+            /// The instance's id.
+            instance: String,
+        },
+        /// `notice:gone:<key>`.
+        NoticeGone {
+            /// The departure.
+            key: String,
+        },
+        /// `notice:intent:<id>`: the question about a topic creation of unknown outcome.
+        NoticeIntent {
+            /// The intent.
+            id: i64,
+        },
+        /// `notice:interrupted:<turn>`.
+        NoticeInterrupted {
+            /// The (first) interrupted turn.
+            turn: i64,
+        },
+        /// `notice:mode:<at>`: Threaded Mode went on or off.
+        NoticeMode {
+            /// When.
+            at: i64,
+        },
+        /// `notice:moved:<identity>:<thread>`.
+        NoticeMoved {
+            /// The pi.
+            identity: String,
+            /// The topic it lives in now.
+            thread: i64,
+        },
+        /// `notice:noslot:<at>`: no topic could be made for a pi.
+        NoticeNoSlot {
+            /// When.
+            at: i64,
+        },
+        /// `notice:refused:<at>`: Telegram refused a pi a topic.
+        NoticeRefused {
+            /// When.
+            at: i64,
+        },
+        /// `notice:restored:<at>`: pis started again after a restart.
+        NoticeRestored {
+            /// When.
+            at: i64,
+        },
+        /// `notice:thread:<instance>:<thread>`: a topic greets its pi.
+        NoticeThread {
+            /// The instance's id.
+            instance: String,
+            /// The topic.
+            thread: i64,
+        },
+        /// `answer:<turn>`, written in pieces.
+        Answer {
+            /// The turn.
+            turn: i64,
+        },
+        /// `attach:<turn>`, written in pieces: files with a turn's answer.
+        Attach {
+            /// The turn.
+            turn: i64,
+        },
+        /// `attach:<turn>:<at>`, written in pieces: files sent during a turn.
+        AttachNow {
+            /// The turn.
+            turn: i64,
+            /// When.
+            at: i64,
+        },
+        /// `attach:<identity>:<at>`, written in pieces: files sent outside any turn.
+        AttachOf {
+            /// The pi.
+            identity: String,
+            /// When.
+            at: i64,
+        },
+        /// `attach:<turn>:interrupted`, written in pieces: files of an interrupted turn.
+        AttachInterrupted {
+            /// The turn.
+            turn: i64,
+        },
+        /// `commentary:<turn>:<at>`, written in pieces: text pi wrote before calling tools.
+        Commentary {
+            /// The turn.
+            turn: i64,
+            /// The message's time.
+            at: i64,
+        },
+        /// `local:<identity>:<at>`, written in pieces: work that did not come from Telegram.
+        Local {
+            /// The pi.
+            identity: String,
+            /// The message's time.
+            at: i64,
+        },
+        /// `message:<identity>:<at>`, written in pieces: a message pi sent by a tool.
+        Message {
+            /// The pi.
+            identity: String,
+            /// When.
+            at: i64,
+        },
+        /// `<of>:<n>`: the `n`th row of a purpose written in pieces (the variants above whose
+        /// text says so).
+        Piece {
+            /// What it is a piece of.
+            of: Box<Purpose>,
+            /// Its place, from 0.
+            n: usize,
+        },
+        /// A text this release does not write (an older hub's), read back as it is.
+        Other(String),
+    }
 }
 
 impl Purpose {
@@ -533,21 +508,6 @@ fn named(text: &str) -> Option<(String, i64)> {
 impl fmt::Display for Purpose {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text())
-    }
-}
-
-impl rusqlite::types::ToSql for Purpose {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(match self.text() {
-            std::borrow::Cow::Borrowed(t) => t.into(),
-            std::borrow::Cow::Owned(t) => t.into(),
-        })
-    }
-}
-
-impl rusqlite::types::FromSql for Purpose {
-    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        Ok(Self::parse(v.as_str()?))
     }
 }
 
