@@ -197,6 +197,24 @@ mod tests {
         assert_eq!(p.ready_in(Some(1), 1021), Duration::ZERO);
     }
 
+    /// The pacer's time never goes back: a caller's clock may step back (the wall clock, a
+    /// claim judged with a time read before the sender's last count), and an earlier time
+    /// neither refills a bucket nor moves its time back, so the pace holds.
+    #[test]
+    fn an_earlier_time_neither_refills_nor_moves_the_bucket_back() {
+        let mut p = Pacer::new(PacingConfig::default());
+        for _ in 0..3 {
+            p.consume(Some(1), 10_000);
+        }
+        let wait = p.ready_in(Some(1), 10_000);
+        assert_eq!(wait, Duration::from_millis(1021));
+        assert_eq!(p.ready_in(Some(1), 5_000), wait, "no refill from the past");
+        p.consume(Some(1), 5_000);
+        // Counted at the bucket's own time (10 s), not at 5 s: the next send is two intervals on.
+        assert_eq!(p.ready_in(Some(1), 10_000), Duration::from_millis(2041));
+        assert_eq!(p.ready_in(Some(1), 12_041), Duration::ZERO);
+    }
+
     #[test]
     fn flood_waits_dominate_and_expire() {
         let mut p = Pacer::new(PacingConfig::default());
