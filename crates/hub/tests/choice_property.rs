@@ -282,8 +282,8 @@ impl Sim {
             .iter()
             .filter(|r| matches!(r.purpose, Purpose::ReplyChooser | Purpose::ReplyWaits))
             .flat_map(|r| {
-                let text = r.params["text"].as_str().unwrap_or_default().to_owned();
-                r.params["reply_markup"]["inline_keyboard"]
+                let text = r.params()["text"].as_str().unwrap_or_default().to_owned();
+                r.params()["reply_markup"]["inline_keyboard"]
                     .as_array()
                     .cloned()
                     .unwrap_or_default()

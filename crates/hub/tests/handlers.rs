@@ -403,7 +403,7 @@ impl Hub {
 
 /// The `(label, token)` of every button of a `sendMessage`/`editMessageText` row.
 fn buttons_of(row: &OutboxRow) -> Vec<(String, String)> {
-    row.params["reply_markup"]["inline_keyboard"]
+    row.params()["reply_markup"]["inline_keyboard"]
         .as_array()
         .map(|rows| {
             rows.iter()
@@ -429,19 +429,19 @@ fn token(row: &OutboxRow, label: &str) -> String {
 }
 
 fn text_of(row: &OutboxRow) -> &str {
-    row.params["text"].as_str().unwrap_or_default()
+    row.params()["text"].as_str().unwrap_or_default()
 }
 
 /// Asserts that a tap did nothing but get `unknown_button` as its answer.
 fn assert_only_answered(h: &Hub, query: &str, d: &Done) {
     let row = h.only_row_of(d.update_id);
-    assert_eq!(row.method, "answerCallbackQuery");
+    assert_eq!(row.method(), "answerCallbackQuery");
     assert_eq!(
         row.chat_id, 0,
         "tap answers are not chat messages: their own queue"
     );
-    assert_eq!(row.params["callback_query_id"], json!(query));
-    assert_eq!(row.params["text"], json!(texts::unknown_button()));
+    assert_eq!(row.params()["callback_query_id"], json!(query));
+    assert_eq!(row.params()["text"], json!(texts::unknown_button()));
     assert!(!d.after.turns, "{d:?}");
 }
 
@@ -610,10 +610,10 @@ fn editing_a_prompt_pi_has_leaves_it_and_says_so() {
     assert_eq!(now.text, "original");
     assert_eq!(now.state, TurnState::Dispatched);
     let row = h.only_row_of(d.update_id);
-    assert_eq!(row.method, "sendMessage");
+    assert_eq!(row.method(), "sendMessage");
     assert_eq!(row.chat_id, OWNER);
     assert_eq!(text_of(&row), texts::edit_too_late());
-    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
     assert!(d.after.outbox, "the sender is woken");
 }
 
@@ -670,13 +670,13 @@ fn abort_with_a_running_turn_records_an_abort_for_that_turn() {
     assert_eq!((c[0].chat_id, c[0].message_id), (OWNER, Some(mid)));
 
     let row = h.only_row_of(d.update_id);
-    assert_eq!(row.method, "sendMessage");
+    assert_eq!(row.method(), "sendMessage");
     assert_eq!(
         text_of(&row),
         texts::stopped(PROJ_LABEL, false, true, 0, 1, false)
     );
     assert!(text_of(&row).contains("Aborting proj"));
-    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
     // /abort keeps the queue, and is no prompt itself.
     assert_eq!(h.turn(waiting.id).state, TurnState::Queued);
     assert_eq!(h.turn_count(), 2);
@@ -772,8 +772,8 @@ fn compact_asks_first_with_two_buttons() {
     );
     let row = h.only_row_of(d.update_id);
     assert_eq!(text_of(&row), texts::compact_question(PROJ_LABEL));
-    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
-    let keyboard = row.params["reply_markup"]["inline_keyboard"]
+    assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
+    let keyboard = row.params()["reply_markup"]["inline_keyboard"]
         .as_array()
         .unwrap();
     assert_eq!(keyboard.len(), 1, "one row");
@@ -801,17 +801,17 @@ fn compact_asks_first_with_two_buttons() {
     assert_eq!(c[0].message_id, Some(555));
     let rows = h.rows_of(d.update_id);
     assert_eq!(rows.len(), 2, "{rows:#?}");
-    assert_eq!(rows[0].method, "answerCallbackQuery");
-    assert_eq!(rows[0].params["callback_query_id"], json!(query));
-    assert_eq!(rows[1].method, "editMessageText");
-    assert_eq!(rows[1].params["message_id"], json!(555));
+    assert_eq!(rows[0].method(), "answerCallbackQuery");
+    assert_eq!(rows[0].params()["callback_query_id"], json!(query));
+    assert_eq!(rows[1].method(), "editMessageText");
+    assert_eq!(rows[1].params()["message_id"], json!(555));
     assert_eq!(
         text_of(&rows[1]),
         format!("{question}\n\n→ Compacting…"),
         "settled"
     );
     assert_eq!(
-        rows[1].params["reply_markup"],
+        rows[1].params()["reply_markup"],
         json!({ "inline_keyboard": [] })
     );
 }
@@ -840,7 +840,7 @@ fn an_unknown_command_is_not_sent_to_pi() {
     assert!(h.controls().is_empty());
     let row = h.only_row_of(d.update_id);
     assert_eq!(text_of(&row), texts::unknown_command("foo"));
-    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
     assert!(
         row.resend_if_unknown,
         "the only trace of the message: sent again after an unknown outcome"
@@ -911,14 +911,14 @@ fn menu_commands_reply_with_a_menu_of_owner_bound_buttons() {
         let (mid, d) = h.write(cmd);
         assert_eq!(d.outcome, outcome, "{cmd}");
         let row = h.only_row_of(d.update_id);
-        assert_eq!(row.method, "sendMessage", "{cmd}");
+        assert_eq!(row.method(), "sendMessage", "{cmd}");
         assert_eq!(row.purpose.to_string(), purpose, "{cmd}");
         assert!(
             text_of(&row).starts_with(starts),
             "{cmd}: {}",
             text_of(&row)
         );
-        assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+        assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
         let buttons = buttons_of(&row);
         assert!(!buttons.is_empty(), "{cmd}: a menu has buttons");
         for (label, t) in &buttons {
@@ -1021,18 +1021,18 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(h.queue(PROJ), vec![fourth, second, third]);
     let rows = h.rows_of(d.update_id);
     assert_eq!(rows.len(), 2, "{rows:#?}");
-    assert_eq!(rows[0].method, "answerCallbackQuery");
-    assert_eq!(rows[0].params["callback_query_id"], json!(query));
+    assert_eq!(rows[0].method(), "answerCallbackQuery");
+    assert_eq!(rows[0].params()["callback_query_id"], json!(query));
     assert_eq!(
-        rows[0].params["text"],
+        rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Priority))
     );
     let edit = &rows[1];
-    assert_eq!(edit.method, "editMessageText");
+    assert_eq!(edit.method(), "editMessageText");
     assert_eq!(
         (
-            edit.params["chat_id"].clone(),
-            edit.params["message_id"].clone()
+            edit.params()["chat_id"].clone(),
+            edit.params()["message_id"].clone()
         ),
         (json!(OWNER), json!(MENU_MESSAGE))
     );
@@ -1057,7 +1057,7 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(h.queue(PROJ), vec![fourth, second, third]);
     let rows = h.rows_of(d.update_id);
     assert_eq!(
-        rows[0].params["text"],
+        rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Skip))
     );
     assert!(text_of(&rows[1]).contains("2. second (skipped)"));
@@ -1068,7 +1068,7 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
     assert_eq!(h.queue(PROJ), vec![fourth, second]);
     let rows = h.rows_of(d.update_id);
     assert_eq!(
-        rows[0].params["text"],
+        rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Remove))
     );
     assert!(text_of(&rows[1]).starts_with("Waiting for proj: 2"));
@@ -1089,9 +1089,9 @@ fn a_queue_button_for_a_prompt_pi_has_says_too_late() {
             "{label}"
         );
         let rows = h.rows_of(d.update_id);
-        assert_eq!(rows[0].method, "answerCallbackQuery");
+        assert_eq!(rows[0].method(), "answerCallbackQuery");
         assert_eq!(
-            rows[0].params["text"],
+            rows[0].params()["text"],
             json!(texts::queue_too_late()),
             "{label}"
         );
@@ -1152,7 +1152,7 @@ fn forged_foreign_expired_and_strangers_taps_only_get_an_answer() {
     // Six taps, six answers, and nothing else.
     let after: Vec<OutboxRow> = h.all_rows().into_iter().skip(rows_before).collect();
     assert_eq!(after.len(), 6);
-    assert!(after.iter().all(|r| r.method == "answerCallbackQuery"));
+    assert!(after.iter().all(|r| r.method() == "answerCallbackQuery"));
 }
 
 #[test]
@@ -1355,7 +1355,7 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     assert_eq!(d.outcome, "abort:idle");
     assert!(h.controls().is_empty());
     let row = h.only_row_of(d.update_id);
-    assert_eq!(row.params["message_thread_id"], json!(10));
+    assert_eq!(row.params()["message_thread_id"], json!(10));
     assert!(text_of(&row).starts_with("Nothing is running on api"));
 
     // In the main chat, with two pi, it is not clear which one.
@@ -1377,7 +1377,7 @@ fn in_threaded_mode_a_topic_speaks_to_its_own_pi() {
     assert_eq!((c[0].thread_id, c[0].message_id), (Some(20), Some(amid)));
     let row = h.only_row_of(d.update_id);
     assert_eq!(row.thread_id, Some(20));
-    assert_eq!(row.params["message_thread_id"], json!(20));
+    assert_eq!(row.params()["message_thread_id"], json!(20));
 
     // A reaction on a waiting prompt in api's topic works there as in the main chat.
     let (pmid, _) = h.write_in(OWNER, Some(10), "then this");
@@ -1452,7 +1452,7 @@ fn a_location_is_explained_and_nothing_reaches_pi() {
         text_of(&row),
         texts::attachment_not_delivered("location", false)
     );
-    assert_eq!(row.params["reply_parameters"]["message_id"], json!(mid));
+    assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
     assert!(
         row.resend_if_unknown,
         "the only trace of the message: sent again after an unknown outcome"

@@ -30,7 +30,7 @@ fn sent_messages(env: &Env) -> usize {
         .read(store::outbox::all)
         .unwrap()
         .into_iter()
-        .filter(|r| r.method == "sendMessage" && r.state == store::outbox::State::Sent)
+        .filter(|r| r.method() == "sendMessage" && r.state == store::outbox::State::Sent)
         .count()
 }
 
@@ -240,7 +240,7 @@ fn a_send_whose_answer_is_lost_is_recorded_ambiguous_and_not_repeated() {
         .read(store::outbox::all)
         .unwrap()
         .into_iter()
-        .filter(|r| r.method == "sendMessage")
+        .filter(|r| r.method() == "sendMessage")
         .collect();
     assert!(
         rows.iter()

@@ -544,10 +544,6 @@ pub struct OutboxRow {
     pub chat_id: i64,
     /// Target topic.
     pub thread_id: Option<i64>,
-    /// The method of the message to send now (read from `delivery`; empty when it has none).
-    pub method: String,
-    /// The message to send now as stored (read from `delivery`, `Null` when it has none).
-    pub params: Value,
     /// What it sends, as stored: the delivery plan.
     pub delivery: Value,
     /// Purpose.
@@ -590,8 +586,6 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
             id: r.get(0)?,
             chat_id: r.get(1)?,
             thread_id: r.get(2)?,
-            method: String::new(),
-            params: Value::Null,
             delivery: Value::Null,
             purpose: r.get(4)?,
             source_update_id: r.get(5)?,
@@ -614,14 +608,22 @@ fn finish((mut row, delivery): Raw) -> Result<OutboxRow> {
     row.delivery = serde_json::from_str(&delivery).map_err(|e| {
         StoreError::Corrupt(format!("outbox row {} has a bad delivery: {e}", row.id))
     })?;
-    let current = current_of(&row.delivery).cloned().unwrap_or(Value::Null);
-    row.method = current
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    row.params = current;
     Ok(row)
+}
+
+impl OutboxRow {
+    /// The message to send now as stored (`Null` when the plan points at none).
+    pub fn params(&self) -> &Value {
+        current_of(&self.delivery).unwrap_or(&Value::Null)
+    }
+
+    /// The method of the message to send now (empty when the plan points at none).
+    pub fn method(&self) -> &str {
+        self.params()
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
 }
 
 /// The message a delivery plan sends now: `alternatives[alt].messages[part]`.

@@ -150,8 +150,8 @@ fn outbox_rows_move_through_their_states_and_exist_once_per_cause() {
     let heads = s.read(|c| outbox::heads(c, 10)).unwrap();
     assert_eq!(heads.len(), 1);
     assert_eq!(heads[0].delivery, delivery);
-    assert_eq!(heads[0].method, "sendMessage");
-    assert_eq!(heads[0].params["text"], json!("hi"));
+    assert_eq!(heads[0].method(), "sendMessage");
+    assert_eq!(heads[0].params()["text"], json!("hi"));
     s.write(|tx| outbox::mark_sending(tx, id, 3)).unwrap();
     assert!(
         s.write(|tx| outbox::mark_sending(tx, id, 3)).is_err(),

@@ -633,7 +633,7 @@ fn check_typed(c: &Connection, version: i64) -> Result<(), StoreError> {
         ),
         "v{version}"
     );
-    assert_eq!(one.method, "sendMessage");
+    assert_eq!(one.method(), "sendMessage");
     if version >= 4 {
         let again = outbox::get(c, 11)?.unwrap();
         assert_eq!(
@@ -672,7 +672,7 @@ fn check_typed(c: &Connection, version: i64) -> Result<(), StoreError> {
             serde_json::json!({ "chat_id": 42, "message_thread_id": 7, "text": "<b>a</b>", "parse_mode": "HTML", "method": "sendMessage" })
         );
         assert_eq!(
-            moved.params,
+            *moved.params(),
             serde_json::json!({ "chat_id": 42, "text": "<b>b</b>", "parse_mode": "HTML", "method": "sendMessage" }),
             "the current message is the row's parameters (where the row is now)"
         );

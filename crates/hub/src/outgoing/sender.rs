@@ -238,7 +238,7 @@ async fn read_uploads(message: &Outgoing) -> Result<Vec<telegram::Upload>, Strin
 
 /// The chat whose pace a row counts against; `None` for calls that are not messages of a chat.
 fn pace_key(row: &OutboxRow) -> Option<i64> {
-    telegram::paced_per_chat(&row.method).then_some(row.chat_id)
+    telegram::paced_per_chat(row.method()).then_some(row.chat_id)
 }
 
 /// The first `wanted` head of a chat whose pace allows a send now, marked `sending`; otherwise
@@ -472,7 +472,8 @@ async fn send_one(
         }
     };
     let now = db.now_ms();
-    if let Attempt::Called(_) = attempt {
+    let called = matches!(attempt, Attempt::Called(_));
+    if called {
         // Counted when the call is over: Telegram counts a message when it arrives, which is
         // before its answer, and this sender makes one call at a time, so the next message
         // arrives at least a paced interval after this one. Counted when the call left, a
@@ -485,7 +486,6 @@ async fn send_one(
     if let Decision::Flood { scope, until, .. } = &decision {
         pacer.lock().await.impose(*scope, *until as u64);
     }
-    let called = matches!(attempt, Attempt::Called(_));
     record(db, client, wakes, &row, &message, decision, now).await?;
     // (A row whose file is gone is settled before any call.)
     if called {
@@ -816,8 +816,6 @@ mod tests {
             id: 1,
             chat_id: 5,
             thread_id: thread,
-            method: String::new(),
-            params: serde_json::Value::Null,
             delivery: serde_json::Value::Null,
             purpose: Purpose::Answer { turn: 1 }.piece(0),
             source_update_id: None,
