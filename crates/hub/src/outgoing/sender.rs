@@ -255,7 +255,7 @@ fn pick_and_mark(
         if w.is_zero() {
             // A claim only for the head of its conversation. Checked where a broken invariant
             // panics: claims run in the producer's transaction, on an answer's way out.
-            if cfg!(debug_assertions) || crate::never::panics() {
+            if crate::never::panics() {
                 let ahead = outbox::sending_before(tx, row.chat_id, row.thread_id, row.id)?;
                 if crate::never!(
                     ahead.is_some(),
