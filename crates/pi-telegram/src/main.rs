@@ -169,7 +169,7 @@ fn run(cli: cli::Cli, agent_dir: AgentDir, profile: ProfileName) -> Result<ExitC
             let paths = agent_dir.profile(&profile);
             // The hub may run with another environment (a service): tell it how this shell
             // finds pi.
-            let env = hub::pi::spawned::REQUEST_ENV
+            let env = hub::pi::links::rpc::REQUEST_ENV
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
                 .collect();

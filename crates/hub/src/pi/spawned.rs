@@ -33,9 +33,6 @@ pub struct Spawner {
     pub wakes: Wakes,
 }
 
-// The control socket filters requests with it, below this module; named here too for the CLI.
-pub use crate::pi::links::rpc::REQUEST_ENV;
-
 /// The pi to run: the request's `PI_TELEGRAM_PI_BIN`, else the hub's, else `piBinary` in
 /// telegram.json, else `pi` on PATH (the request's PATH when it gave one).
 pub fn pi_binary(env: &[(String, String)], config: Option<&ConfigFile>) -> PiBinary {
