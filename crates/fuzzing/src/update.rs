@@ -72,6 +72,13 @@ pub fn buttons() -> Vec<(&'static str, Button)> {
             },
         ),
         (
+            "tkStale",
+            Button::Stale {
+                question: 1,
+                run: true,
+            },
+        ),
+        (
             "tkMenu",
             Button::Menu {
                 identity: None,

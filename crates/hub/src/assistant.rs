@@ -4,7 +4,9 @@
 //!
 //! ```json
 //! { "assistant": { "rendering": "rich", "draftPreviews": true, "activity": "verbose",
-//!                  "proactivePush": true } }
+//!                  "proactivePush": true, "timeInjection": "interval" },
+//!   "voice": { "replyMode": "manual" }, "time": { "interval": 1800000 },
+//!   "staleAfterMinutes": 30 }
 //! ```
 //!
 //! A value the hub does not know is named in a warning (log and `status`) and the default is
@@ -53,21 +55,62 @@ impl Activity {
     }
 }
 
-/// When an answer is spoken (`voice.replyMode`; the reference's values).
+/// When an answer is spoken (`voice.replyMode`; the reference's values, `hidden` being the
+/// older name of `manual`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VoiceReply {
     /// Only where pi writes a `telegram_voice` comment (the default).
-    Hidden,
+    Manual,
     /// Answers to voice notes and audio are spoken.
     Mirror,
     /// Every answer is spoken.
     Always,
 }
 
+impl VoiceReply {
+    /// Its name in telegram.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::Mirror => "mirror",
+            Self::Always => "always",
+        }
+    }
+}
+
+/// When pi is told the time with a Telegram prompt (`assistant.timeInjection`; the
+/// reference's values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeInjection {
+    /// Never.
+    Hidden,
+    /// With every Telegram prompt.
+    Always,
+    /// With the first Telegram prompt a pi gets, and again once `time.interval` has passed
+    /// since it was last told (the default).
+    Interval,
+}
+
+impl TimeInjection {
+    /// Its name in telegram.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hidden => "hidden",
+            Self::Always => "always",
+            Self::Interval => "interval",
+        }
+    }
+}
+
+/// `time.interval` when absent: half an hour.
+pub const DEFAULT_TIME_INTERVAL_MS: i64 = 30 * 60_000;
+/// `staleAfterMinutes` when absent.
+pub const DEFAULT_STALE_AFTER_MINUTES: f64 = 30.0;
+
 /// The settings in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// `voice.replyMode` (default hidden).
+    /// `voice.replyMode` (default manual).
     pub voice_reply: VoiceReply,
     /// `voice.sendTranscript` (default false): a spoken answer carries its words as caption.
     pub voice_transcript: bool,
@@ -79,17 +122,33 @@ pub struct Settings {
     pub activity: Activity,
     /// `assistant.proactivePush` (default true): work started outside Telegram is shown too.
     pub proactive_push: bool,
+    /// `assistant.timeInjection` (default interval).
+    pub time_injection: TimeInjection,
+    /// `time.interval` in ms (default half an hour).
+    pub time_interval_ms: i64,
+    /// `staleAfterMinutes` (profile or top level; default 30; 0 turns the guard off), in ms.
+    pub stale_after_ms: i64,
+}
+
+impl Settings {
+    /// The staleness threshold, `None` when the guard is off.
+    pub fn stale_after(&self) -> Option<i64> {
+        (self.stale_after_ms > 0).then_some(self.stale_after_ms)
+    }
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            voice_reply: VoiceReply::Hidden,
+            voice_reply: VoiceReply::Manual,
             voice_transcript: false,
             rendering: Rendering::Rich,
             draft_previews: true,
             activity: Activity::Verbose,
             proactive_push: true,
+            time_injection: TimeInjection::Interval,
+            time_interval_ms: DEFAULT_TIME_INTERVAL_MS,
+            stale_after_ms: (DEFAULT_STALE_AFTER_MINUTES * 60_000.0) as i64,
         }
     }
 }
@@ -106,13 +165,32 @@ impl Settings {
                 Some("mirror") => s.voice_reply = VoiceReply::Mirror,
                 Some("always") => s.voice_reply = VoiceReply::Always,
                 Some(other) => warnings.push(format!(
-                    "voice.replyMode is {other:?}, expected \"hidden\", \"mirror\" or \"always\"; using hidden"
+                    "voice.replyMode is {other:?}, expected \"manual\", \"mirror\" or \"always\"; using manual"
                 )),
             }
             s.voice_transcript = v
                 .get("sendTranscript")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
+        }
+        if let Some(v) = file.setting(profile, "time") {
+            match v.get("interval") {
+                None => {}
+                Some(n) => match n.as_f64() {
+                    Some(ms) if ms >= 1000.0 && ms.is_finite() => s.time_interval_ms = ms as i64,
+                    _ => warnings.push(format!(
+                        "time.interval is {n}, expected milliseconds (at least 1000); using {DEFAULT_TIME_INTERVAL_MS}"
+                    )),
+                },
+            }
+        }
+        if let Some(v) = file.setting(profile, "staleAfterMinutes") {
+            match v.as_f64() {
+                Some(m) if m >= 0.0 && m.is_finite() => s.stale_after_ms = (m * 60_000.0) as i64,
+                _ => warnings.push(format!(
+                    "staleAfterMinutes is {v}, expected minutes (0 turns the guard off); using {DEFAULT_STALE_AFTER_MINUTES}"
+                )),
+            }
         }
         let Some(a) = file.setting(profile, "assistant") else {
             return (s, warnings);
@@ -156,6 +234,18 @@ impl Settings {
             match v.as_bool() {
                 Some(b) => s.proactive_push = b,
                 None => bad("proactivePush", v, "true or false"),
+            }
+        }
+        if let Some(v) = a.get("timeInjection") {
+            match v.as_str() {
+                Some("hidden") => s.time_injection = TimeInjection::Hidden,
+                Some("always") => s.time_injection = TimeInjection::Always,
+                Some("interval") => s.time_injection = TimeInjection::Interval,
+                _ => bad(
+                    "timeInjection",
+                    v,
+                    "\"hidden\", \"always\" or \"interval\"",
+                ),
             }
         }
         (s, warnings)
@@ -252,7 +342,7 @@ mod tests {
         let (s, w) = settings(r#"{"voice": {"replyMode": "manual"}}"#);
         assert_eq!(
             s.voice_reply,
-            VoiceReply::Hidden,
+            VoiceReply::Manual,
             "the reference's legacy value"
         );
         assert!(w.is_empty());

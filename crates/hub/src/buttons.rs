@@ -104,6 +104,13 @@ pub enum Button {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         style: Option<String>,
     },
+    /// The answer to a stale question ("these waited while pi was away: run them now?").
+    Stale {
+        /// The question.
+        question: i64,
+        /// `true`: run them; `false`: skip them.
+        run: bool,
+    },
     /// A button of a question that was settled: it only says how (a double tap, data sent
     /// again). The settling tap rewrites every button of the question into this.
     Settled {
@@ -255,6 +262,10 @@ mod tests {
             Button::Intent {
                 id: 3,
                 create: false,
+            },
+            Button::Stale {
+                question: 2,
+                run: true,
             },
             Button::Menu {
                 identity: Some("/a".into()),

@@ -500,21 +500,35 @@ impl ConfigFile {
         self.set_profile_key(name, "apiBase", Value::String(base.to_owned()));
     }
 
-    /// Sets `assistant.<key>` at the top level (where the reference keeps it), keeping every
-    /// other key. A profile's own `assistant.<key>` would hide it, so that one goes.
-    pub fn set_assistant(&mut self, profile: &ProfileName, key: &str, value: Value) {
-        if !matches!(self.doc.get("assistant"), Some(Value::Object(_))) {
-            self.doc
-                .insert("assistant".into(), Value::Object(Map::new()));
+    /// Sets a shared setting at the top level (where the reference keeps them), keeping every
+    /// other key: `key` is `section.name` (`assistant.rendering`, `voice.replyMode`) or a
+    /// top-level name (`staleAfterMinutes`). The profile's own value would hide it, so that one
+    /// goes.
+    pub fn set_shared(&mut self, profile: &ProfileName, key: &str, value: Value) {
+        let (section, name) = match key.split_once('.') {
+            Some((section, name)) => (Some(section), name),
+            None => (None, key),
+        };
+        let Some(section) = section else {
+            self.doc.insert(name.into(), value);
+            if let Some(Value::Object(profiles)) = self.doc.get_mut("profiles")
+                && let Some(Value::Object(p)) = profiles.get_mut(profile.as_str())
+            {
+                p.remove(name);
+            }
+            return;
+        };
+        if !matches!(self.doc.get(section), Some(Value::Object(_))) {
+            self.doc.insert(section.into(), Value::Object(Map::new()));
         }
-        if let Some(Value::Object(a)) = self.doc.get_mut("assistant") {
-            a.insert(key.into(), value);
+        if let Some(Value::Object(a)) = self.doc.get_mut(section) {
+            a.insert(name.into(), value);
         }
         if let Some(Value::Object(profiles)) = self.doc.get_mut("profiles")
             && let Some(Value::Object(p)) = profiles.get_mut(profile.as_str())
-            && let Some(Value::Object(a)) = p.get_mut("assistant")
+            && let Some(Value::Object(a)) = p.get_mut(section)
         {
-            a.remove(key);
+            a.remove(name);
         }
     }
 

@@ -340,6 +340,7 @@ mod tests {
                         text: "still open",
                         lane: store::turns::Lane::Normal,
                         prepare: None,
+                        sent_ms: None,
                     },
                     1,
                 )?

@@ -434,6 +434,7 @@ async fn the_restart_notice_of_an_interrupted_prompt_is_sent_again_when_its_send
                     text: "build it",
                     lane: store::turns::Lane::Normal,
                     prepare: None,
+                    sent_ms: None,
                 },
                 1,
             )?

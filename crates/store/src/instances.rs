@@ -1,7 +1,7 @@
 //! pi instances the hub has seen: one row per connection (a new id every time), kept after they
 //! leave so `status` and routing can name them.
 
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::Cached;
 use crate::{Result, StoreError};
@@ -314,6 +314,27 @@ pub fn last_of(conn: &Connection, identity: &str) -> Result<Option<InstanceRow>>
         [identity],
     )?
     .pop())
+}
+
+/// When instance `id` connected.
+pub fn connected_ms(conn: &Connection, id: &str) -> Result<Option<i64>> {
+    conn.row(
+        "SELECT connected_ms FROM instances WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(StoreError::sqlite("reading an instance"))
+}
+
+/// When a pi of `identity` last went away at or before `at_ms`, if one ever did.
+pub fn left_before(conn: &Connection, identity: &str, at_ms: i64) -> Result<Option<i64>> {
+    conn.row(
+        "SELECT max(gone_ms) FROM instances WHERE identity = ?1 AND gone_ms <= ?2",
+        params![identity, at_ms],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading when a pi left"))
 }
 
 /// The most recent instances (live ones and the last that left), newest first.

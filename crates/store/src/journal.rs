@@ -171,6 +171,12 @@ stored_text_enum! {
             IntentCreate = "intent:create",
             /// ... settled: forgotten.
             IntentForget = "intent:forget",
+            /// Prompts that waited while the hub or their pi was away: run now.
+            StaleRun = "stale:run",
+            /// ... skipped.
+            StaleSkip = "stale:skip",
+            /// ... answered before.
+            StaleSettled = "stale:settled",
             /// A control about a pi that is not connected.
             ControlGone = "control:gone",
             /// pi is started in a folder.

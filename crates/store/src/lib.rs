@@ -85,6 +85,7 @@ pub mod retention;
 pub mod routes;
 pub mod schema;
 pub mod spawned;
+pub mod stale;
 pub mod threads;
 pub mod turns;
 

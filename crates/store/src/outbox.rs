@@ -171,6 +171,13 @@ stored_text_enum! {
             /// Its place among the answer's voices, from 0.
             n: usize,
         },
+        /// `stale:<question>:<at>`: a stale question's message, as written at `at`.
+        Stale {
+            /// The question.
+            question: i64,
+            /// When this text of it was written.
+            at: i64,
+        },
         /// `control:<id>`: what a control said.
         Control {
             /// The control.
@@ -340,6 +347,7 @@ impl Purpose {
             Self::Thinking { turn, at } => format!("thinking:{turn}:{at}").into(),
             Self::Voice { turn, n } => format!("voice:{turn}:{n}").into(),
             Self::Control { id } => format!("control:{id}").into(),
+            Self::Stale { question, at } => format!("stale:{question}:{at}").into(),
             Self::File { id } => format!("file:{id}").into(),
             Self::FileLate { id } => format!("file-late:{id}").into(),
             Self::Transcript { id } => format!("transcript:{id}").into(),
@@ -414,6 +422,10 @@ impl Purpose {
                 }
             }
             "control" => Self::Control { id: num(rest)? },
+            "stale" => {
+                let (question, at) = two(rest)?;
+                Self::Stale { question, at }
+            }
             "file" => Self::File { id: num(rest)? },
             "file-late" => Self::FileLate { id: num(rest)? },
             "transcript" => Self::Transcript { id: num(rest)? },
@@ -1053,6 +1065,18 @@ pub fn parked_with(conn: &Connection, handling: &str) -> Result<Vec<OutboxRow>> 
     )
 }
 
+/// Gives a row no send was ever tried on another delivery. `false` when one was tried (it may
+/// have arrived) or it is gone. The sender marks a row `sending` in the transaction that picks
+/// it, so a pending row is never in flight.
+pub fn rewrite_pending(conn: &Connection, id: i64, delivery: &Value) -> Result<bool> {
+    conn.exec(
+        "UPDATE outbox SET delivery = ?2 WHERE id = ?1 AND state = 'pending' AND attempts = 0",
+        params![id, delivery.to_string()],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("rewriting an outbox row"))
+}
+
 /// A parked row gets what it is sent as now (its delivery) and is released.
 pub fn replan(
     conn: &Connection,
@@ -1105,6 +1129,10 @@ mod tests {
             Purpose::Thinking { turn: 7, at: 1_700 },
             Purpose::Voice { turn: 7, n: 1 },
             Purpose::Control { id: 3 },
+            Purpose::Stale {
+                question: 3,
+                at: 1_700,
+            },
             Purpose::File { id: 3 },
             Purpose::FileLate { id: 3 },
             Purpose::Transcript { id: 3 },

@@ -414,6 +414,27 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox DROP COLUMN params;
     ALTER TABLE outbox DROP COLUMN plan;
     ",
+    // 13: stale prompts. When the person sent a message (Telegram's date; a button's tap), and
+    // whether it is held for the person's answer: a prompt that waited too long while the hub or
+    // its pi was away is asked about before it runs (`stale_questions`: one per place and pi,
+    // naming every prompt it holds).
+    "
+    ALTER TABLE turns ADD COLUMN sent_ms INTEGER;
+    ALTER TABLE turns ADD COLUMN held TEXT CHECK (held IN ('asked', 'cleared'));
+    ALTER TABLE turns ADD COLUMN stale_question INTEGER;
+    CREATE TABLE stale_questions (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        identity    TEXT NOT NULL,
+        chat_id     INTEGER NOT NULL,
+        thread_id   INTEGER,
+        state       TEXT NOT NULL CHECK (state IN ('open', 'run', 'skipped')),
+        outbox_id   INTEGER,
+        created_ms  INTEGER NOT NULL,
+        settled_ms  INTEGER
+    ) STRICT;
+    CREATE INDEX stale_questions_open ON stale_questions(identity, chat_id) WHERE state = 'open';
+    CREATE INDEX turns_stale_question ON turns(stale_question) WHERE stale_question IS NOT NULL;
+    ",
 ];
 
 /// The schema version this build writes.

@@ -146,6 +146,8 @@ pub struct NewTurn<'a> {
     pub lane: Lane,
     /// `None`: ready for pi now. Otherwise it waits for its files or the rest of its group.
     pub prepare: Option<Prepare<'a>>,
+    /// When the person sent it (Telegram's `date`, in ms); `None`: now.
+    pub sent_ms: Option<i64>,
 }
 
 /// What a turn that is not ready yet waits for.
@@ -194,6 +196,42 @@ pub struct Turn {
     pub group_key: Option<String>,
     /// Until when the rest of its group can arrive (0: not gathering).
     pub gather_until_ms: i64,
+    /// When the hub made it.
+    pub created_ms: i64,
+    /// When the person sent it (Telegram's date; the hub's time for older turns).
+    pub sent_ms: i64,
+    /// Held for the person's answer, or cleared to run although it waited long.
+    pub held: Option<Held>,
+    /// The question that holds (or held) it.
+    pub stale_question: Option<i64>,
+}
+
+/// A prompt that waited too long while the hub or its pi was away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Asked about: dispatch passes it by until the person answers.
+    Asked,
+    /// The person said run it: dispatch takes it without asking again.
+    Cleared,
+}
+
+impl Held {
+    /// Stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Asked => "asked",
+            Self::Cleared => "cleared",
+        }
+    }
+
+    fn parse(s: Option<&str>) -> Result<Option<Self>> {
+        Ok(match s {
+            None => None,
+            Some("asked") => Some(Self::Asked),
+            Some("cleared") => Some(Self::Cleared),
+            Some(other) => return Err(StoreError::Corrupt(format!("unknown turn hold {other:?}"))),
+        })
+    }
 }
 
 impl Turn {
@@ -209,9 +247,9 @@ impl Turn {
 
 const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
     instance_id, instance_pid, transport, result_text, waits, lane, skip, ready, context, group_key,
-    gather_until_ms";
+    gather_until_ms, created_ms, coalesce(sent_ms, created_ms), held, stale_question";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>, Option<String>)> {
     Ok((
         Turn {
             id: r.get(0)?,
@@ -233,9 +271,14 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>)> {
             context: r.get(16)?,
             group_key: r.get(17)?,
             gather_until_ms: r.get(18)?,
+            created_ms: r.get(19)?,
+            sent_ms: r.get(20)?,
+            held: None,
+            stale_question: r.get(22)?,
         },
         r.get(7)?,
         r.get(12)?,
+        r.get(21)?,
     ))
 }
 
@@ -248,9 +291,10 @@ fn select(conn: &Connection, filter: &str, args: impl rusqlite::Params) -> Resul
         .query_map(args, from_row)
         .map_err(StoreError::sqlite(ctx))?;
     rows.map(|r| {
-        let (mut t, state, waits) = r.map_err(StoreError::sqlite(ctx))?;
+        let (mut t, state, waits, held) = r.map_err(StoreError::sqlite(ctx))?;
         t.state = TurnState::parse(&state)?;
         t.waits = Waits::parse(waits.as_deref())?;
+        t.held = Held::parse(held.as_deref())?;
         Ok(t)
     })
     .collect()
@@ -265,13 +309,15 @@ pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<
     let n = conn
         .exec(
             "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text,
-                               state, created_ms, lane, lane_seq, ready, group_key, gather_until_ms)
+                               state, created_ms, lane, lane_seq, ready, group_key, gather_until_ms,
+                               sent_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9,
-                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns), ?10, ?11, ?12)
+                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns), ?10, ?11, ?12, ?13)
              ON CONFLICT DO NOTHING",
             params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text,
                     now_ms, t.lane.as_str(), i64::from(t.prepare.is_none()),
-                    t.prepare.and_then(|p| p.group_key), t.prepare.map_or(0, |p| p.gather_until_ms)],
+                    t.prepare.and_then(|p| p.group_key), t.prepare.map_or(0, |p| p.gather_until_ms),
+                    t.sent_ms.unwrap_or(now_ms).min(now_ms)],
         )
         .map_err(StoreError::sqlite("creating a turn"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
@@ -318,7 +364,7 @@ pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     Ok(select(
         conn,
         "WHERE state IN ('queued', 'dispatched', 'acked') AND identity = ?1 AND state = 'queued'
-           AND ready = 1
+           AND ready = 1 AND held IS NOT 'asked'
          ORDER BY lane = 'priority' DESC, lane_seq LIMIT 1",
         [identity],
     )?
@@ -635,4 +681,35 @@ pub fn regather(conn: &Connection, id: i64, key: &str, until_ms: i64) -> Result<
     )
     .map(|n| n == 1)
     .map_err(StoreError::sqlite("regathering a turn"))
+}
+
+/// Holds queued turn `id` for stale question `question` (dispatch passes it by). `false` when
+/// it is not queued any more.
+pub fn hold_for(conn: &Connection, id: i64, question: i64) -> Result<bool> {
+    conn.exec(
+        "UPDATE turns SET held = 'asked', stale_question = ?2 WHERE id = ?1 AND state = 'queued'",
+        params![id, question],
+    )
+    .map(|n| n == 1)
+    .map_err(StoreError::sqlite("holding a turn"))
+}
+
+/// The queued turns question `question` holds, oldest first.
+pub fn held_by(conn: &Connection, question: i64) -> Result<Vec<Turn>> {
+    select(
+        conn,
+        "WHERE stale_question = ?1 AND state = 'queued' AND held = 'asked' ORDER BY lane_seq",
+        [question],
+    )
+}
+
+/// The turns question `question` holds run now, without being asked about again. Returns how
+/// many.
+pub fn clear_held(conn: &Connection, question: i64) -> Result<usize> {
+    conn.exec(
+        "UPDATE turns SET held = 'cleared'
+         WHERE stale_question = ?1 AND state = 'queued' AND held = 'asked'",
+        [question],
+    )
+    .map_err(StoreError::sqlite("clearing held turns"))
 }

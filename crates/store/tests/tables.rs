@@ -82,6 +82,7 @@ fn an_update_is_handled_once_with_its_effects() {
             text: "hi",
             lane: turns::Lane::Normal,
             prepare: None,
+            sent_ms: None,
         };
         turns::create(tx, &turn, 5).map(drop)
     })
@@ -347,6 +348,7 @@ fn the_queue_has_lanes_and_skips() {
         text: "q",
         lane: turns::Lane::Normal,
         prepare: None,
+        sent_ms: None,
     };
     let ids: Vec<i64> = (1..=4)
         .map(|n| s.write(|tx| turns::create(tx, &mk(n), 0)).unwrap().unwrap())
@@ -404,6 +406,7 @@ fn turns_move_through_their_states_once() {
         text: "q",
         lane: turns::Lane::Normal,
         prepare: None,
+        sent_ms: None,
     };
     let any = Target::Unassigned(Waits::Any);
     let a = s

@@ -149,6 +149,11 @@ impl<'a> MessageView<'a> {
         self.0.get("caption").and_then(Value::as_str)
     }
 
+    /// `date`: when the person sent it (Unix seconds).
+    pub fn date(&self) -> Option<i64> {
+        self.int("date")
+    }
+
     /// `message_thread_id` when the message is in a topic.
     pub fn thread_id(&self) -> Option<i64> {
         self.int("message_thread_id")

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use store::turns::{self, Lane, Turn};
 use store::{Connection, StoreError};
 
-use crate::assistant::{Activity, Rendering, Settings};
+use crate::assistant::{Activity, Rendering, Settings, TimeInjection, VoiceReply};
 use crate::buttons::{Button, QueueOp, Section};
 use crate::clock::Clock;
 use crate::outgoing::outbound;
@@ -366,7 +366,7 @@ pub fn queue(i: &Instance, waiting: &[Turn]) -> View {
 /// The `assistant` settings, each value a button.
 pub fn settings(identity: Option<&str>, s: &Settings) -> View {
     let text = format!(
-        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}",
+        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}",
         match s.rendering {
             Rendering::Rich => "rich messages",
             Rendering::Html => "HTML",
@@ -378,6 +378,21 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
         } else {
             "not sent"
         },
+        match s.voice_reply {
+            VoiceReply::Manual => "only where pi asks",
+            VoiceReply::Mirror => "when you speak",
+            VoiceReply::Always => "always",
+        },
+        match s.time_injection {
+            TimeInjection::Hidden => "never".to_owned(),
+            TimeInjection::Always => "with every prompt".to_owned(),
+            TimeInjection::Interval =>
+                format!("every {}", crate::when::duration(s.time_interval_ms)),
+        },
+        match s.stale_after() {
+            Some(ms) => format!("after {}", crate::when::duration(ms)),
+            None => "never".to_owned(),
+        },
     );
     let set = |label: &str, on: bool, key: &str, value: &str| {
         (
@@ -388,40 +403,61 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             },
         )
     };
-    let rows = vec![
-        vec![
-            set(
-                "Rich",
-                s.rendering == Rendering::Rich,
-                "rendering",
-                "\"rich\"",
-            ),
-            set(
-                "HTML",
-                s.rendering == Rendering::Html,
-                "rendering",
-                "\"html\"",
-            ),
-        ],
-        vec![
-            set("Previews on", s.draft_previews, "draftPreviews", "true"),
-            set("off", !s.draft_previews, "draftPreviews", "false"),
-        ],
-        ["quiet", "thinking", "tools", "verbose"]
+    let choices = |key: &str, current: &str, names: &[(&str, &str)]| -> Vec<(String, Button)> {
+        names
             .iter()
-            .map(|a| {
+            .map(|(label, name)| set(label, current == *name, key, &format!("\"{name}\"")))
+            .collect()
+    };
+    let stale_minutes = s.stale_after_ms as f64 / 60_000.0;
+    let rows = vec![
+        choices(
+            "assistant.rendering",
+            match s.rendering {
+                Rendering::Rich => "rich",
+                Rendering::Html => "html",
+            },
+            &[("Rich", "rich"), ("HTML", "html")],
+        ),
+        vec![
+            set("Previews on", s.draft_previews, "assistant.draftPreviews", "true"),
+            set("off", !s.draft_previews, "assistant.draftPreviews", "false"),
+        ],
+        choices(
+            "assistant.activity",
+            activity_name(s.activity),
+            &[
+                ("quiet", "quiet"),
+                ("thinking", "thinking"),
+                ("tools", "tools"),
+                ("verbose", "verbose"),
+            ],
+        ),
+        vec![
+            set("Push on", s.proactive_push, "assistant.proactivePush", "true"),
+            set("off", !s.proactive_push, "assistant.proactivePush", "false"),
+        ],
+        choices(
+            "voice.replyMode",
+            s.voice_reply.name(),
+            &[("🔇 manual", "manual"), ("🔁 mirror", "mirror"), ("🔊 always", "always")],
+        ),
+        choices(
+            "assistant.timeInjection",
+            s.time_injection.name(),
+            &[("🕐 never", "hidden"), ("always", "always"), ("interval", "interval")],
+        ),
+        [("⏳ off", 0.0), ("15 min", 15.0), ("30 min", 30.0), ("2 h", 120.0)]
+            .iter()
+            .map(|(label, m)| {
                 set(
-                    a,
-                    activity_name(s.activity) == *a,
-                    "activity",
-                    &format!("\"{a}\""),
+                    label,
+                    (stale_minutes - m).abs() < 1e-9,
+                    "staleAfterMinutes",
+                    &m.to_string(),
                 )
             })
             .collect(),
-        vec![
-            set("Push on", s.proactive_push, "proactivePush", "true"),
-            set("off", !s.proactive_push, "proactivePush", "false"),
-        ],
         back(identity),
     ];
     View {

@@ -768,3 +768,54 @@ mod tests {
         assert!(md.contains("````\n```\n```\n````"), "{md}");
     }
 }
+
+/// The question about prompts that waited while the hub or their pi was away: `held` are
+/// their (sent at, words), oldest first.
+pub fn stale_question(held: &[(i64, &str)], now_ms: i64) -> String {
+    use crate::when::{Local, duration};
+    let Some(&(first, _)) = held.first() else {
+        return String::new();
+    };
+    let sent = match (Local::at(first), Local::at(now_ms)) {
+        (Some(sent), Some(now)) => sent.clock_or_day(&now),
+        _ => "earlier".to_owned(),
+    };
+    let waited = duration(now_ms - first);
+    let preview = |words: &str| {
+        let one_line = words.split_whitespace().collect::<Vec<_>>().join(" ");
+        let short: String = one_line.chars().take(60).collect();
+        let more = if one_line.chars().count() > 60 { "…" } else { "" };
+        format!("\"{short}{more}\"")
+    };
+    let mut text = if held.len() == 1 {
+        format!(
+            "⏳ This waited {waited} (sent {sent}) while pi was away. Run it now?\n{}",
+            preview(held[0].1)
+        )
+    } else {
+        format!(
+            "⏳ {} messages waited while pi was away, the first {waited} (sent {sent}). Run them now, in order?",
+            held.len()
+        )
+    };
+    if held.len() > 1 {
+        const SHOWN: usize = 5;
+        for (i, (_, words)) in held.iter().take(SHOWN).enumerate() {
+            text.push_str(&format!("\n{}. {}", i + 1, preview(words)));
+        }
+        if held.len() > SHOWN {
+            text.push_str(&format!("\n… and {} more", held.len() - SHOWN));
+        }
+    }
+    text
+}
+
+/// A stale question answered: its prompts run, or were dropped.
+pub fn stale_settled(run: bool, n: usize) -> String {
+    match (run, n) {
+        (true, 1) => "→ ▶️ Sent to pi.".to_owned(),
+        (true, n) => format!("→ ▶️ {n} messages sent to pi, in order."),
+        (false, 1) => "→ ✖️ Skipped: it did not reach pi.".to_owned(),
+        (false, n) => format!("→ ✖️ Skipped: {n} messages did not reach pi."),
+    }
+}

@@ -2,12 +2,15 @@
 //! recovery, dispatch, answers, pi's stream, controls, pi's Telegram tools), the links
 //! (hub.sock and TLS for the extension, `pi --mode rpc` children, the echo agent), the
 //! instance abstraction, headless pi the hub starts, pi's sessions and workspaces, and
-//! `inbound` (a message's files and inbound handlers, STT, on their way into pi).
+//! `inbound` (a message's files and inbound handlers, STT, on their way into pi), and what pi
+//! is told with a Telegram prompt (`preamble`) and how long the prompt waited (`waited`).
 
 pub mod conductor;
 pub(crate) mod inbound;
+pub mod preamble;
 pub mod instance;
 pub mod links;
 pub(crate) mod sessions;
 pub mod spawned;
+pub mod waited;
 pub(crate) mod workspaces;

@@ -168,6 +168,7 @@ fn create_turn(
             text,
             lane,
             prepare,
+            sent_ms: msg.date().map(|s| s.saturating_mul(1000)),
         },
         ctx.now_ms,
     )?;

@@ -174,6 +174,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
             thread,
         } => move_here(say, at, *turn, identity, *thread),
         Button::Intent { id, create } => intent(say, at, *id, *create),
+        Button::Stale { question, run } => stale_answer(say, at, *question, *run),
         Button::Menu { identity, section } => {
             menu_section(say, at, identity.as_deref(), *section, None)
         }
@@ -331,6 +332,49 @@ fn intent(
     })
 }
 
+/// The answer to a stale question: its held prompts run now, in their order, or are dropped
+/// (cancelled without a model turn). One commit; a second tap only hears how it was settled.
+fn stale_answer(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    question: i64,
+    run: bool,
+) -> Result<Tap, StoreError> {
+    let now = say.ctx.now_ms;
+    let open = store::stale::get(say.tx, question)?
+        .is_some_and(|q| q.answer == store::stale::Answer::Open);
+    if !open {
+        return Ok(Tap::answer(texts::settled_already(""), Outcome::StaleSettled)
+            .with_edit(at.settled("→ Settled already.".into())));
+    }
+    let n = if run {
+        turns::clear_held(say.tx, question)?
+    } else {
+        let held = turns::held_by(say.tx, question)?;
+        for t in &held {
+            turns::cancel(say.tx, t.id, STALE_SKIPPED, now)?;
+        }
+        held.len()
+    };
+    let answer = if run {
+        store::stale::Answer::Run
+    } else {
+        store::stale::Answer::Skipped
+    };
+    store::stale::settle(say.tx, question, answer, now)?;
+    say.after.turns = true;
+    let line = texts::stale_settled(run, n);
+    let outcome = if run {
+        Outcome::StaleRun
+    } else {
+        Outcome::StaleSkip
+    };
+    Ok(Tap::answer(line.trim_start_matches("→ "), outcome).with_edit(at.settled(line)))
+}
+
+/// The `error` of a prompt the person chose not to run after it waited while pi was away.
+pub const STALE_SKIPPED: &str = "skipped after waiting while pi was away";
+
 /// Switches an instance's model.
 fn model(
     say: &mut Say<'_>,
@@ -396,7 +440,7 @@ fn queue(
     menu_section(say, at, t.identity.as_deref(), Section::Queue, Some(answer))
 }
 
-/// Writes an `assistant` setting to telegram.json, and shows the settings again.
+/// Writes a setting of the Settings menu to telegram.json, and shows the settings again.
 fn setting(
     say: &mut Say<'_>,
     at: &Tapped<'_, '_>,
@@ -405,9 +449,22 @@ fn setting(
 ) -> Result<Tap, StoreError> {
     let ctx = say.ctx;
     let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+    // Buttons shown by hubs before settings outside `assistant` name the bare key.
+    let key = if key.contains('.') || key == "staleAfterMinutes" {
+        key.to_owned()
+    } else {
+        format!("assistant.{key}")
+    };
+    let key = key.as_str();
     let known = matches!(
         key,
-        "rendering" | "draftPreviews" | "activity" | "proactivePush"
+        "assistant.rendering"
+            | "assistant.draftPreviews"
+            | "assistant.activity"
+            | "assistant.proactivePush"
+            | "assistant.timeInjection"
+            | "voice.replyMode"
+            | "staleAfterMinutes"
     );
     if !known || value.is_null() {
         return Ok(Tap::answer(
@@ -416,7 +473,7 @@ fn setting(
         ));
     }
     let written = ConfigFile::load(&ctx.config_path).and_then(|mut file| {
-        file.set_assistant(&ctx.profile, key, value.clone());
+        file.set_shared(&ctx.profile, key, value.clone());
         file.save()
     });
     let answer = match written {
@@ -537,6 +594,7 @@ fn prompt_button(
             text: prompt,
             lane: Lane::Normal,
             prepare: None,
+            sent_ms: None,
         },
         ctx.now_ms,
     )?;

@@ -284,6 +284,19 @@ pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, Stor
     )
 }
 
+/// Gives a row no send was tried on the text `t` instead of its own: a message rewritten
+/// before it left. `false` when a send was tried (or it is gone): it is not changed.
+pub fn rewrite_text(tx: &Connection, id: i64, t: &Text<'_>) -> Result<bool, StoreError> {
+    let message = Outgoing::Text(crate::outgoing::message::Text {
+        spot: Spot::new(t.chat, t.thread, t.reply_to),
+        text: t.text.to_owned(),
+        parse_mode: None,
+        link_preview_options: None,
+        reply_markup: t.markup.clone(),
+    });
+    outbox::rewrite_pending(tx, id, &Plan::single(message).to_value())
+}
+
 /// A notice (no reply, no update behind it).
 pub fn notice(
     tx: &Connection,

@@ -304,7 +304,7 @@ fn automatic_voice(
     let automatic = match mode {
         assistant::VoiceReply::Always => true,
         assistant::VoiceReply::Mirror => from_voice,
-        assistant::VoiceReply::Hidden => false,
+        assistant::VoiceReply::Manual => false,
     } && extracted.voices.is_empty()
         && !r.aborted
         && r.error.is_none()

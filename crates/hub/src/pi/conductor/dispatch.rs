@@ -1,13 +1,17 @@
 //! Dispatch: each ready instance gets its next queued turn, marked `dispatched` in a commit
-//! before its prompt (with the turn's photos) is written; and the extension's footer status of
-//! how many turns wait.
+//! before its prompt (with the turn's photos and the lines that tell pi where it comes from,
+//! `pi::preamble`) is written; a turn that waited too long while the hub or its pi was away is
+//! held and asked about instead (`stale`); and the extension's footer status of how many turns
+//! wait.
 
 use store::outbox::Purpose;
 use store::turns::{self, Turn};
 use store::{Connection, StoreError};
 use wire::TurnId;
 
-use super::Conductor;
+use super::{Conductor, stale};
+use crate::assistant::{Settings, TimeInjection, VoiceReply};
+use crate::clock::Clock;
 use crate::crashpoint;
 use crate::db::Durability;
 use crate::error::HubError;
@@ -15,6 +19,8 @@ use crate::outgoing::outbound;
 use crate::outgoing::preview::PreviewMsg;
 use crate::outgoing::texts;
 use crate::pi::instance::{Command, InstanceId, Transport};
+use crate::pi::preamble::{self, Preamble};
+use crate::pi::waited::{self, Waited};
 
 impl Conductor {
     /// Gives each ready instance its next queued turn. `true` when a turn left the queue.
@@ -38,11 +44,14 @@ impl Conductor {
         let Some(l) = self.live.get(id) else {
             return Ok(false);
         };
+        let settings = self.assistant.current();
         let taker = Taker {
             identity: l.identity.clone(),
             instance: id.0.clone(),
             pid: l.pid,
             transport: l.transport,
+            stale_after: settings.stale_after(),
+            clock: self.db.clock().clone(),
         };
         let now = self.db.now_ms();
         let (turn, skipped) = self
@@ -58,14 +67,25 @@ impl Conductor {
             return Ok(skipped > 0);
         };
         crashpoint::hit(crashpoint::CrashPoint::DispatchAfterCommit);
-        self.send_prompt(id, taken).await?;
+        self.send_prompt(id, taken, &settings, now).await?;
         Ok(true)
     }
 
     /// Writes a dispatched turn's prompt to its instance; a prompt that cannot leave puts the
     /// turn back in the queue.
-    async fn send_prompt(&mut self, id: &InstanceId, taken: Taken) -> Result<(), HubError> {
-        let Taken { turn, place, files } = taken;
+    async fn send_prompt(
+        &mut self,
+        id: &InstanceId,
+        taken: Taken,
+        settings: &Settings,
+        now: i64,
+    ) -> Result<(), HubError> {
+        let Taken {
+            turn,
+            place,
+            files,
+            waited,
+        } = taken;
         let Some(l) = self.live.get_mut(id) else {
             return Ok(());
         };
@@ -84,10 +104,33 @@ impl Conductor {
                 .await?;
             return Ok(());
         }
+        let from_voice = files
+            .iter()
+            .any(|f| matches!(f.kind.as_str(), "voice" | "audio"));
+        let prompt_text = turn.prompt();
+        let told = self.told_time.get(&l.identity).copied();
+        let tell_time = match settings.time_injection {
+            TimeInjection::Hidden => false,
+            TimeInjection::Always => true,
+            TimeInjection::Interval => told.is_none_or(|t| now - t >= settings.time_interval_ms),
+        } && !preamble::is_command(&prompt_text);
+        if tell_time {
+            self.told_time.insert(l.identity.clone(), now);
+        }
+        let lines = Preamble {
+            thread: place.own_topic.then_some(l.label.as_str()),
+            time_ms: tell_time.then_some(now),
+            waited: Some(waited),
+            spoken: match settings.voice_reply {
+                VoiceReply::Always => true,
+                VoiceReply::Mirror => from_voice,
+                VoiceReply::Manual => false,
+            },
+        };
         let images = photos_of(files).await;
         let prompt = Command::Prompt {
             turn: TurnId::from_number(turn.id),
-            text: turn.prompt(),
+            text: lines.wrap(&prompt_text, now),
             images,
         };
         if l.commands.try_send(prompt).is_err() {
@@ -147,40 +190,68 @@ impl Conductor {
     }
 }
 
-/// The instance a turn is dispatched to, as the store records it.
+/// The instance a turn is dispatched to, as the store records it, and what dispatch judges
+/// its turns by.
 struct Taker {
     identity: String,
     instance: String,
     pid: Option<i64>,
     transport: Transport,
+    /// `staleAfterMinutes` in ms (`None`: the guard is off).
+    stale_after: Option<i64>,
+    /// For the buttons of a stale question.
+    clock: Clock,
 }
 
-/// A turn marked dispatched, with where its answer goes and its files.
+/// A turn marked dispatched, with where its answer goes, its files, and how long it waited.
 struct Taken {
     turn: Turn,
     place: outbound::Place,
     files: Vec<store::files::File>,
+    waited: Waited,
 }
 
 /// The dispatching transaction: the instance's next queued turn marked dispatched, the
-/// skipped ones before it dropped. Returns it and how many were skipped.
+/// skipped ones before it dropped, the stale ones before it held and asked about. Returns it
+/// and how many were dropped or held (each wrote a message).
 fn take_next(
     tx: &Connection,
     taker: &Taker,
     now: i64,
 ) -> Result<(Option<Taken>, usize), StoreError> {
     let mut skipped = 0;
-    let t = loop {
+    let attached = store::instances::connected_ms(tx, &taker.instance)?.unwrap_or(now);
+    let left = store::instances::left_before(tx, &taker.identity, attached)?;
+    let (t, waited) = loop {
         let Some(t) = turns::next_queued(tx, &taker.identity)? else {
             return Ok((None, skipped));
         };
-        if !t.skip {
-            break t;
+        if t.skip {
+            if !drop_skipped(tx, &t, now)? {
+                return Ok((None, skipped));
+            }
+            skipped += 1;
+            continue;
         }
-        if !drop_skipped(tx, &t, now)? {
-            return Ok((None, skipped));
+        let waited = waited::judge(
+            waited::Times {
+                sent_ms: t.sent_ms,
+                created_ms: t.created_ms,
+                attached_ms: attached,
+                left_ms: left,
+            },
+            now,
+        );
+        if t.held.is_none() && waited.is_stale(taker.stale_after) {
+            // `next_queued` read it queued in this transaction, and never returns a held turn.
+            let held = stale::hold(tx, &taker.clock, &t, &taker.identity, now)?;
+            if crate::never!(!held, "queued turn {} could not be held", t.id) {
+                return Ok((None, skipped));
+            }
+            skipped += 1;
+            continue;
         }
-        skipped += 1;
+        break (t, waited);
     };
     turns::mark_dispatched(tx, t.id, &taker.instance, taker.pid, taker.transport, now)?;
     let place = outbound::place_of_turn(tx, &t, &taker.identity)?;
@@ -193,6 +264,7 @@ fn take_next(
             turn: t,
             place,
             files,
+            waited,
         }),
         skipped,
     ))

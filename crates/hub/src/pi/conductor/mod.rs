@@ -31,6 +31,7 @@ mod dispatch;
 mod gone;
 mod pi_event;
 mod run;
+mod stale;
 mod tools;
 
 pub use tools::ToolSettings;
@@ -100,6 +101,9 @@ pub struct Conductor {
     /// before its answer: the change goes into the answer's commit, or is written once nothing
     /// else waits, never as a store call of its own in front of the answer.
     unsaved_states: BTreeMap<String, InstanceState>,
+    /// When each pi (identity) was last told the time with a prompt (`timeInjection:
+    /// interval`). In memory: after a hub restart each is told again, once.
+    told_time: std::collections::HashMap<String, i64>,
 }
 
 /// Busy/idle of instances, for `status`.
@@ -155,6 +159,7 @@ impl Conductor {
             config_path: settings.config_path,
             tools_waiting: std::collections::HashMap::new(),
             unsaved_states: BTreeMap::new(),
+            told_time: std::collections::HashMap::new(),
         }
     }
 

@@ -1,0 +1,157 @@
+//! What pi is told with a Telegram prompt, before the person's words: where it comes from, the
+//! time, how long it waited, whether the answer will be spoken. The same lines for both
+//! transports (the extension's pi and the headless children), in the reference's compact
+//! `[tag|key:value]` shape, and as few as can be: a line only when it says something (the
+//! skill the extension ships, `telegram-bridge`, explains them to the model).
+//!
+//! ```text
+//! [telegram|thread:B · api]
+//! [time] 2026-12-02 14:05 Wed (UTC+01:00)
+//! [waited] sent 11:53, reached pi 2 h 12 min later
+//! [voice] delivery: automatic voice
+//!
+//! <the person's words, then attachments and what they replied to>
+//! ```
+//!
+//! A prompt that is a command (`/name args`: a prompt template, a skill, an extension's
+//! command) goes as it is: pi expands or runs it by its first word and hands the rest to it as
+//! arguments, so lines before it would stop it being a command.
+
+use crate::pi::waited::Waited;
+use crate::when::{self, Local};
+
+/// A prompt shows how long it waited once that is at least this long.
+pub const SHOW_WAIT_FROM_MS: i64 = 60_000;
+
+/// What the lines say.
+#[derive(Debug, Clone, Default)]
+pub struct Preamble<'a> {
+    /// The label of the pi's topic when the prompt came in it (Threaded Mode).
+    pub thread: Option<&'a str>,
+    /// The time to tell pi (ms), when it is told.
+    pub time_ms: Option<i64>,
+    /// How long the prompt waited.
+    pub waited: Option<Waited>,
+    /// The answer will be spoken by the hub.
+    pub spoken: bool,
+}
+
+impl Preamble<'_> {
+    /// The lines, ending in a blank line. Pure but for the machine's time zone.
+    pub fn lines(&self, now_ms: i64) -> String {
+        let mut out = match self.thread {
+            // `|` and `]` would end the tag's value early: a label never needs them.
+            Some(label) => format!("[telegram|thread:{}]\n", label.replace(['|', ']', '\n'], " ")),
+            None => "[telegram]\n".to_owned(),
+        };
+        if let Some(stamp) = self.time_ms.and_then(Local::at).map(|t| t.stamp()) {
+            out.push_str(&format!("[time] {stamp}\n"));
+        }
+        if let Some(w) = self.waited.filter(|w| w.total_ms >= SHOW_WAIT_FROM_MS)
+            && let (Some(sent), Some(now)) = (Local::at(w.sent_ms), Local::at(now_ms))
+        {
+            out.push_str(&format!(
+                "[waited] sent {}, reached pi {} later\n",
+                sent.clock_or_day(&now),
+                when::duration(w.total_ms)
+            ));
+        }
+        if self.spoken {
+            out.push_str("[voice] delivery: automatic voice\n");
+        }
+        out.push('\n');
+        out
+    }
+
+    /// `prompt` with the lines before it; a command as it is.
+    pub fn wrap(&self, prompt: &str, now_ms: i64) -> String {
+        if is_command(prompt) {
+            return prompt.to_owned();
+        }
+        format!("{}{prompt}", self.lines(now_ms))
+    }
+}
+
+/// Whether pi takes `prompt` as a command (`/name …`).
+pub fn is_command(prompt: &str) -> bool {
+    prompt
+        .strip_prefix('/')
+        .and_then(|rest| rest.chars().next())
+        .is_some_and(|c| !c.is_whitespace() && c != '/')
+}
+
+/// A rough count of the tokens `text` costs a model (about four characters a token for
+/// English and markup): for the figures in the README and the tests, not for billing.
+pub fn rough_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_origin_alone_when_nothing_else_applies() {
+        let p = Preamble::default();
+        assert_eq!(p.wrap("hello", 0), "[telegram]\n\nhello");
+        let p = Preamble {
+            thread: Some("B · api|x]"),
+            ..Preamble::default()
+        };
+        assert_eq!(p.wrap("hello", 0), "[telegram|thread:B · api x ]\n\nhello");
+    }
+
+    #[test]
+    fn every_line_when_all_apply() {
+        let now = 1_796_216_700_000;
+        let p = Preamble {
+            thread: Some("A"),
+            time_ms: Some(now),
+            waited: Some(Waited {
+                sent_ms: now - 2 * 3_600_000 - 12 * 60_000,
+                total_ms: 2 * 3_600_000 + 12 * 60_000,
+                away_ms: 0,
+            }),
+            spoken: true,
+        };
+        let text = p.wrap("go on", now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "[telegram|thread:A]");
+        assert!(lines[1].starts_with("[time] 2026-12-0"), "{text}");
+        assert!(
+            lines[2].starts_with("[waited] sent ") && lines[2].ends_with(", reached pi 2 h 12 min later"),
+            "{text}"
+        );
+        assert_eq!(lines[3], "[voice] delivery: automatic voice");
+        assert_eq!(lines[4], "");
+        assert_eq!(lines[5], "go on");
+        // A few hundred tokens at most: here well under fifty.
+        assert!(rough_tokens(&p.lines(now)) < 50, "{}", rough_tokens(&p.lines(now)));
+    }
+
+    #[test]
+    fn a_short_wait_is_not_mentioned() {
+        let p = Preamble {
+            waited: Some(Waited {
+                sent_ms: 0,
+                total_ms: SHOW_WAIT_FROM_MS - 1,
+                away_ms: 0,
+            }),
+            ..Preamble::default()
+        };
+        assert_eq!(p.lines(SHOW_WAIT_FROM_MS - 1), "[telegram]\n\n");
+    }
+
+    #[test]
+    fn commands_go_as_they_are() {
+        let p = Preamble::default();
+        for command in ["/review src", "/skill:telegram-bridge", "/compact"] {
+            assert!(is_command(command));
+            assert_eq!(p.wrap(command, 0), command);
+        }
+        for words in ["/ not a command", "// comment", "/", "a /b"] {
+            assert!(!is_command(words), "{words}");
+            assert!(p.wrap(words, 0).starts_with("[telegram]\n\n"));
+        }
+    }
+}
