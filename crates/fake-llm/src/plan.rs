@@ -238,9 +238,19 @@ pub fn plan(body: &Value) -> Reply {
         };
     }
     Reply::Text {
-        text: format!("echo: {}", user.trim()),
+        text: format!("echo: {}", without_preamble(&user).trim()),
         slow,
     }
+}
+
+/// The person's words of a Telegram prompt: without the lines the hub puts before them
+/// (`[telegram…]` and the tags after it, up to a blank line), so an echo says what the person
+/// wrote. The whole prompt, lines included, stays in the request log.
+pub fn without_preamble(user: &str) -> &str {
+    if !user.starts_with("[telegram") {
+        return user;
+    }
+    user.split_once("\n\n").map_or(user, |(_, words)| words)
 }
 
 fn utf16(text: &str) -> Vec<u16> {
@@ -367,6 +377,17 @@ mod tests {
             { "role": "system", "content": "you are pi" },
             { "role": "user", "content": text },
         ]})
+    }
+
+    #[test]
+    fn an_echo_says_the_persons_words_without_the_hubs_lines() {
+        let body = json!({ "messages": [{ "role": "user",
+            "content": "[telegram|thread:A]\n[time] 2026-12-02 14:05 Wed (UTC+00:00)\n\nhello there" }] });
+        match plan(&body) {
+            Reply::Text { text, .. } => assert_eq!(text, "echo: hello there"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(without_preamble("no tag\n\nat all"), "no tag\n\nat all");
     }
 
     #[test]

@@ -48,7 +48,11 @@ pub fn config(data: &[u8]) {
     let default = ProfileName::default_profile();
     let mut changed = again;
     changed.set_allowed_user_id(&default, 4242);
-    changed.set_shared(&default, "assistant.rendering", Value::String("html".into()));
+    changed.set_shared(
+        &default,
+        "assistant.rendering",
+        Value::String("html".into()),
+    );
     let after = self::written(&changed);
     match ConfigFile::parse(path, &after) {
         Ok(reloaded) => {

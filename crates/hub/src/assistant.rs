@@ -241,11 +241,7 @@ impl Settings {
                 Some("hidden") => s.time_injection = TimeInjection::Hidden,
                 Some("always") => s.time_injection = TimeInjection::Always,
                 Some("interval") => s.time_injection = TimeInjection::Interval,
-                _ => bad(
-                    "timeInjection",
-                    v,
-                    "\"hidden\", \"always\" or \"interval\"",
-                ),
+                _ => bad("timeInjection", v, "\"hidden\", \"always\" or \"interval\""),
             }
         }
         (s, warnings)

@@ -95,6 +95,10 @@ pub struct SendText {
     /// Bot token; default the first bot.
     #[serde(default)]
     pub token: Option<String>,
+    /// When the person wrote it (Unix seconds; default now): a message written while the bot's
+    /// hub was away reaches it with its own, earlier date.
+    #[serde(default)]
+    pub date: Option<i64>,
 }
 
 /// Where a forwarded message came from.
@@ -439,7 +443,8 @@ fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> Cont
         }
     }
     msg.sender = Some(Sender::Person(uid));
-    msg.date = w.clock.now_unix();
+    let now = w.clock.now_unix();
+    msg.date = if msg.date > 0 { msg.date.min(now) } else { now };
     msg.at_ms = w.clock.now_ms();
     let id = w.bots[bot].chat_mut(uid).add_message(msg);
     let payload = w.stored_message_json(bot, uid, id);
@@ -593,6 +598,7 @@ impl Control {
             entities,
             reply_to: req.reply_to_message_id,
             forward_origin,
+            date: req.date.unwrap_or_default(),
             ..Message::default()
         };
         person_message(&mut w, bot, uid, msg)

@@ -420,7 +420,12 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             &[("Rich", "rich"), ("HTML", "html")],
         ),
         vec![
-            set("Previews on", s.draft_previews, "assistant.draftPreviews", "true"),
+            set(
+                "Previews on",
+                s.draft_previews,
+                "assistant.draftPreviews",
+                "true",
+            ),
             set("off", !s.draft_previews, "assistant.draftPreviews", "false"),
         ],
         choices(
@@ -434,30 +439,48 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             ],
         ),
         vec![
-            set("Push on", s.proactive_push, "assistant.proactivePush", "true"),
+            set(
+                "Push on",
+                s.proactive_push,
+                "assistant.proactivePush",
+                "true",
+            ),
             set("off", !s.proactive_push, "assistant.proactivePush", "false"),
         ],
         choices(
             "voice.replyMode",
             s.voice_reply.name(),
-            &[("🔇 manual", "manual"), ("🔁 mirror", "mirror"), ("🔊 always", "always")],
+            &[
+                ("🔇 manual", "manual"),
+                ("🔁 mirror", "mirror"),
+                ("🔊 always", "always"),
+            ],
         ),
         choices(
             "assistant.timeInjection",
             s.time_injection.name(),
-            &[("🕐 never", "hidden"), ("always", "always"), ("interval", "interval")],
+            &[
+                ("🕐 never", "hidden"),
+                ("always", "always"),
+                ("interval", "interval"),
+            ],
         ),
-        [("⏳ off", 0.0), ("15 min", 15.0), ("30 min", 30.0), ("2 h", 120.0)]
-            .iter()
-            .map(|(label, m)| {
-                set(
-                    label,
-                    (stale_minutes - m).abs() < 1e-9,
-                    "staleAfterMinutes",
-                    &m.to_string(),
-                )
-            })
-            .collect(),
+        [
+            ("⏳ off", 0.0),
+            ("15 min", 15.0),
+            ("30 min", 30.0),
+            ("2 h", 120.0),
+        ]
+        .iter()
+        .map(|(label, m)| {
+            set(
+                label,
+                (stale_minutes - m).abs() < 1e-9,
+                "staleAfterMinutes",
+                &m.to_string(),
+            )
+        })
+        .collect(),
         back(identity),
     ];
     View {

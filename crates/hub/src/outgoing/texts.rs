@@ -784,7 +784,11 @@ pub fn stale_question(held: &[(i64, &str)], now_ms: i64) -> String {
     let preview = |words: &str| {
         let one_line = words.split_whitespace().collect::<Vec<_>>().join(" ");
         let short: String = one_line.chars().take(60).collect();
-        let more = if one_line.chars().count() > 60 { "…" } else { "" };
+        let more = if one_line.chars().count() > 60 {
+            "…"
+        } else {
+            ""
+        };
         format!("\"{short}{more}\"")
     };
     let mut text = if held.len() == 1 {

@@ -7,9 +7,9 @@
 
 pub mod conductor;
 pub(crate) mod inbound;
-pub mod preamble;
 pub mod instance;
 pub mod links;
+pub mod preamble;
 pub(crate) mod sessions;
 pub mod spawned;
 pub mod waited;

@@ -41,7 +41,10 @@ impl Preamble<'_> {
     pub fn lines(&self, now_ms: i64) -> String {
         let mut out = match self.thread {
             // `|` and `]` would end the tag's value early: a label never needs them.
-            Some(label) => format!("[telegram|thread:{}]\n", label.replace(['|', ']', '\n'], " ")),
+            Some(label) => format!(
+                "[telegram|thread:{}]\n",
+                label.replace(['|', ']', '\n'], " ")
+            ),
             None => "[telegram]\n".to_owned(),
         };
         if let Some(stamp) = self.time_ms.and_then(Local::at).map(|t| t.stamp()) {
@@ -119,14 +122,19 @@ mod tests {
         assert_eq!(lines[0], "[telegram|thread:A]");
         assert!(lines[1].starts_with("[time] 2026-12-0"), "{text}");
         assert!(
-            lines[2].starts_with("[waited] sent ") && lines[2].ends_with(", reached pi 2 h 12 min later"),
+            lines[2].starts_with("[waited] sent ")
+                && lines[2].ends_with(", reached pi 2 h 12 min later"),
             "{text}"
         );
         assert_eq!(lines[3], "[voice] delivery: automatic voice");
         assert_eq!(lines[4], "");
         assert_eq!(lines[5], "go on");
         // A few hundred tokens at most: here well under fifty.
-        assert!(rough_tokens(&p.lines(now)) < 50, "{}", rough_tokens(&p.lines(now)));
+        assert!(
+            rough_tokens(&p.lines(now)) < 50,
+            "{}",
+            rough_tokens(&p.lines(now))
+        );
     }
 
     #[test]

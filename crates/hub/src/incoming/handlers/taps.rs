@@ -344,8 +344,10 @@ fn stale_answer(
     let open = store::stale::get(say.tx, question)?
         .is_some_and(|q| q.answer == store::stale::Answer::Open);
     if !open {
-        return Ok(Tap::answer(texts::settled_already(""), Outcome::StaleSettled)
-            .with_edit(at.settled("→ Settled already.".into())));
+        return Ok(
+            Tap::answer(texts::settled_already(""), Outcome::StaleSettled)
+                .with_edit(at.settled("→ Settled already.".into())),
+        );
     }
     let n = if run {
         turns::clear_held(say.tx, question)?

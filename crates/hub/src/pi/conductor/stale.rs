@@ -65,7 +65,10 @@ fn ask(
         outbound::button(tx, clock, owner, "✖️ Skip", &Button::Stale { question: id, run: false }, now, ttl)?,
     ]] });
     let place = outbound::place_of_turn(tx, first, identity)?;
-    let purpose = Purpose::Stale { question: id, at: now };
+    let purpose = Purpose::Stale {
+        question: id,
+        at: now,
+    };
     let message = outbound::Text {
         chat: place.chat,
         thread: place.thread,
@@ -77,12 +80,26 @@ fn ask(
         // The only trace of what became of the person's messages until they answer.
         resend: true,
     };
-    if let Some(row) = q.outbox_id.map(|o| outbox::get(tx, o)).transpose()?.flatten() {
+    if let Some(row) = q
+        .outbox_id
+        .map(|o| outbox::get(tx, o))
+        .transpose()?
+        .flatten()
+    {
         if outbound::rewrite_text(tx, row.id, &message)? {
             return Ok(());
         }
         if let (outbox::State::Sent, Some(sent)) = (row.state, row.sent_message_id) {
-            return outbound::edit(tx, row.chat_id, sent, &text, Some(markup), &purpose, None, now);
+            return outbound::edit(
+                tx,
+                row.chat_id,
+                sent,
+                &text,
+                Some(markup),
+                &purpose,
+                None,
+                now,
+            );
         }
     }
     if let Some(row) = outbound::text(tx, &message, now)? {
