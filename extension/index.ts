@@ -8,6 +8,10 @@
  * - `PI_TELEGRAM_CHILD_TOKEN` set: tools-only mode (`lib/child.ts`);
  * - `PI_TELEGRAM_CHILD=1`: inert (the hub drives the child over RPC);
  * - otherwise a connectable instance: /telegram-connect etc., hub turns, events, the tools.
+ * In every mode it offers pi the `telegram-bridge` skill (`lib/skill.ts`) and points the model to
+ * it in runs whose message came from Telegram (`lib/note.ts`): a hub turn here, every run of a
+ * child (the hub sends all of its prompts). The tools leave the model's view while the hub
+ * cannot be reached (`lib/tool-gate.ts`).
  *
  * Lifecycle (pi's rules): nothing is opened in the factory; the connection starts at
  * `session_start` (when the project is remembered in connections.json, or on /telegram-connect)
@@ -19,9 +23,12 @@ import { CHILD_TOKEN_ENV, startToolsChild } from "./lib/child.ts";
 import { registerCommands, registerInertCommands, remembered } from "./lib/commands.ts";
 import { Forwarder } from "./lib/forwarder.ts";
 import { InstanceLink } from "./lib/link.ts";
+import { addTelegramNote } from "./lib/note.ts";
 import { Requests } from "./lib/requests.ts";
 import { Session } from "./lib/session.ts";
+import { contributeSkill } from "./lib/skill.ts";
 import { claimProcess } from "./lib/state.ts";
+import { ToolGate } from "./lib/tool-gate.ts";
 import { registerTools, ToolCalls } from "./lib/tools.ts";
 import { TurnRunner } from "./lib/turns.ts";
 import type { HubMessage } from "./lib/wire.ts";
@@ -41,6 +48,8 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	if (!release) return;
 
 	const s = new Session(pi);
+	// Only the copy holding the claim offers it, so pi hears of the skill once.
+	contributeSkill(pi, s.problems);
 	const token = process.env[CHILD_TOKEN_ENV];
 	if (token) {
 		startToolsChild(pi, s, token, release);
@@ -48,15 +57,23 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	}
 	if (process.env.PI_TELEGRAM_CHILD === "1") {
 		// The hub spawned this pi and talks to it over RPC: connecting it here as well would
-		// register the instance twice. Stay inert.
+		// register the instance twice. Stay inert, but every prompt still comes from Telegram.
 		registerInertCommands(pi, "PI_TELEGRAM_CHILD=1");
+		pi.on(
+			"before_agent_start",
+			s.problems.guard("adding the Telegram note to the system prompt", (event) => addTelegramNote(event)),
+		);
 		pi.on("session_shutdown", () => release());
 		return;
 	}
 
+	const gate = new ToolGate(pi);
 	const link: InstanceLink = new InstanceLink(s, {
 		helloTurns: () => turns.helloTurns(),
-		onWelcome: () => turns.afterWelcome(),
+		onWelcome: () => {
+			turns.afterWelcome();
+			s.problems.guard("showing the Telegram tools again", () => gate.set(true))();
+		},
 		onMessage: (m) => route(m),
 		onDisconnected: () => tools.failAll("the connection to the pi-telegram hub was lost"),
 	});
@@ -119,13 +136,12 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	registerTools(pi, () => tools);
 	registerCommands(pi, s, link, turns, () => tools);
 
-	pi.on(
-		"before_agent_start",
-		s.problems.guard("adding the Telegram note to the system prompt", (event) => {
-			const systemPrompt = turns.systemPromptFor(event);
-			return systemPrompt === undefined ? undefined : { systemPrompt };
-		}),
-	);
+	pi.on("before_agent_start", (event) => {
+		s.problems.guard("hiding or showing the Telegram tools", () => gate.set(link.usable()))();
+		return s.problems.guard("adding the Telegram note to the system prompt", () =>
+			turns.startsHubTurn() ? addTelegramNote(event) : undefined,
+		)();
+	});
 
 	pi.on(
 		"session_start",
@@ -133,6 +149,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 			s.live = true;
 			s.ctx = c;
 			s.reason = String(event.reason ?? "startup");
+			s.problems.guard("reading which Telegram tools were hidden", () => gate.resume(c.sessionManager.getBranch()))();
 			link.resetFooter();
 			// print/json runs are one-shot: they never join the hub by themselves
 			if (c.mode === "print" || c.mode === "json") return;

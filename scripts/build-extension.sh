@@ -4,8 +4,9 @@
 # scripts/install-test-deps.sh pins. dist/ is committed: the Rust build embeds it, and cargo needs
 # no Node. Run this after changing the extension (its package.json too); scripts/test.sh fails
 # when dist/ or the crate's copy is stale.
-# The Rust build embeds crates/pi-telegram/extension/, which this script makes: package.json and
-# dist/, what `pi-telegram install-extension` installs. The copy is inside the crate because
+# The Rust build embeds crates/pi-telegram/extension/, which this script makes: package.json,
+# dist/ and skills/ (package.json's `pi.skills` names it), what `pi-telegram install-extension`
+# installs. The copy is inside the crate because
 # crates.io gets only the crate's own folder; the repository and the package embed the same bytes.
 # Why plain JavaScript: pi transpiles a TypeScript extension with Babel, which costs pi about 40 MB
 # more (extension/README.md, "Memory").
@@ -24,6 +25,7 @@ crate_copy=crates/pi-telegram/extension
 mkdir "$out/crate"
 cp extension/package.json "$out/crate/"
 cp -r "$out/dist" "$out/crate/dist"
+cp -r extension/skills "$out/crate/skills"
 if [ "${1:-}" = "--check" ]; then
   if ! diff -r "$out/dist" extension/dist >/dev/null 2>&1; then
     diff -r "$out/dist" extension/dist | head -20 >&2 || true
@@ -32,7 +34,7 @@ if [ "${1:-}" = "--check" ]; then
   fi
   if ! diff -r "$out/crate" "$crate_copy" >/dev/null 2>&1; then
     diff -r "$out/crate" "$crate_copy" | head -20 >&2 || true
-    echo "$crate_copy/ is not extension/package.json and dist/: run scripts/build-extension.sh" >&2
+    echo "$crate_copy/ is not extension/package.json, dist/ and skills/: run scripts/build-extension.sh" >&2
     exit 1
   fi
   echo "extension/dist/ and $crate_copy/ are current"

@@ -40,7 +40,7 @@ import json, sys
 print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "pi-telegram"))')
 # The binary embeds the extension from inside its crate (build.rs): the .crate must carry it.
 crate_files=$(tar -tzf "target/package/pi-telegram-$version.crate")
-for f in extension/package.json extension/dist/index.js; do
+for f in extension/package.json extension/dist/index.js extension/skills/telegram-bridge/SKILL.md; do
   if ! grep -qx "pi-telegram-$version/$f" <<<"$crate_files"; then
     echo "target/package/pi-telegram-$version.crate has no $f" >&2
     exit 1

@@ -865,15 +865,25 @@ def s_tools_over_the_instance_connection(env):
     system = FakeLLM.text_of(req["messages"][0].get("content"))
     assert "Send files from this machine to the person on Telegram" in system, system[:2000]
     assert "Use telegram_message for short progress notes" in system, system[:2000]
+    # the skill is listed (pi -e: offered by resources_discover) and the hub turn got the note
+    assert "<name>telegram-bridge</name>" in system, system[-3000:]
+    assert system.count("<name>telegram-bridge</name>") == 1, system[-3000:]
+    assert "<telegram>\nThis run's message came from the person through Telegram" in system, system[-3000:]
     pi.close()
     hub.stop()
 
 
 def s_tools_without_hub_and_on_connection_loss(env):
+    FakeLLM.REQUESTS.clear()
     pi = Pi(env)
     pi.prompt('[[tool:telegram_message:{"text":"hi"}]]')
     wait_for(lambda: pi.settled() >= 1, what="run")
-    assert pi.tool_results() == [("telegram_message", True, "not connected to Telegram: run /telegram-connect")], pi.tool_results()
+    # no hub to reach: the tools are not offered to the model (the fake one calls it anyway)
+    assert pi.tool_results() == [("telegram_message", True, "Tool telegram_message not found")], pi.tool_results()
+    offered = {t["function"]["name"] for t in FakeLLM.REQUESTS[0].get("tools", [])}
+    assert "read" in offered and not offered & {"telegram_attach", "telegram_message"}, offered
+    system = FakeLLM.text_of(FakeLLM.REQUESTS[0]["messages"][0].get("content"))
+    assert "telegram-bridge" in system and "came from the person through Telegram" not in system, system[-3000:]
     hub = MockHub(env)
     pi.prompt("/telegram-connect")
     hub.send({"type": "prompt", "turn_id": "t1", "text": '[[tool:telegram_message:{"text":"HANG"}]]'})

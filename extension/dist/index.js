@@ -2,9 +2,12 @@ import { CHILD_TOKEN_ENV, startToolsChild } from "./lib/child.js";
 import { registerCommands, registerInertCommands, remembered } from "./lib/commands.js";
 import { Forwarder } from "./lib/forwarder.js";
 import { InstanceLink } from "./lib/link.js";
+import { addTelegramNote } from "./lib/note.js";
 import { Requests } from "./lib/requests.js";
 import { Session } from "./lib/session.js";
+import { contributeSkill } from "./lib/skill.js";
 import { claimProcess } from "./lib/state.js";
+import { ToolGate } from "./lib/tool-gate.js";
 import { registerTools, ToolCalls } from "./lib/tools.js";
 import { TurnRunner } from "./lib/turns.js";
 export default function piTelegram(pi) {
@@ -20,6 +23,7 @@ export default function piTelegram(pi) {
     if (!release)
         return;
     const s = new Session(pi);
+    contributeSkill(pi, s.problems);
     const token = process.env[CHILD_TOKEN_ENV];
     if (token) {
         startToolsChild(pi, s, token, release);
@@ -27,12 +31,17 @@ export default function piTelegram(pi) {
     }
     if (process.env.PI_TELEGRAM_CHILD === "1") {
         registerInertCommands(pi, "PI_TELEGRAM_CHILD=1");
+        pi.on("before_agent_start", s.problems.guard("adding the Telegram note to the system prompt", (event) => addTelegramNote(event)));
         pi.on("session_shutdown", () => release());
         return;
     }
+    const gate = new ToolGate(pi);
     const link = new InstanceLink(s, {
         helloTurns: () => turns.helloTurns(),
-        onWelcome: () => turns.afterWelcome(),
+        onWelcome: () => {
+            turns.afterWelcome();
+            s.problems.guard("showing the Telegram tools again", () => gate.set(true))();
+        },
         onMessage: (m) => route(m),
         onDisconnected: () => tools.failAll("the connection to the pi-telegram hub was lost"),
     });
@@ -92,14 +101,15 @@ export default function piTelegram(pi) {
     forwarder.register(pi);
     registerTools(pi, () => tools);
     registerCommands(pi, s, link, turns, () => tools);
-    pi.on("before_agent_start", s.problems.guard("adding the Telegram note to the system prompt", (event) => {
-        const systemPrompt = turns.systemPromptFor(event);
-        return systemPrompt === undefined ? undefined : { systemPrompt };
-    }));
+    pi.on("before_agent_start", (event) => {
+        s.problems.guard("hiding or showing the Telegram tools", () => gate.set(link.usable()))();
+        return s.problems.guard("adding the Telegram note to the system prompt", () => turns.startsHubTurn() ? addTelegramNote(event) : undefined)();
+    });
     pi.on("session_start", s.problems.guard("starting the session", (event, c) => {
         s.live = true;
         s.ctx = c;
         s.reason = String(event.reason ?? "startup");
+        s.problems.guard("reading which Telegram tools were hidden", () => gate.resume(c.sessionManager.getBranch()))();
         link.resetFooter();
         if (c.mode === "print" || c.mode === "json")
             return;

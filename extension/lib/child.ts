@@ -11,8 +11,10 @@ import * as path from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { registerInertCommands } from "./commands.ts";
 import { HubConnection } from "./connection.ts";
+import { addTelegramNote } from "./note.ts";
 import { DEFAULT_PROFILE, isProfileName } from "./paths.ts";
 import type { Session } from "./session.ts";
+import { ToolGate } from "./tool-gate.ts";
 import { registerTools, ToolCalls } from "./tools.ts";
 
 export const CHILD_TOKEN_ENV = "PI_TELEGRAM_CHILD_TOKEN";
@@ -31,14 +33,24 @@ export function startToolsChild(pi: ExtensionAPI, s: Session, token: string, rel
 		send: (msg) => conn?.send(msg) ?? false,
 	});
 
+	const gate = new ToolGate(pi);
 	registerTools(pi, () => calls);
 	registerInertCommands(pi, `${CHILD_TOKEN_ENV} is set`);
+
+	// The hub sends every prompt of a child: each run's message came from Telegram.
+	pi.on("before_agent_start", (event) => {
+		s.problems.guard("hiding or showing the Telegram tools", () =>
+			gate.set(isProfileName(profile) && conn !== undefined && !conn.unreachable),
+		)();
+		return s.problems.guard("adding the Telegram note to the system prompt", () => addTelegramNote(event))();
+	});
 
 	pi.on(
 		"session_start",
 		s.problems.guard("starting the tools connection", (_event, c) => {
 			s.live = true;
 			s.ctx = c;
+			s.problems.guard("reading which Telegram tools were hidden", () => gate.resume(c.sessionManager.getBranch()))();
 			if (!isProfileName(profile)) {
 				s.problems.record("tools connection", `${PROFILE_ENV}="${profile}" is not a profile name`);
 				return;
@@ -49,7 +61,7 @@ export function startToolsChild(pi: ExtensionAPI, s: Session, token: string, rel
 				profile,
 				{
 					hello: () => ({ role: "tools", token, pid: process.pid, cwd }),
-					onWelcome: () => undefined,
+					onWelcome: () => s.problems.guard("showing the Telegram tools again", () => gate.set(true))(),
 					onMessage: (m) => {
 						if (m.type === "response") calls.onResponse(m);
 						else if (m.type === "error") s.problems.record("the hub", m.message);

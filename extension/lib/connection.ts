@@ -114,6 +114,8 @@ export class HubConnection {
 	private handshakeTimer: NodeJS.Timeout | undefined;
 	private backoff = BACKOFF_MIN_MS;
 	private fastUntil = 0;
+	/** An attempt failed (or the connection was lost) since the last welcome. */
+	private failed = false;
 	private lastShown = new Set<string>();
 	private waiter: { resolve: (o: ConnectOutcome) => void; timer: NodeJS.Timeout } | undefined;
 	/**
@@ -194,6 +196,17 @@ export class HubConnection {
 
 	get connected(): boolean {
 		return this.phase === "connected";
+	}
+
+	/**
+	 * Whether a call cannot reach the hub now: refused, stopped, or failing since the last
+	 * welcome. A first attempt still under way, or a hub this connection started coming up,
+	 * is not: it is about to work.
+	 */
+	get unreachable(): boolean {
+		if (this.phase === "connected") return false;
+		if (this.halted !== undefined || this.phase === "stopped") return true;
+		return this.failed && Date.now() >= this.fastUntil;
 	}
 
 	/** Where the hub is reached (a socket path, or host:port for a hub on another machine). */
@@ -292,6 +305,7 @@ export class HubConnection {
 	}
 
 	private scheduleRetry(): void {
+		this.failed = true;
 		if (this.phase === "stopped" || this.halted) return;
 		this.phase = "waiting";
 		if (Date.now() < this.fastUntil) {
@@ -423,6 +437,7 @@ export class HubConnection {
 			if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
 			this.handshakeTimer = undefined;
 			this.phase = "connected";
+			this.failed = false;
 			this.backoff = BACKOFF_MIN_MS;
 			this.fastUntil = 0;
 			this.hubExitError = undefined;

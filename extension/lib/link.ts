@@ -115,6 +115,12 @@ export class InstanceLink implements Outbox {
 		}
 	}
 
+	/** Whether a tool call can reach the hub now (or is about to: see `HubConnection.unreachable`). */
+	usable(): boolean {
+		const hub = this.hub;
+		return hub !== undefined && !hub.unreachable;
+	}
+
 	/** Why a tool call cannot reach Telegram now, or undefined when it can. */
 	unavailable(): string | undefined {
 		const hub = this.hub;

@@ -1,8 +1,9 @@
 /**
  * Process-global state. `/reload`, `/new`, `/resume` and `/fork` replace the extension instance
  * (the module may even be loaded again), but the pi process and its agent stay; what must survive
- * lives on `globalThis.__piTelegram`: the turn bookkeeping, the last automatic hub start, and
- * which copy of the extension runs in this process (`claimProcess`). Nothing else in the
+ * lives on `globalThis.__piTelegram`: the turn bookkeeping, the last automatic hub start,
+ * which copy of the extension runs in this process (`claimProcess`), and which of our tools it
+ * hid from the model. Nothing else in the
  * extension outlives an instance.
  */
 import type { TurnDone, WireImage } from "./wire.ts";
@@ -43,6 +44,11 @@ export interface GlobalState {
 	 * object made by an older version of this module (before a /reload) does not have it.
 	 */
 	owner?: { isStale(): boolean };
+	/**
+	 * Our tools this process took out of pi's active ones while the hub was unreachable, to be
+	 * put back when it is reachable again (`tool-gate.ts`). Optional, as `owner`.
+	 */
+	hiddenTools?: string[];
 }
 
 export const RECEIVED_CAP = 200;

@@ -8,7 +8,7 @@
  * The forwarder calls `claimInput`, `runStarted`, `messageEnded` and `settled` as pi's events
  * come, before it forwards them, so each event carries the right turn id.
  */
-import type { BeforeAgentStartEvent, InputEvent, MessageEndEvent } from "@earendil-works/pi-coding-agent";
+import type { InputEvent, MessageEndEvent } from "@earendil-works/pi-coding-agent";
 import { assistantText } from "./events.ts";
 import type { Outbox } from "./link.ts";
 import type { Session } from "./session.ts";
@@ -35,16 +35,6 @@ const QUEUE_POLL_MS = 2000;
 const HELLO_COMPLETED_BUDGET = 700 * 1024;
 /** A `turn_done` line stays below the 1 MiB line limit with room to spare. */
 const TURN_DONE_MAX_BYTES = 1000 * 1024;
-
-/** Appended to the system prompt of runs started by a hub turn. */
-const TELEGRAM_NOTE = [
-	"",
-	"",
-	"## Telegram",
-	"The user's message in this run came from the person through Telegram (pi-telegram): they are away from the terminal",
-	"and read your answer on a phone. Make the final answer self-contained and concise: summarize what you did and what",
-	"they need to know, since they do not see tool output or the terminal.",
-].join("\n");
 
 export class TurnRunner {
 	private readonly s: Session;
@@ -147,10 +137,9 @@ export class TurnRunner {
 		this.scheduleDispatch(); // sends the state when nothing else starts
 	}
 
-	/** `before_agent_start`: the system prompt of a run started by a hub turn. */
-	systemPromptFor(event: BeforeAgentStartEvent): string | undefined {
-		if (!this.s.live || !this.G.starting) return undefined;
-		return `${event.systemPrompt}${TELEGRAM_NOTE}`;
+	/** `before_agent_start`: whether the run starting is a hub turn's (its message came from Telegram). */
+	startsHubTurn(): boolean {
+		return this.s.live && this.G.starting !== undefined;
 	}
 
 	/** `session_shutdown`: report a run cut off, keep a turn that did not start for the next session. */

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { beforeEach, describe, type TestContext, test } from "node:test";
-import type { BeforeAgentStartEvent, InputEvent, MessageEndEvent } from "@earendil-works/pi-coding-agent";
+import type { InputEvent, MessageEndEvent } from "@earendil-works/pi-coding-agent";
 import type { Outbox } from "../lib/link.ts";
 import { Problems } from "../lib/log.ts";
 import type { Session } from "../lib/session.ts";
@@ -128,12 +128,11 @@ describe("a hub turn", () => {
 		assert.equal(w.turns.claimInput(input("something else")), undefined);
 		assert.equal(w.turns.claimInput(input("hi from telegram")), "t1");
 		assert.equal(w.turns.claimInput(input("hi from telegram")), undefined, "claimed once");
-		const system = w.turns.systemPromptFor({ systemPrompt: "SYSTEM" } as BeforeAgentStartEvent);
-		assert.ok(system?.startsWith("SYSTEM\n\n## Telegram\n"), system);
+		assert.equal(w.turns.startsHubTurn(), true, "the run about to start is the hub turn's: it gets the Telegram note");
 
 		w.turns.runStarted();
 		assert.equal(w.turns.activeTurnId(), "t1");
-		assert.equal(w.turns.systemPromptFor({ systemPrompt: "SYSTEM" } as BeforeAgentStartEvent), undefined);
+		assert.equal(w.turns.startsHubTurn(), false, "a later run (typed in pi, say) is not");
 		assert.deepStrictEqual(w.turns.statusLines(), ["queued turns: 0", "running turn: t1"]);
 		w.turns.messageEnded(assistant("echo: hi from telegram"));
 		w.turns.settled(false);

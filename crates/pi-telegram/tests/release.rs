@@ -353,15 +353,17 @@ fn the_extension_the_crate_embeds_is_the_repositorys_runtime_files() {
         "package.json".to_owned(),
         std::fs::read(repo.join("package.json")).unwrap(),
     );
-    for (rel, bytes) in files_under(&repo.join("dist")) {
-        expected.insert(format!("dist/{rel}"), bytes);
+    for dir in ["dist", "skills"] {
+        for (rel, bytes) in files_under(&repo.join(dir)) {
+            expected.insert(format!("{dir}/{rel}"), bytes);
+        }
     }
     let copy = files_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("extension"));
     let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
     assert_eq!(
         names(&copy),
         names(&expected),
-        "crates/pi-telegram/extension/ does not hold extension/package.json and dist/: run scripts/build-extension.sh"
+        "crates/pi-telegram/extension/ does not hold extension/package.json, dist/ and skills/: run scripts/build-extension.sh"
     );
     for (rel, bytes) in &expected {
         assert!(

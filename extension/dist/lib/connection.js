@@ -34,6 +34,7 @@ export class HubConnection {
     handshakeTimer;
     backoff = BACKOFF_MIN_MS;
     fastUntil = 0;
+    failed = false;
     lastShown = new Set();
     waiter;
     hubExitError;
@@ -96,6 +97,13 @@ export class HubConnection {
     }
     get connected() {
         return this.phase === "connected";
+    }
+    get unreachable() {
+        if (this.phase === "connected")
+            return false;
+        if (this.halted !== undefined || this.phase === "stopped")
+            return true;
+        return this.failed && Date.now() >= this.fastUntil;
     }
     get where() {
         return describeTarget(this.target);
@@ -185,6 +193,7 @@ export class HubConnection {
         this.timer.unref?.();
     }
     scheduleRetry() {
+        this.failed = true;
         if (this.phase === "stopped" || this.halted)
             return;
         this.phase = "waiting";
@@ -325,6 +334,7 @@ export class HubConnection {
                 clearTimeout(this.handshakeTimer);
             this.handshakeTimer = undefined;
             this.phase = "connected";
+            this.failed = false;
             this.backoff = BACKOFF_MIN_MS;
             this.fastUntil = 0;
             this.hubExitError = undefined;

@@ -1,7 +1,9 @@
 import * as path from "node:path";
 import { registerInertCommands } from "./commands.js";
 import { HubConnection } from "./connection.js";
+import { addTelegramNote } from "./note.js";
 import { DEFAULT_PROFILE, isProfileName } from "./paths.js";
+import { ToolGate } from "./tool-gate.js";
 import { registerTools, ToolCalls } from "./tools.js";
 export const CHILD_TOKEN_ENV = "PI_TELEGRAM_CHILD_TOKEN";
 export const PROFILE_ENV = "PI_TELEGRAM_PROFILE";
@@ -20,11 +22,17 @@ export function startToolsChild(pi, s, token, release) {
         },
         send: (msg) => conn?.send(msg) ?? false,
     });
+    const gate = new ToolGate(pi);
     registerTools(pi, () => calls);
     registerInertCommands(pi, `${CHILD_TOKEN_ENV} is set`);
+    pi.on("before_agent_start", (event) => {
+        s.problems.guard("hiding or showing the Telegram tools", () => gate.set(isProfileName(profile) && conn !== undefined && !conn.unreachable))();
+        return s.problems.guard("adding the Telegram note to the system prompt", () => addTelegramNote(event))();
+    });
     pi.on("session_start", s.problems.guard("starting the tools connection", (_event, c) => {
         s.live = true;
         s.ctx = c;
+        s.problems.guard("reading which Telegram tools were hidden", () => gate.resume(c.sessionManager.getBranch()))();
         if (!isProfileName(profile)) {
             s.problems.record("tools connection", `${PROFILE_ENV}="${profile}" is not a profile name`);
             return;
@@ -33,7 +41,7 @@ export function startToolsChild(pi, s, token, release) {
         conn?.stop();
         const hub = new HubConnection(profile, {
             hello: () => ({ role: "tools", token, pid: process.pid, cwd }),
-            onWelcome: () => undefined,
+            onWelcome: () => s.problems.guard("showing the Telegram tools again", () => gate.set(true))(),
             onMessage: (m) => {
                 if (m.type === "response")
                     calls.onResponse(m);

@@ -72,6 +72,10 @@ export class InstanceLink {
             this.s.problems.record("setting the footer", e);
         }
     }
+    usable() {
+        const hub = this.hub;
+        return hub !== undefined && !hub.unreachable;
+    }
     unavailable() {
         const hub = this.hub;
         if (!hub)

@@ -5,14 +5,6 @@ const COMMAND_SETTLE_MS = 1000;
 const QUEUE_POLL_MS = 2000;
 const HELLO_COMPLETED_BUDGET = 700 * 1024;
 const TURN_DONE_MAX_BYTES = 1000 * 1024;
-const TELEGRAM_NOTE = [
-    "",
-    "",
-    "## Telegram",
-    "The user's message in this run came from the person through Telegram (pi-telegram): they are away from the terminal",
-    "and read your answer on a phone. Make the final answer self-contained and concise: summarize what you did and what",
-    "they need to know, since they do not see tool output or the terminal.",
-].join("\n");
 export class TurnRunner {
     s;
     out;
@@ -96,10 +88,8 @@ export class TurnRunner {
         this.finishActive(aborted);
         this.scheduleDispatch();
     }
-    systemPromptFor(event) {
-        if (!this.s.live || !this.G.starting)
-            return undefined;
-        return `${event.systemPrompt}${TELEGRAM_NOTE}`;
+    startsHubTurn() {
+        return this.s.live && this.G.starting !== undefined;
     }
     shutdown() {
         const G = this.G;
