@@ -103,7 +103,19 @@ fn ask(
         }
     }
     if let Some(row) = outbound::text(tx, &message, now)? {
+        // Prompts that arrive together (the backlog a restarted hub reads at once) join
+        // the question while it waits this long, rather than edit it after it was sent.
+        outbox::hold(
+            tx,
+            row,
+            now + GATHER_MS,
+            "gathering the prompts it asks about",
+        )?;
         stale::set_outbox(tx, id, row)?;
     }
     Ok(())
 }
+
+/// How long a new question waits for other prompts to join it before it is sent. Not on the
+/// way from the person to pi: these prompts waited half an hour or more already.
+const GATHER_MS: i64 = 1000;
