@@ -356,6 +356,58 @@ mod tests {
     }
 
     #[test]
+    fn what_the_model_is_told_and_the_staleness_guard() {
+        let d = Settings::default();
+        assert_eq!(
+            d.time_injection,
+            TimeInjection::Interval,
+            "the reference's default"
+        );
+        assert_eq!(d.time_interval_ms, DEFAULT_TIME_INTERVAL_MS);
+        assert_eq!(d.stale_after(), Some(30 * 60_000));
+        assert_eq!(d.voice_reply, VoiceReply::Manual);
+        let (s, w) = settings(
+            r#"{"assistant": {"timeInjection": "always"}, "time": {"interval": 600000},
+                "voice": {"replyMode": "hidden"}, "staleAfterMinutes": 90}"#,
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(s.time_injection, TimeInjection::Always);
+        assert_eq!(s.time_interval_ms, 600_000);
+        assert_eq!(
+            s.voice_reply,
+            VoiceReply::Manual,
+            "hidden is manual's older name"
+        );
+        assert_eq!(s.stale_after(), Some(90 * 60_000));
+        // 0 turns the guard off; a profile's own value wins; fractions are minutes too.
+        let (s, _) = settings(r#"{"staleAfterMinutes": 0}"#);
+        assert_eq!(s.stale_after(), None);
+        let (s, _) = settings(
+            r#"{"staleAfterMinutes": 5, "profiles": {"default": {"staleAfterMinutes": 0.5}}}"#,
+        );
+        assert_eq!(s.stale_after(), Some(30_000));
+        // Unknown values: named, and the default used.
+        let (s, w) = settings(
+            r#"{"assistant": {"timeInjection": "sometimes"}, "time": {"interval": "often"},
+                "staleAfterMinutes": -1}"#,
+        );
+        assert_eq!(
+            (s.time_injection, s.time_interval_ms, s.stale_after_ms),
+            (d.time_injection, d.time_interval_ms, d.stale_after_ms)
+        );
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("assistant.timeInjection is \"sometimes\""))
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("time.interval is \"often\""))
+        );
+        assert!(w.iter().any(|w| w.starts_with("staleAfterMinutes is -1")));
+    }
+
+    #[test]
     fn a_change_applies_without_a_restart() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("telegram.json");

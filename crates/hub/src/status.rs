@@ -185,6 +185,9 @@ pub struct Status {
     pub held: i64,
     /// Of those, the ones waiting for the person to choose a pi (a tap on their chooser).
     pub awaiting_choice: i64,
+    /// Of those, the ones that waited while the hub or their pi was away, held until the
+    /// person answers whether they still run.
+    pub awaiting_stale_answer: i64,
     /// Turns by state.
     pub turns: std::collections::BTreeMap<String, i64>,
     /// Live pi instances and the last ones that left.
@@ -260,6 +263,7 @@ fn from_files(
         },
         held: 0,
         awaiting_choice: 0,
+        awaiting_stale_answer: 0,
         turns: turns::TurnState::ALL
             .iter()
             .map(|s| (s.as_str().to_owned(), 0))
@@ -303,6 +307,7 @@ fn from_store(
     let queued = turns::queued_counts(c)?;
     st.held = queued.iter().map(|(_, n)| n).sum();
     st.awaiting_choice = turns::awaiting_choice(c)?;
+    st.awaiting_stale_answer = turns::held_count(c)?;
     st.turns = turns::counts(c)?
         .into_iter()
         .map(|(s, n)| (s.as_str().to_owned(), n))

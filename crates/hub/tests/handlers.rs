@@ -1603,3 +1603,40 @@ fn a_strangers_wrong_codes_never_spend_the_owners_attempts() {
         }
     }
 }
+
+#[test]
+fn the_settings_menu_writes_what_the_model_is_told_and_the_staleness_guard() {
+    let mut h = Hub::new();
+    let (_, d) = h.write("/settings");
+    let row = h.only_row_of(d.update_id);
+    let text = text_of(&row).to_owned();
+    assert!(
+        text.contains("Spoken answers: only where pi asks"),
+        "{text}"
+    );
+    assert!(text.contains("Time told to pi: every 30 min"), "{text}");
+    assert!(
+        text.contains("Ask before running prompts that waited: after 30 min"),
+        "{text}"
+    );
+    let buttons = buttons_of(&row);
+    let token = |label: &str| {
+        buttons
+            .iter()
+            .find(|(l, _)| l.ends_with(label))
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("no {label} in {buttons:?}"))
+    };
+    for (label, key, value) in [
+        ("mirror", "/voice/replyMode", json!("mirror")),
+        ("each prompt", "/assistant/timeInjection", json!("always")),
+        ("2 h", "/staleAfterMinutes", json!(120)),
+        ("⏳ off", "/staleAfterMinutes", json!(0)),
+    ] {
+        let (_, d) = h.tap(OWNER, 555, &text, &token(label));
+        assert_eq!(d.outcome, "menu:settings", "{label}");
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(&h.config).unwrap()).unwrap();
+        assert_eq!(saved.pointer(key), Some(&value), "{label}: {saved}");
+    }
+}

@@ -713,3 +713,13 @@ pub fn clear_held(conn: &Connection, question: i64) -> Result<usize> {
     )
     .map_err(StoreError::sqlite("clearing held turns"))
 }
+
+/// How many queued turns are held for the person's answer.
+pub fn held_count(conn: &Connection) -> Result<i64> {
+    conn.row(
+        "SELECT count(*) FROM turns WHERE state = 'queued' AND held = 'asked'",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("counting held turns"))
+}

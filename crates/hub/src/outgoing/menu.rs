@@ -460,9 +460,9 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             "assistant.timeInjection",
             s.time_injection.name(),
             &[
-                ("🕐 never", "hidden"),
-                ("always", "always"),
-                ("interval", "interval"),
+                ("🕐 off", "hidden"),
+                ("each prompt", "always"),
+                ("at intervals", "interval"),
             ],
         ),
         [

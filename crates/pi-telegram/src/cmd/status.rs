@@ -83,6 +83,12 @@ pub fn render(st: &Status) -> String {
             st.awaiting_choice
         ));
     }
+    if st.awaiting_stale_answer > 0 {
+        out.push_str(&format!(
+            "stale        {} message(s) waited while pi was away: they run when you tap Run now (or Skip) in Telegram\n",
+            st.awaiting_stale_answer
+        ));
+    }
     for i in st.instances.iter().filter(|i| i.state != "gone") {
         out.push_str(&format!(
             "instance     {}{} [{}] {} ({}), pid {}, {} queued\n",
