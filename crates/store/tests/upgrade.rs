@@ -69,7 +69,7 @@ const ROWS: &[Rows] = &[
     },
     Rows {
         since: 1,
-        until: i64::MAX,
+        until: 11,
         table: "outbox",
         columns: "id, created_ms, updated_ms, chat_id, thread_id, method, params, purpose, source_update_id, resend_if_unknown, state, attempts, not_before_ms, sent_message_id, last_error, handling",
         values: &[
@@ -143,7 +143,7 @@ const ROWS: &[Rows] = &[
     },
     Rows {
         since: 2,
-        until: i64::MAX,
+        until: 11,
         table: "outbox",
         columns: "id, created_ms, updated_ms, chat_id, method, params, purpose, source_update_id, resend_if_unknown, state, identity, turn_id",
         values: &[
@@ -196,7 +196,7 @@ const ROWS: &[Rows] = &[
     },
     Rows {
         since: 4,
-        until: i64::MAX,
+        until: 11,
         table: "outbox",
         columns: "id, created_ms, updated_ms, chat_id, method, params, purpose, state, resent, resend_if_unknown",
         values: &[
@@ -206,7 +206,7 @@ const ROWS: &[Rows] = &[
     // 5: delivery plans.
     Rows {
         since: 5,
-        until: i64::MAX,
+        until: 11,
         table: "outbox",
         columns: "id, created_ms, updated_ms, chat_id, method, params, purpose, state, plan",
         values: &[
@@ -289,12 +289,30 @@ const ROWS: &[Rows] = &[
     // known shape (sent as its parameters).
     Rows {
         since: 11,
-        until: i64::MAX,
+        until: 11,
         table: "outbox",
         columns: "id, created_ms, updated_ms, chat_id, thread_id, method, params, purpose, state, resent, resend_if_unknown, plan",
         values: &[
             r#"(13, 1700000011000, 1700000011000, 42, NULL, 'sendMessage', '{"chat_id":42,"text":"<b>b</b>","parse_mode":"HTML"}', 'answer:3', 'pending', 1, 1, '{"alternatives":[{"name":"rich","method":"sendRichMessage","messages":[{"chat_id":42,"message_thread_id":7,"rich_message":{"markdown":"**a** **b**"}}]},{"name":"html","method":"sendMessage","messages":[{"chat_id":42,"message_thread_id":7,"text":"<b>a</b>","parse_mode":"HTML"},{"chat_id":42,"message_thread_id":7,"text":"<b>b</b>","parse_mode":"HTML"}]}],"alt":1,"part":1,"repeat":1}')"#,
             r#"(14, 1700000011100, 1700000011100, 42, NULL, 'sendMessage', '{"chat_id":42,"text":"odd"}', 'answer:4', 'pending', 0, 1, '{"alternatives":[{"name":"rich","method":"sendRichMessage","messages":[]}],"alt":0,"part":0}')"#,
+        ],
+    },
+    // 12: an outbox row holds its message once (`delivery`): the rows above as version 12's
+    // migration left them.
+    Rows {
+        since: 12,
+        until: i64::MAX,
+        table: "outbox",
+        columns: "id, created_ms, updated_ms, chat_id, thread_id, purpose, source_update_id, resend_if_unknown, state, attempts, not_before_ms, sent_message_id, last_error, handling, identity, turn_id, resent, delivery",
+        values: &[
+            r#"(1, 1700000000060, 1700000000070, 42, NULL, 'reply:help', 1001, 0, 'sent', 1, 0, 501, NULL, NULL, NULL, NULL, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"sent","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
+            r#"(2, 1700000000110, 1700000000110, 42, NULL, 'notice:held', NULL, 0, 'pending', 0, 1700000009000, NULL, 'timeout', NULL, NULL, NULL, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"waits","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
+            r#"(3, 1700000000120, 1700000000130, 42, 7, 'answer', 1002, 1, 'ambiguous', 2, 0, NULL, 'connection reset', 'not resent', NULL, NULL, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"unknown","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
+            r#"(10, 1700000000900, 1700000000900, 42, NULL, 'answer:0', 1001, 1, 'pending', 0, 0, NULL, NULL, NULL, '/home/p/project', 10, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"an answer","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
+            r#"(11, 1700000004000, 1700000004100, 42, NULL, 'answer:1', NULL, 1, 'sent', 0, 0, NULL, NULL, NULL, NULL, NULL, 1, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"again","method":"sendMessage"}]}],"alt":0,"part":0,"repeat":0}')"#,
+            r#"(12, 1700000005000, 1700000005000, 42, NULL, 'answer:2', NULL, 0, 'pending', 0, 0, NULL, NULL, NULL, NULL, NULL, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"<b>rich</b>","parse_mode":"HTML","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
+            r#"(13, 1700000011000, 1700000011000, 42, NULL, 'answer:3', NULL, 1, 'pending', 0, 0, NULL, NULL, NULL, NULL, NULL, 1, '{"alternatives":[{"name":"rich","messages":[{"chat_id":42,"message_thread_id":7,"rich_message":{"markdown":"**a** **b**"},"method":"sendRichMessage"}]},{"name":"html","messages":[{"chat_id":42,"message_thread_id":7,"text":"<b>a</b>","parse_mode":"HTML","method":"sendMessage"},{"chat_id":42,"text":"<b>b</b>","parse_mode":"HTML","method":"sendMessage"}]}],"alt":1,"part":1,"repeat":1}')"#,
+            r#"(14, 1700000011100, 1700000011100, 42, NULL, 'answer:4', NULL, 1, 'pending', 0, 0, NULL, NULL, NULL, NULL, NULL, 0, '{"alternatives":[{"name":"message","messages":[{"chat_id":42,"text":"odd","method":"sendMessage"}]}],"alt":0,"part":0}')"#,
         ],
     },
 ];
@@ -686,6 +704,13 @@ fn check_typed(c: &Connection, version: i64) -> Result<(), StoreError> {
         );
     }
     if version >= 6 {
+        // Version 13: a turn from before was sent when it was made, and is held for nobody.
+        let first = turns::get(c, 13)?.unwrap();
+        assert_eq!(
+            (first.sent_ms, first.held, first.stale_question),
+            (1700000006000, None, None),
+            "v{version}"
+        );
         let queue: Vec<i64> = turns::queue_of(c, "/home/p/project")?
             .iter()
             .map(|t| t.id)
