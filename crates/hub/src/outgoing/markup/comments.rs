@@ -4,8 +4,8 @@
 //! Code is what the renderer's parser reads as a fenced or indented code block or an inline
 //! code span (`tg_format::markdown::parse::code_ranges`: the same parser, the same options); there `<!--` is text the person
 //! should see. A `<!--` right after an odd number of backslashes is escaped (Markdown shows
-//! it) and stays too. Anywhere else a `<!--` opens a comment that runs to the first `-->`
-//! after it, across lines and blocks if need be (what lies inside is the comment's, code
+//! it) and stays too. Anywhere else a `<!--` opens a comment: `<!-->` and `<!--->` are whole
+//! (empty) ones, as CommonMark reads them; any other runs to the first `-->` after it, across lines and blocks if need be (what lies inside is the comment's, code
 //! included); without a `-->` it runs to the end of the text, so a comment being written, or
 //! one never closed, is never shown raw.
 //!
@@ -47,8 +47,7 @@ pub(crate) struct Found<'a> {
     /// In source order; an unterminated one is the last.
     pub comments: Vec<Comment<'a>>,
     /// Whether a comment swallowed the start of some code (a fence's opening line, a code
-    /// span's backticks): without it the rest may read differently, so the text that is left
-    /// must be looked at again.
+    /// span's backticks): without it the rest reads differently.
     pub crossed_code: bool,
 }
 
@@ -79,6 +78,19 @@ pub(crate) fn outside_code(src: &str) -> Found<'_> {
         line += count_newlines(&src[counted..at]);
         counted = at;
         let body = at + OPEN.len();
+        // `<!-->` and `<!--->` are whole (empty) comments, as CommonMark and HTML read them.
+        let abrupt = [">", "->"].into_iter().find(|t| src[body..].starts_with(t));
+        if let Some(t) = abrupt {
+            out.comments.push(Comment {
+                start: at,
+                end: body + t.len(),
+                content: "",
+                terminated: true,
+                line,
+            });
+            pos = body + t.len();
+            continue;
+        }
         match src[body..].find(CLOSE) {
             Some(r) => {
                 let end = body + r + CLOSE.len();
@@ -181,6 +193,13 @@ mod tests {
         assert_eq!(found.comments[0].content, " x\n\n```\ncode ");
         assert!(found.crossed_code);
         assert!(!outside_code("a <!-- x --> `b`").crossed_code);
+    }
+
+    #[test]
+    fn abrupt_empty_comments() {
+        assert_eq!(contents("foo <!--> foo -->"), [""]);
+        assert_eq!(contents("foo <!---> foo -->"), [""]);
+        assert_eq!(contents("<!---->"), [""]);
     }
 
     #[test]

@@ -190,8 +190,10 @@ fn marker(content: &str) -> Option<(ActionKind, &str)> {
     })
 }
 
-/// How many times the text is looked at again after a comment swallowed the start of some
-/// code (each look is linear; the first finds everything but in such made-up texts).
+/// How many times a text is looked at for comments: once they are removed, what is left may
+/// read differently (a line that was an HTML block becomes a paragraph, code whose start a
+/// comment swallowed is no longer code), so it is looked at again. Each look is linear; the
+/// first finds everything but in made-up texts.
 const LOOKS: usize = 4;
 
 /// Finds and parses the answer's action comments and removes every comment.
@@ -252,11 +254,12 @@ pub fn extract(markdown: &str) -> Extracted {
     out.text = if spans.is_empty() {
         markdown.to_owned()
     } else {
+        // What is left may read differently (a comment's line was an HTML block, or it
+        // swallowed the start of some code): it is looked at again.
         let text = without(markdown, &merged(spans));
-        if found.crossed_code {
-            visible(&text).into_owned()
-        } else {
-            text
+        match visible(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(again) => again,
         }
     };
     if !out.buttons.is_empty() && out.text.trim().is_empty() {
@@ -279,11 +282,7 @@ pub fn visible(markdown: &str) -> Cow<'_, str> {
             .iter()
             .map(|c| removal(&text, c.start, c.end))
             .collect();
-        let again = found.crossed_code;
         text = Cow::Owned(without(&text, &merged(spans)));
-        if !again {
-            break;
-        }
     }
     text
 }
