@@ -29,14 +29,10 @@ pub fn callback(data: &[u8]) {
         }
     }
     let _ = markup::voice::parse_voice(&text);
-    // The same text as an answer that may hold action comments: one without any comes back
-    // byte for byte.
+    // The same text as an answer that may hold comments: one without any comes back byte for
+    // byte.
     let extracted = markup::extract(&text);
-    if extracted.buttons.is_empty() && extracted.voices.is_empty() && extracted.rejected.is_empty()
-    {
-        assert_eq!(
-            extracted.text, text,
-            "an answer without action comments changed"
-        );
+    if !text.contains("<!--") {
+        assert_eq!(extracted.text, text, "an answer without comments changed");
     }
 }

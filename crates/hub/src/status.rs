@@ -198,6 +198,9 @@ pub struct Status {
     pub flood_waits: Vec<FloodStatus>,
     /// Recent errors, newest first.
     pub last_errors: Vec<ErrorStatus>,
+    /// The last action comments pi wrote that were refused (removed, acting on nothing),
+    /// newest first: where and why, never pi's words.
+    pub refused_comments: Vec<crate::outgoing::rejections::RejectedComment>,
     /// `threaded` or `classic` (from the last capability probe); `None` before the first.
     pub mode: Option<String>,
     /// Topic bindings.
@@ -275,6 +278,7 @@ fn from_files(
             .collect(),
         flood_waits: Vec::new(),
         last_errors: Vec::new(),
+        refused_comments: Vec::new(),
         mode: None,
         threads: Vec::new(),
         intents: Vec::new(),
@@ -334,6 +338,7 @@ fn from_store(
             message: i.message,
         })
         .collect();
+    st.refused_comments = crate::outgoing::rejections::recent(c)?;
     Ok(())
 }
 

@@ -491,3 +491,68 @@ async fn an_answer_that_shows_nothing_once_formatted_still_reaches_the_person() 
     assert_eq!(answer.2, Some(sent.message_id));
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comments_never_reach_the_person_and_refused_actions_reach_status() {
+    let mut hub = TestHub::start().await;
+    let mut pi = hub.shim("/work/web", 4242).await;
+    hub.wait_for_bot("the connected notice", |m| {
+        m.iter().any(|(_, t, _)| t.contains("pi connected: web"))
+    })
+    .await;
+    // An answer of comments only, one of them a button comment with an unknown style.
+    hub.say("first");
+    let prompt = pi.recv_type("prompt").await;
+    pi.answer(
+        &prompt,
+        "<!-- just a note -->\n<!-- telegram_button [{a}{b|c|secret-nope}] -->\n",
+    )
+    .await;
+    let ack = pi.recv_type("done_ack").await;
+    assert_eq!(ack["turn_id"], json!("t1"));
+    // A comment mid-line and one in a list item go; the one in code stays.
+    hub.say("second");
+    let prompt = pi.recv_type("prompt").await;
+    pi.answer(
+        &prompt,
+        "Done <!-- hidden --> here.\n\n- item <!-- also hidden -->\n\n`<!-- shown -->`",
+    )
+    .await;
+    let msgs = hub
+        .wait_for_bot("the second answer", |m| {
+            m.iter().any(|(_, t, _)| t.starts_with("Done here."))
+        })
+        .await;
+    pi.recv_type("done_ack").await;
+    let after_notice: Vec<&String> = msgs
+        .iter()
+        .map(|(_, t, _)| t)
+        .filter(|t| !t.contains("pi connected"))
+        .collect();
+    assert_eq!(
+        after_notice,
+        [&"Done here.\n- item\n<!-- shown -->".to_owned()],
+        "the comment-only answer sends nothing: {msgs:#?}"
+    );
+    hub.stop().await;
+    let st = hub::status::status(
+        &hub::paths::AgentDir::at(hub.dir.path()),
+        &hub::paths::ProfileName::default_profile(),
+    )
+    .unwrap();
+    assert_eq!(st.turns["done"], 2);
+    assert_eq!(st.refused_comments.len(), 1, "{:?}", st.refused_comments);
+    let refused = &st.refused_comments[0];
+    assert_eq!(
+        (
+            refused.source.as_str(),
+            refused.turn,
+            refused.line,
+            refused.kind.as_str(),
+            refused.reason.as_str()
+        ),
+        ("answer", Some(1), 2, "telegram_button", "unknown style")
+    );
+    let json = serde_json::to_string(&st).unwrap();
+    assert!(!json.contains("secret-nope"), "{json}");
+}

@@ -465,7 +465,9 @@ fn frame(s: &Stream, rich: bool, activity: crate::assistant::Activity) -> Option
         let t = activity::redact(&activity::tail(s.thinking.trim(), 280));
         lines.push(format!("> 💭 {}", escape_markdown(&t.replace('\n', " "))));
     }
-    let text = markdown::preview::closed_prefix(&s.text);
+    // pi's comments never show, not even the one being written.
+    let visible = crate::outgoing::markup::visible_so_far(&s.text);
+    let text = markdown::preview::closed_prefix(&visible);
     let nothing = lines.is_empty() && text.trim().is_empty();
     if nothing {
         // Thinking… until there is something: Telegram's own placeholder.
@@ -567,5 +569,52 @@ mod tests {
             &ev(json!({ "type": "message_start", "message": { "role": "assistant" } })),
         );
         assert!(s.text.is_empty());
+    }
+
+    #[test]
+    fn comments_never_show_in_a_preview() {
+        let mut s = stream();
+        let mut shown = Vec::new();
+        for d in [
+            "Done <!-- telegram_button [{Yes}",
+            "{No}] --> now",
+            "\n\n<",
+            "!-",
+            "- a note still being writ",
+            "ten",
+        ] {
+            reduce(
+                &mut s,
+                &ev(
+                    json!({ "type": "message_update", "assistantMessageEvent": { "type": "text_delta", "delta": d } }),
+                ),
+            );
+            let f = frame(&s, false, Activity::Quiet).unwrap_or_default();
+            shown.push(f["text"].as_str().unwrap_or_default().to_owned());
+        }
+        assert_eq!(shown[0], "Done");
+        for frame in &shown {
+            assert!(
+                !frame.contains("&lt;!") && !frame.contains("telegram_button"),
+                "{frame}"
+            );
+            assert!(!frame.ends_with("&lt;"), "{frame}");
+        }
+        assert_eq!(shown[5], "Done now");
+        // In code, `<!--` is what pi shows.
+        let mut s = stream();
+        reduce(
+            &mut s,
+            &ev(
+                json!({ "type": "message_update", "assistantMessageEvent": { "type": "text_delta", "delta": "Use `<!-- x -->` to hide." } }),
+            ),
+        );
+        let f = frame(&s, false, Activity::Quiet).unwrap_or_default();
+        assert!(
+            f["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("&lt;!-- x --&gt;")),
+            "{f}"
+        );
     }
 }

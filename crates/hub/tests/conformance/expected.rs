@@ -41,12 +41,16 @@ pub enum Choice {
     EmailInText,
     GfmAutolink,
     NothingVisible,
+    CommentRemoved,
 }
 
 impl Choice {
     pub fn describe(self) -> &'static str {
         match self {
             Choice::RawHtml => "raw HTML shown as written",
+            Choice::CommentRemoved => {
+                "HTML comment removed (pi's comments never show; text after one on its line is Markdown)"
+            }
             Choice::Image => "image shown as a link (🖼 and its text)",
             Choice::LinkAsText => {
                 "link Telegram cannot open (relative, anchor, other scheme) shown as its text"

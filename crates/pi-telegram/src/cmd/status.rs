@@ -134,6 +134,13 @@ pub fn render(st: &Status) -> String {
     for e in st.last_errors.iter().take(5) {
         out.push_str(&format!("error        [{}] {}\n", e.context, e.message));
     }
+    for r in &st.refused_comments {
+        let turn = r.turn.map_or_else(String::new, |t| format!(" turn {t}"));
+        out.push_str(&format!(
+            "refused      {} in {}{turn}, line {}: {} (removed, does nothing)\n",
+            r.kind, r.source, r.line, r.reason
+        ));
+    }
     if let Some(w) = &st.webhook_removed {
         out.push_str(&format!(
             "webhook      removed one to {} so that polling works ({} pending update(s) kept)\n",

@@ -16,20 +16,40 @@ use pulldown_cmark::{
 use super::autolink;
 use super::doc::{Align, Block, Inline, Item, Table};
 
+/// The Markdown extensions pi's answers are read with.
+fn options() -> Options {
+    Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES
+}
+
 /// Parses Markdown into blocks. Never fails: anything Markdown does not make into structure is
 /// text.
 pub fn parse(markdown: &str) -> Vec<Block> {
     let source = normalize_line_ends(markdown);
-    let options = Options::ENABLE_TABLES
-        | Options::ENABLE_STRIKETHROUGH
-        | Options::ENABLE_TASKLISTS
-        | Options::ENABLE_FOOTNOTES;
     let mut b = Builder::default();
     // Text in one piece, so that an autolink is found whole.
-    for event in TextMergeStream::new(Parser::new_ext(&source, options)) {
+    for event in TextMergeStream::new(Parser::new_ext(&source, options())) {
         b.event(event);
     }
     b.finish()
+}
+
+/// Where [`parse`] reads `markdown` as code (a fenced or indented code block, an inline code
+/// span), as byte ranges of `markdown` in order, disjoint. Line ends are read as they are
+/// (`\r\n` ends a line for the parser as `\n` does), so the ranges are `markdown`'s own.
+pub fn code_ranges(markdown: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (event, range) in Parser::new_ext(markdown, options()).into_offset_iter() {
+        let code = matches!(event, Event::Start(Tag::CodeBlock(_)) | Event::Code(_));
+        // Nothing nests in code; a range that is not after the last one is skipped rather
+        // than trusted to be.
+        if code && out.last().is_none_or(|last| last.end <= range.start) {
+            out.push(range);
+        }
+    }
+    out
 }
 
 /// `\r\n` and lone `\r` become `\n`.

@@ -60,6 +60,22 @@ pub enum AttributeError {
     },
 }
 
+impl AttributeError {
+    /// What went wrong, without the attribute's name (for the log and `status`).
+    pub fn class(&self) -> &'static str {
+        match self {
+            AttributeError::ExpectedName { .. } => "malformed attributes: a name expected",
+            AttributeError::MissingValue { .. } => "malformed attributes: a name without a value",
+            AttributeError::SingleQuoted { .. } => "malformed attributes: single quotes",
+            AttributeError::Unquoted { .. } => "malformed attributes: an unquoted value",
+            AttributeError::Unterminated { .. } => "malformed attributes: an unclosed quote",
+            AttributeError::MissingSeparator { .. } => "malformed attributes: no space between",
+            AttributeError::Duplicate { .. } => "malformed attributes: a name given twice",
+            AttributeError::ControlCharacter { .. } => "malformed attributes: a control character",
+        }
+    }
+}
+
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }

@@ -2,37 +2,48 @@
 //!
 //! Routing, after trimming structural whitespace (space, tab, CR, LF):
 //!
-//! - A payload starting with `{` or `[` is first parsed as strict JSON. If that succeeds the
-//!   value is checked against the button schema and used as is (never re-read as CML).
-//! - If strict JSON fails, the same text is parsed with the adaptive grammar: a JSON object,
-//!   a positional cell, or a matrix `[ … ]` whose elements are cells or rows `[ cell … ]`
-//!   (a row never holds a row). Cells are strict JSON objects or positional cells
-//!   `{value}`, `{label|prompt}`, `{label|prompt|style}`. A comma between two elements
-//!   may be left out; a comma before the first element, two in a row, or one before `]` is
-//!   refused. Exactly one payload must be consumed.
-//! - Anything else is the attribute form (`label="…" prompt="…" value="…"
-//!   selected_style="…"`), which makes one full-width row.
+//! - A payload that starts with an attribute name and `=` is the attribute form
+//!   (`label="…" prompt="…" value="…" selected_style="…"`), which makes one full-width row.
+//!   Its errors are final: nothing else is tried.
+//! - Anything else is a noisy envelope ([`super::cells`]): the payload starts at the first
+//!   `{` or `[`; text before it is ignored. No `{` or `[` at all: [`ButtonError::NoPayload`].
+//! - From there, one strict JSON value is tried first. If it parses, it is checked against the
+//!   button schema and used as is (never re-read as CML).
+//! - Otherwise the adaptive grammar reads one payload there: a JSON object, a positional cell,
+//!   or a matrix `[ … ]` whose elements are cells or rows `[ cell … ]` (a row never holds a
+//!   row). Cells are strict JSON objects or positional cells `{value}`, `{label|prompt}`,
+//!   `{label|prompt|style}`, `{|prompt}`, `{|prompt|style}`. A comma between two elements
+//!   may be left out, and one comma may stand before a `]`; a comma before the first element
+//!   or two in a row are refused.
+//! - After the payload, anything but a `{` or `[` is ignored (prose, a comma, an unmatched
+//!   `]`); a `{` or `[` there is [`ButtonError::TrailingContent`] (a second cell or row pi
+//!   meant to show). A `[` never closed stays [`ButtonError::Unclosed`].
 //!
 //! Positional atoms are trimmed; their only escapes are `\|`, `\}` and `\\`; they may not
-//! be empty or hold a control character. The third atom must be `primary`, `success` or `danger`.
+//! hold a control character. Empty atoms are refused, except the first of a two- or
+//! three-atom cell: `{|prompt}` is the prompt-only button, its prompt also its label (as
+//! `{"prompt":"…"}`). The third atom must be `primary`, `success` or `danger`.
 //!
 //! A cell that opens like a named JSON object (`{`, optional whitespace, a JSON string,
 //! optional whitespace, `:`) is JSON: if it is not a complete strict JSON object the payload
 //! is refused rather than read as one positional atom. This is what makes a JSON object with
-//! a missing property comma a rejection instead of a button labelled with its source text.
+//! a missing property comma a rejection instead of a button labelled with its source text;
+//! JSON object internals stay strict (a trailing comma inside one is refused too).
 //!
 //! JSON objects (whole payload, matrix cells) and attributes share one schema: `label`,
 //! `prompt` and `value` are strings when present (other keys are ignored); each is trimmed,
-//! and an empty one counts as absent; `value` stands in for a missing `label` or `prompt`.
-//! `selected_style` outside the three known names (or not a string) is ignored, leaving the
-//! default style.
+//! and an empty one counts as absent. The label is `label`, else `value`, else `prompt`; the
+//! prompt is `prompt`, else `value`. `selected_style` outside the three known names (or not a
+//! string) is ignored, leaving the default style.
 //!
 //! Parsing is linear in the payload: every byte is visited a bounded number of times, and a
-//! cell committed to JSON either parses once or ends the parse.
+//! cell committed to JSON either parses once or ends the parse. All or nothing: an error means
+//! no buttons at all.
 
 use serde_json::{Map, Value};
 
 use super::attrs::{self, AttributeError};
+use super::cells::{self, CellError};
 use super::present;
 
 /// A button's colour once it has been chosen.
@@ -95,6 +106,9 @@ pub enum ButtonError {
     /// Nothing after the marker.
     #[error("empty payload")]
     Empty,
+    /// Not attribute-shaped, and no `{` or `[` anywhere.
+    #[error("no JSON, CML or attribute payload")]
+    NoPayload,
     /// `[]`.
     #[error("empty matrix")]
     EmptyMatrix,
@@ -134,12 +148,6 @@ pub enum ButtonError {
         /// Offset of the second comma.
         at: usize,
     },
-    /// `[{a},]`.
-    #[error("comma before the closing bracket at byte {at}")]
-    TrailingComma {
-        /// Offset of the comma.
-        at: usize,
-    },
     /// A character that cannot start or end an element here.
     #[error("unexpected {found:?} at byte {at}")]
     Unexpected {
@@ -154,7 +162,7 @@ pub enum ButtonError {
         /// Offset of the `[`.
         at: usize,
     },
-    /// Content after one complete payload.
+    /// A `{` or `[` after one complete payload.
     #[error("trailing content at byte {at}")]
     TrailingContent {
         /// Offset.
@@ -172,7 +180,7 @@ pub enum ButtonError {
         /// Offset of the separator.
         at: usize,
     },
-    /// An empty (or all-whitespace) positional atom.
+    /// An empty (or all-whitespace) positional atom where one is needed.
     #[error("empty atom in the cell at byte {at}")]
     EmptyAtom {
         /// Offset of the cell's `{`.
@@ -214,8 +222,51 @@ pub enum ButtonError {
     Attributes(#[from] AttributeError),
 }
 
+impl From<CellError> for ButtonError {
+    fn from(e: CellError) -> Self {
+        match e {
+            CellError::Unterminated { at } => ButtonError::UnterminatedCell { at },
+            CellError::TooManyAtoms { at } => ButtonError::TooManyAtoms { at },
+            CellError::UnknownEscape { at, found } => ButtonError::UnknownEscape { at, found },
+            CellError::TrailingBackslash => ButtonError::TrailingBackslash,
+            CellError::ControlCharacter { at } => ButtonError::ControlCharacter { at },
+        }
+    }
+}
+
+impl ButtonError {
+    /// What went wrong, without any of pi's words or offsets (for the log and `status`).
+    pub fn class(&self) -> &'static str {
+        match self {
+            ButtonError::Empty => "empty payload",
+            ButtonError::NoPayload => "no payload",
+            ButtonError::EmptyMatrix => "empty matrix",
+            ButtonError::EmptyRow => "empty row",
+            ButtonError::TooDeep => "a row nested in a row",
+            ButtonError::NotAButton { .. } => "not a button",
+            ButtonError::FieldNotString { .. } => "a field that is not a string",
+            ButtonError::MissingLabel => "no label",
+            ButtonError::MissingPrompt => "no prompt",
+            ButtonError::LeadingComma { .. } => "comma before the first element",
+            ButtonError::RepeatedComma { .. } => "repeated comma",
+            ButtonError::Unexpected { .. } => "unexpected character",
+            ButtonError::Unclosed { .. } => "unclosed bracket",
+            ButtonError::TrailingContent { .. } => "a second payload after the first",
+            ButtonError::UnterminatedCell { .. } => "unclosed cell",
+            ButtonError::TooManyAtoms { .. } => "too many `|` separators",
+            ButtonError::EmptyAtom { .. } => "empty atom",
+            ButtonError::UnknownStyle { .. } => "unknown style",
+            ButtonError::UnknownEscape { .. } => "unknown escape",
+            ButtonError::TrailingBackslash => "trailing backslash",
+            ButtonError::ControlCharacter { .. } => "control character in a cell",
+            ButtonError::InvalidJson { .. } => "invalid JSON object",
+            ButtonError::Attributes(e) => e.class(),
+        }
+    }
+}
+
 fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+    cells::is_ws(b)
 }
 
 /// Parses a button payload (what follows the marker word) into rows. All or nothing: an
@@ -227,19 +278,29 @@ pub fn parse_buttons(payload: &str) -> Result<Rows, ButtonError> {
     if start >= end {
         return Err(ButtonError::Empty);
     }
-    let src = &payload[start..end];
-    match bytes[start] {
-        b'{' | b'[' => {
-            if let Ok(value) = serde_json::from_str::<Value>(src) {
-                return rows_from_json(&value);
-            }
-            Adaptive {
-                src: &payload[..end],
-                pos: start,
-            }
-            .payload()
-        }
-        _ => from_attributes(payload),
+    if cells::attribute_shaped(&payload[start..end]) {
+        return from_attributes(payload);
+    }
+    // Offsets in errors stay offsets into the payload as given.
+    let src = &payload[..end];
+    let at = cells::first_bracket(src, start).ok_or(ButtonError::NoPayload)?;
+    let mut json = serde_json::Deserializer::from_str(&src[at..]).into_iter::<Value>();
+    if let Some(Ok(value)) = json.next() {
+        let rows = rows_from_json(&value)?;
+        tail(src, at + json.byte_offset())?;
+        return Ok(rows);
+    }
+    let mut adaptive = Adaptive { src, pos: at };
+    let rows = adaptive.payload()?;
+    tail(src, adaptive.pos)?;
+    Ok(rows)
+}
+
+/// The envelope after the payload: anything but another cell or row.
+fn tail(src: &str, from: usize) -> Result<(), ButtonError> {
+    match cells::first_bracket(src, from) {
+        Some(at) => Err(ButtonError::TrailingContent { at }),
+        None => Ok(()),
     }
 }
 
@@ -261,7 +322,10 @@ fn resolve(
     value: Option<&str>,
     selected_style: Option<Style>,
 ) -> Result<ButtonSpec, ButtonError> {
-    let label = label.or(value).ok_or(ButtonError::MissingLabel)?;
+    let label = label
+        .or(value)
+        .or(prompt)
+        .ok_or(ButtonError::MissingLabel)?;
     let prompt = prompt.or(value).ok_or(ButtonError::MissingPrompt)?;
     Ok(ButtonSpec {
         label: label.to_owned(),
@@ -357,35 +421,24 @@ impl Adaptive<'_> {
         }
     }
 
-    fn char_at(&self, at: usize) -> char {
-        self.src
-            .get(at..)
-            .and_then(|s| s.chars().next())
-            .unwrap_or('\u{fffd}')
-    }
-
     fn unexpected(&self) -> ButtonError {
         ButtonError::Unexpected {
             at: self.pos,
-            found: self.char_at(self.pos),
+            found: cells::char_at(self.src, self.pos),
         }
     }
 
-    fn payload(mut self) -> Result<Rows, ButtonError> {
-        let rows = match self.peek() {
-            Some(b'[') => self.sequence(Self::matrix_element, ButtonError::EmptyMatrix)?,
-            Some(b'{') => vec![vec![self.cell()?]],
-            Some(_) => return Err(self.unexpected()),
-            None => return Err(ButtonError::Empty),
-        };
-        self.skip_ws();
-        if self.pos < self.src.len() {
-            return Err(ButtonError::TrailingContent { at: self.pos });
+    /// One payload at `pos` (a `{` or `[`); `pos` ends just after it.
+    fn payload(&mut self) -> Result<Rows, ButtonError> {
+        match self.peek() {
+            Some(b'[') => self.sequence(Self::matrix_element, ButtonError::EmptyMatrix),
+            Some(b'{') => Ok(vec![vec![self.cell()?]]),
+            Some(_) => Err(self.unexpected()),
+            None => Err(ButtonError::Empty),
         }
-        Ok(rows)
     }
 
-    /// `[` element (boundary element)* `]`, at a `[`.
+    /// `[` element (boundary element)* [`,`] `]`, at a `[`.
     fn sequence<T>(
         &mut self,
         mut element: impl FnMut(&mut Self) -> Result<T, ButtonError>,
@@ -413,13 +466,11 @@ impl Adaptive<'_> {
             }
             self.skip_ws();
             if self.peek() == Some(b',') {
-                let comma = self.pos;
                 self.pos += 1;
                 self.skip_ws();
-                match self.peek() {
-                    Some(b',') => return Err(ButtonError::RepeatedComma { at: self.pos }),
-                    Some(b']') => return Err(ButtonError::TrailingComma { at: comma }),
-                    _ => {}
+                // One comma before `]` is the trailing comma models write; the loop closes.
+                if self.peek() == Some(b',') {
+                    return Err(ButtonError::RepeatedComma { at: self.pos });
                 }
             }
         }
@@ -443,39 +494,11 @@ impl Adaptive<'_> {
 
     /// A cell, at a `{`.
     fn cell(&mut self) -> Result<ButtonSpec, ButtonError> {
-        if self.opens_named_json() {
+        if cells::opens_named_json(self.src, self.pos) {
             self.json_cell()
         } else {
             self.positional_cell()
         }
-    }
-
-    /// Whether the `{` at `pos` is followed by a JSON string key and a colon. The key scan
-    /// stops at the first unescaped quote, which is at latest the opening quote of the next
-    /// cell that could be scanned, so scans never overlap.
-    fn opens_named_json(&self) -> bool {
-        let bytes = self.src.as_bytes();
-        let mut i = self.pos + 1;
-        while bytes.get(i).copied().is_some_and(is_ws) {
-            i += 1;
-        }
-        if bytes.get(i) != Some(&b'"') {
-            return false;
-        }
-        i += 1;
-        loop {
-            match bytes.get(i) {
-                None => return false,
-                Some(b'\\') => i += 2,
-                Some(b'"') => break,
-                Some(_) => i += 1,
-            }
-        }
-        i += 1;
-        while bytes.get(i).copied().is_some_and(is_ws) {
-            i += 1;
-        }
-        bytes.get(i) == Some(&b':')
     }
 
     fn json_cell(&mut self) -> Result<ButtonSpec, ButtonError> {
@@ -497,77 +520,25 @@ impl Adaptive<'_> {
 
     fn positional_cell(&mut self) -> Result<ButtonSpec, ButtonError> {
         let open = self.pos;
-        let bytes = self.src.as_bytes();
-        let mut atoms: Vec<String> = vec![String::new()];
-        let mut i = open + 1;
-        let mut seg = i;
-        loop {
-            let Some(&b) = bytes.get(i) else {
-                return Err(ButtonError::UnterminatedCell { at: open });
-            };
-            match b {
-                b'\\' => {
-                    push(&mut atoms, &self.src[seg..i]);
-                    match bytes.get(i + 1) {
-                        Some(b'|' | b'}' | b'\\') => push(&mut atoms, &self.src[i + 1..i + 2]),
-                        Some(_) => {
-                            return Err(ButtonError::UnknownEscape {
-                                at: i,
-                                found: self.char_at(i + 1),
-                            });
-                        }
-                        None => return Err(ButtonError::TrailingBackslash),
-                    }
-                    i += 2;
-                    seg = i;
-                }
-                b'|' => {
-                    push(&mut atoms, &self.src[seg..i]);
-                    if atoms.len() == 3 {
-                        return Err(ButtonError::TooManyAtoms { at: i });
-                    }
-                    atoms.push(String::new());
-                    i += 1;
-                    seg = i;
-                }
-                b'}' => {
-                    push(&mut atoms, &self.src[seg..i]);
-                    i += 1;
-                    break;
-                }
-                _ => i += 1,
-            }
+        let cell = cells::positional(self.src, open)?;
+        self.pos = cell.end;
+        let empty = ButtonError::EmptyAtom { at: open };
+        fn given(atom: &str) -> Option<&str> {
+            (!atom.is_empty()).then_some(atom)
         }
-        self.pos = i;
-        let mut trimmed = Vec::with_capacity(atoms.len());
-        for atom in &atoms {
-            let atom = atom.trim();
-            if atom.is_empty() {
-                return Err(ButtonError::EmptyAtom { at: open });
-            }
-            if atom.chars().any(char::is_control) {
-                return Err(ButtonError::ControlCharacter { at: open });
-            }
-            trimmed.push(atom);
-        }
-        match trimmed[..] {
-            [value] => resolve(None, None, Some(value), None),
-            [label, prompt] => resolve(Some(label), Some(prompt), None, None),
+        match &cell.atoms[..] {
+            [value] => resolve(None, None, Some(given(value).ok_or(empty)?), None),
+            [label, prompt] => resolve(given(label), Some(given(prompt).ok_or(empty)?), None, None),
             [label, prompt, style] => {
+                let prompt = given(prompt).ok_or(empty.clone())?;
+                let style = given(style).ok_or(empty)?;
                 let style = Style::from_name(style).ok_or_else(|| ButtonError::UnknownStyle {
                     style: style.to_owned(),
                 })?;
-                resolve(Some(label), Some(prompt), None, Some(style))
+                resolve(given(label), Some(prompt), None, Some(style))
             }
-            // The separator check above caps the count at three; an empty list cannot occur.
+            // The separator check caps the count at three; an empty list cannot occur.
             _ => Err(ButtonError::TooManyAtoms { at: open }),
         }
-    }
-}
-
-/// Appends to the last atom.
-fn push(atoms: &mut [String], s: &str) {
-    if let Some(last) = atoms.last_mut() {
-        last.push_str(s);
     }
 }

@@ -1,5 +1,6 @@
-//! Property tests: `extract` never panics and leaves action-free text untouched; any button
-//! matrix reads the same whether written as JSON, CML, or a mix, with any boundaries.
+//! Property tests: `extract` never panics, leaves comment-free text untouched and leaves no
+//! comment outside code; any button matrix reads the same whether written as JSON, CML, or a
+//! mix, with any boundaries.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -213,11 +214,15 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn extract_never_panics_and_keeps_action_free_text(src in arb_answer()) {
+    fn extract_never_panics_and_keeps_comment_free_text(src in arb_answer()) {
         let got = extract(&src);
-        if got.buttons.is_empty() && got.voices.is_empty() && got.rejected.is_empty() {
+        if !src.contains("<!--") {
             prop_assert_eq!(&got.text, &src);
+            prop_assert_eq!(got.hidden, 0);
         }
+        // Nothing that reads as a comment is left for the person to see.
+        prop_assert!(comments::outside_code(&got.text).comments.is_empty(), "{:?}", got.text);
+        prop_assert!(comments::outside_code(&visible(&src)).comments.is_empty());
         if !got.buttons.is_empty() {
             prop_assert!(!got.text.trim().is_empty());
         }

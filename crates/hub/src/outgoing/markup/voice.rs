@@ -1,14 +1,31 @@
-//! The `telegram_voice` payload: a strict JSON object or double-quoted attributes.
+//! The `telegram_voice` payload: a strict JSON object, a compact cell, or double-quoted
+//! attributes. Each comment is one voice message.
 //!
-//! Keys (attributes) `text`, `value`, `lang`, `rate`; others are ignored. Known keys must be
-//! strings. Every value is trimmed and an empty one counts as absent; `text` wins over
-//! `value`, and one of them must be present. Line breaks travel as `\n` inside JSON strings
-//! (attribute values cannot hold control characters).
+//! Routing, after trimming structural whitespace:
+//!
+//! - A payload that starts with an attribute name and `=` is the attribute form; its errors
+//!   are final.
+//! - Anything else is a noisy envelope, read from its first `{` or `[` as the button payload
+//!   is ([`super::cells`]): text before it is ignored, and after the one payload anything but
+//!   a `{` or `[` ([`VoiceError::TrailingContent`]: one comment, one voice). No `{` or `[`:
+//!   [`VoiceError::NoPayload`]. A `[` there is refused ([`VoiceError::Matrix`]): a voice is
+//!   never a matrix.
+//! - A strict JSON object is used as is. A `{` that opens like a named JSON object (a string
+//!   key and a colon) but is not strict JSON is refused ([`VoiceError::InvalidJson`]), never
+//!   read as a cell.
+//! - Otherwise a compact cell: `{text}`, `{text|lang}` or `{text|lang|rate}`, with the
+//!   positional atoms of the button cells (trimmed; escapes `\|`, `\}`, `\\`; no control
+//!   characters, so line breaks travel in the JSON form as `\n`). No atom may be empty.
+//!
+//! JSON keys and attributes: `text`, `value`, `lang`, `rate`; others are ignored. Known keys
+//! must be strings. Every value is trimmed and an empty one counts as absent; `text` wins over
+//! `value`, and one of them must be present.
 
 use serde_json::{Map, Value};
 
 use super::attrs::{self, AttributeError};
-use super::{is_ws, present};
+use super::cells::{self, CellError};
+use super::present;
 
 /// One voice message to synthesise.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -21,21 +38,27 @@ pub struct VoiceSpec {
     pub rate: Option<String>,
 }
 
-/// Why a voice payload was refused.
+/// Why a voice payload was refused. Offsets are byte offsets into the payload as given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VoiceError {
     /// Nothing after the marker.
     #[error("empty payload")]
     Empty,
-    /// Starts like JSON but is not strict JSON.
+    /// Not attribute-shaped, and no `{` anywhere.
+    #[error("no JSON, cell or attribute payload")]
+    NoPayload,
+    /// A `[`: matrices are for buttons.
+    #[error("a matrix at byte {at} where one voice was expected")]
+    Matrix {
+        /// Offset of the `[`.
+        at: usize,
+    },
+    /// Opens like a named JSON object but is not strict JSON.
     #[error("invalid JSON: {message}")]
     InvalidJson {
         /// serde_json's account.
         message: String,
     },
-    /// Valid JSON that is not an object (an array, say).
-    #[error("the payload is not a JSON object")]
-    NotAnObject,
     /// A known key whose value is not a string.
     #[error("`{field}` is not a string")]
     FieldNotString {
@@ -45,28 +68,82 @@ pub enum VoiceError {
     /// Neither `text` nor `value`.
     #[error("nothing to say (no `text` or `value`)")]
     MissingText,
+    /// An empty atom in a compact cell.
+    #[error("empty atom in the cell at byte {at}")]
+    EmptyAtom {
+        /// Offset of the cell's `{`.
+        at: usize,
+    },
+    /// The compact cell is malformed.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// A `{` or `[` after the payload.
+    #[error("trailing content at byte {at}")]
+    TrailingContent {
+        /// Offset.
+        at: usize,
+    },
     /// The attribute form is malformed.
     #[error(transparent)]
     Attributes(#[from] AttributeError),
 }
 
-/// Parses a voice payload (what follows the marker word).
-pub fn parse_voice(payload: &str) -> Result<VoiceSpec, VoiceError> {
-    let src = payload.trim_matches(is_ws);
-    match src.as_bytes().first() {
-        None => Err(VoiceError::Empty),
-        Some(b'{' | b'[') => match serde_json::from_str::<Value>(src) {
-            Ok(Value::Object(map)) => from_json(&map),
-            Ok(_) => Err(VoiceError::NotAnObject),
-            Err(e) => Err(VoiceError::InvalidJson {
-                message: e.to_string(),
-            }),
-        },
-        Some(_) => {
-            let [text, value, lang, rate] = attrs::parse(src, ["text", "value", "lang", "rate"])?;
-            build(text, value, lang, rate)
+impl VoiceError {
+    /// What went wrong, without any of pi's words or offsets (for the log and `status`).
+    pub fn class(&self) -> &'static str {
+        match self {
+            VoiceError::Empty => "empty payload",
+            VoiceError::NoPayload => "no payload",
+            VoiceError::Matrix { .. } => "a matrix",
+            VoiceError::InvalidJson { .. } => "invalid JSON object",
+            VoiceError::FieldNotString { .. } => "a field that is not a string",
+            VoiceError::MissingText => "nothing to say",
+            VoiceError::EmptyAtom { .. } => "empty atom",
+            VoiceError::Cell(e) => e.class(),
+            VoiceError::TrailingContent { .. } => "a second payload after the first",
+            VoiceError::Attributes(e) => e.class(),
         }
     }
+}
+
+/// Parses a voice payload (what follows the marker word).
+pub fn parse_voice(payload: &str) -> Result<VoiceSpec, VoiceError> {
+    let bytes = payload.as_bytes();
+    let start = bytes.iter().take_while(|&&b| cells::is_ws(b)).count();
+    let end = bytes.len() - bytes.iter().rev().take_while(|&&b| cells::is_ws(b)).count();
+    if start >= end {
+        return Err(VoiceError::Empty);
+    }
+    if cells::attribute_shaped(&payload[start..end]) {
+        let [text, value, lang, rate] = attrs::parse(payload, ["text", "value", "lang", "rate"])?;
+        return build(text, value, lang, rate);
+    }
+    let src = &payload[..end];
+    let at = cells::first_bracket(src, start).ok_or(VoiceError::NoPayload)?;
+    if src.as_bytes()[at] == b'[' {
+        return Err(VoiceError::Matrix { at });
+    }
+    let mut json = serde_json::Deserializer::from_str(&src[at..]).into_iter::<Map<String, Value>>();
+    let (spec, after) = match json.next() {
+        Some(Ok(map)) => (from_json(&map)?, at + json.byte_offset()),
+        Some(Err(e)) if cells::opens_named_json(src, at) => {
+            return Err(VoiceError::InvalidJson {
+                message: e.to_string(),
+            });
+        }
+        _ => {
+            let cell = cells::positional(src, at)?;
+            if cell.atoms.iter().any(String::is_empty) {
+                return Err(VoiceError::EmptyAtom { at });
+            }
+            let atom = |i: usize| cell.atoms.get(i).map(String::as_str);
+            (build(atom(0), None, atom(1), atom(2))?, cell.end)
+        }
+    };
+    if let Some(at) = cells::first_bracket(src, after) {
+        return Err(VoiceError::TrailingContent { at });
+    }
+    Ok(spec)
 }
 
 fn from_json(map: &Map<String, Value>) -> Result<VoiceSpec, VoiceError> {
@@ -158,6 +235,31 @@ mod tests {
     }
 
     #[test]
+    fn compact_cells() {
+        assert_eq!(voice("{Hello}"), spec("Hello", None, None));
+        assert_eq!(voice("{Привет|ru}"), spec("Привет", Some("ru"), None));
+        assert_eq!(voice("{Hi|en|+20%}"), spec("Hi", Some("en"), Some("+20%")));
+        assert_eq!(
+            voice("{ Hi, there: \"x\" | en }"),
+            spec("Hi, there: \"x\"", Some("en"), None)
+        );
+        assert_eq!(voice(r"{a\|b\}c\\}"), spec(r"a|b}c\", None, None));
+        // What was JSON-looking but not named JSON is a cell now.
+        assert_eq!(voice("{text|ru}"), spec("text", Some("ru"), None));
+    }
+
+    #[test]
+    fn noisy_envelopes() {
+        assert_eq!(voice("Say: {Hello}"), spec("Hello", None, None));
+        assert_eq!(voice("{Hello}, (short)"), spec("Hello", None, None));
+        assert_eq!(voice("{Hello}]"), spec("Hello", None, None));
+        assert_eq!(
+            voice(r#"spoken: {"text":"x","lang":"en"} ,"#),
+            spec("x", Some("en"), None)
+        );
+    }
+
+    #[test]
     fn refusals() {
         assert_eq!(parse_voice(""), Err(VoiceError::Empty));
         assert_eq!(parse_voice("  \n "), Err(VoiceError::Empty));
@@ -165,8 +267,10 @@ mod tests {
         assert_eq!(parse_voice(r#"lang="ru""#), Err(VoiceError::MissingText));
         assert_eq!(
             parse_voice(r#"[{"text":"x"}]"#),
-            Err(VoiceError::NotAnObject)
+            Err(VoiceError::Matrix { at: 0 })
         );
+        assert_eq!(parse_voice("[{Hi}]"), Err(VoiceError::Matrix { at: 0 }));
+        assert_eq!(parse_voice("say [{Hi}]"), Err(VoiceError::Matrix { at: 4 }));
         assert_eq!(
             parse_voice(r#"{"text":5}"#),
             Err(VoiceError::FieldNotString { field: "text" })
@@ -180,9 +284,34 @@ mod tests {
             Err(VoiceError::InvalidJson { .. })
         ));
         assert!(matches!(
-            parse_voice("{text|ru}"),
+            parse_voice(r#"{"text":"x" "lang":"en"}"#),
             Err(VoiceError::InvalidJson { .. })
         ));
+        for empty in ["{ }x", "{|en}", "{Hi|}", "{Hi|en|}", "{Hi| |+5%}"] {
+            assert!(
+                matches!(
+                    parse_voice(empty),
+                    Err(VoiceError::EmptyAtom { .. } | VoiceError::MissingText)
+                ),
+                "{empty}"
+            );
+        }
+        assert_eq!(
+            parse_voice("{a|b|c|d}"),
+            Err(VoiceError::Cell(CellError::TooManyAtoms { at: 6 }))
+        );
+        assert_eq!(
+            parse_voice("{a\nb}"),
+            Err(VoiceError::Cell(CellError::ControlCharacter { at: 0 }))
+        );
+        assert_eq!(
+            parse_voice("{Hi"),
+            Err(VoiceError::Cell(CellError::Unterminated { at: 0 }))
+        );
+        assert_eq!(
+            parse_voice("{Hi} {There}"),
+            Err(VoiceError::TrailingContent { at: 5 })
+        );
         assert!(matches!(
             parse_voice("text='x'"),
             Err(VoiceError::Attributes(AttributeError::SingleQuoted { .. }))
@@ -191,9 +320,6 @@ mod tests {
             parse_voice("text=x"),
             Err(VoiceError::Attributes(AttributeError::Unquoted { .. }))
         ));
-        assert!(matches!(
-            parse_voice("Hello there"),
-            Err(VoiceError::Attributes(_))
-        ));
+        assert_eq!(parse_voice("Hello there"), Err(VoiceError::NoPayload));
     }
 }

@@ -221,13 +221,16 @@ pub(super) fn finish(
     // In its own topic the instance is known; elsewhere a label says which pi answers when
     // several talk.
     let label = if place.own_topic { None } else { ctx.label };
-    // Hidden actions pi wrote (buttons) leave the visible text.
+    // Hidden actions pi wrote (buttons, voices) and every other comment leave the visible
+    // text; refused actions are logged and kept for `status`.
     let extracted = crate::outgoing::markup::extract(&r.text);
-    for rejected in &extracted.rejected {
-        // The reason may quote the comment (pi's words): only at debug.
-        tracing::info!(turn = t.id, line = rejected.line, kind = %rejected.kind, "an action comment in an answer was not understood");
-        tracing::debug!(turn = t.id, problem = %rejected, "the action comment's problem");
-    }
+    crate::outgoing::rejections::record(tx, now, "answer", Some(t.id), &extracted.rejected)?;
+    // An answer of comments only said nothing to show on purpose: no text, no notice (its
+    // voices and files still go).
+    let silent = extracted.hidden > 0
+        && texts::trim_invisible(&extracted.text).is_empty()
+        && !r.aborted
+        && r.error.is_none();
     let handled = r.handled.then_some(t.text.as_str());
     let markdown = texts::answer_markdown(
         label,
@@ -248,23 +251,25 @@ pub(super) fn finish(
     // Files pi attached during the turn go right after the answer.
     let (files, caption) = tools::take_waiting(tx, t.id)?;
     let spoken = automatic_voice(tx, t, r, &extracted, ctx.voice)?;
-    outbound::enqueue_markdown_with(
-        tx,
-        place,
-        &markdown,
-        ctx.rendering,
-        markup,
-        spoken.as_ref(),
-        outbound::Meta {
-            purpose: &Purpose::Answer { turn: t.id },
-            source_update_id: t.source_update_id,
-            identity: ctx.identity,
-            turn_id: Some(t.id),
-            // A final answer must arrive: after a crash mid-send it is sent again.
-            resend: true,
-        },
-        now,
-    )?;
+    if !silent {
+        outbound::enqueue_markdown_with(
+            tx,
+            place,
+            &markdown,
+            ctx.rendering,
+            markup,
+            spoken.as_ref(),
+            outbound::Meta {
+                purpose: &Purpose::Answer { turn: t.id },
+                source_update_id: t.source_update_id,
+                identity: ctx.identity,
+                turn_id: Some(t.id),
+                // A final answer must arrive: after a crash mid-send it is sent again.
+                resend: true,
+            },
+            now,
+        )?;
+    }
     let after = outbound::Place {
         reply_to: None,
         ..place

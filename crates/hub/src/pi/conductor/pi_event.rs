@@ -77,6 +77,9 @@ impl Conductor {
         let Some((text, stop, _)) = event.assistant_message() else {
             return Ok(());
         };
+        // Commentary and pushed work show none of pi's comments (their actions do not act:
+        // only a final answer's and telegram_message's do).
+        let text = crate::outgoing::markup::visible(&text).into_owned();
         let thinking = event
             .message()
             .map(activity::thinking_of)

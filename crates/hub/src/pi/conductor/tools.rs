@@ -205,7 +205,14 @@ impl Job {
         let caption: Option<String> = args
             .get("caption")
             .and_then(Value::as_str)
-            .map(|c| c.chars().take(CAPTION_CHARS).collect());
+            // pi's comments never show, in a caption either.
+            .map(|c| {
+                markup::visible(c)
+                    .chars()
+                    .take(CAPTION_CHARS)
+                    .collect::<String>()
+            })
+            .filter(|c| !c.trim().is_empty());
         let paths: Vec<PathBuf> = paths.iter().map(|p| Path::new(&self.cwd).join(p)).collect();
         let (out_dir, max, stamp) = (
             self.settings.out_dir.clone(),
@@ -278,6 +285,15 @@ impl Job {
             .filter(|t| !t.is_empty())
             .map(str::to_owned);
         let extracted = markup::extract(&text);
+        // What pi learns of its refused action comments (the log and `status` get no words).
+        let refused: Vec<String> = extracted.rejected.iter().map(|r| r.to_string()).collect();
+        if crate::outgoing::texts::trim_invisible(&extracted.text).is_empty() {
+            markup_refusals(&self.db, &extracted.rejected).await;
+            return Err(format!(
+                "nothing to send: the text is only <!-- --> comments, which Telegram never shows{}",
+                listed_refusals(&refused)
+            ));
+        }
         let rendering = self.assistant.current().rendering;
         let identity = self.identity.clone();
         let args = args.clone();
@@ -301,6 +317,13 @@ impl Job {
                             identity.clone(),
                         ),
                     };
+                    crate::outgoing::rejections::record(
+                        tx,
+                        now,
+                        "telegram_message",
+                        None,
+                        &extracted.rejected,
+                    )?;
                     let markup = crate::outgoing::menu::prompt_buttons(
                         tx,
                         &clock,
@@ -334,8 +357,40 @@ impl Job {
             .await
             .map_err(|e| e.to_string())?;
         self.sender.notify_one();
-        Ok(format!("Sent to Telegram ({to})."))
+        Ok(format!(
+            "Sent to Telegram ({to}).{}",
+            listed_refusals(&refused)
+        ))
     }
+}
+
+/// Keeps refused action comments of a call that sends nothing (one that sends keeps them in
+/// its own transaction); a store that fails here loses only that note.
+async fn markup_refusals(db: &crate::db::Db, rejected: &[markup::Rejected]) {
+    if rejected.is_empty() {
+        return;
+    }
+    let rejected = rejected.to_vec();
+    let now = db.now_ms();
+    let kept = db
+        .write(Durability::Lazy, move |tx| {
+            crate::outgoing::rejections::record(tx, now, "telegram_message", None, &rejected)
+        })
+        .await;
+    if let Err(e) = kept {
+        tracing::warn!(error = %e, "refused action comments could not be kept for status");
+    }
+}
+
+/// The refused action comments, told to pi after what the call did.
+fn listed_refusals(refused: &[String]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    format!(
+        " Refused action comments (removed, they do nothing): {}.",
+        refused.join("; ")
+    )
 }
 
 /// `telegram_attach`'s copies, as the transaction that records them needs the call.
