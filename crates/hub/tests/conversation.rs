@@ -534,15 +534,64 @@ async fn comments_never_reach_the_person_and_refused_actions_reach_status() {
         [&"Done here.\n- item\n<!-- shown -->".to_owned()],
         "the comment-only answer sends nothing: {msgs:#?}"
     );
+    // Text with a matrix whose second cell is bad and a matrix-shaped voice comment: the text
+    // arrives, with no button of the matrix and no voice.
+    hub.say("third");
+    let prompt = pi.recv_type("prompt").await;
+    pi.answer(
+        &prompt,
+        "The text.\n\n<!-- telegram_button [{ok|fine}{bad|x|nope}] -->\n<!-- telegram_voice [{no}] -->",
+    )
+    .await;
+    hub.wait_for_bot("the third answer", |m| {
+        m.iter().any(|(_, t, _)| t == "The text.")
+    })
+    .await;
+    pi.recv_type("done_ack").await;
+    let third = hub
+        .fake
+        .control()
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .unwrap()
+        .into_iter()
+        .find(|m| m.from_bot && m.text.as_deref() == Some("The text."))
+        .unwrap();
+    assert!(
+        third
+            .reply_markup
+            .as_ref()
+            .is_none_or(|r| r["inline_keyboard"].as_array().is_none_or(Vec::is_empty)),
+        "no button of a refused matrix: {:?}",
+        third.reply_markup
+    );
+    assert!(
+        hub.bot_messages()
+            .iter()
+            .all(|(_, t, _)| !t.contains("telegram_")),
+        "never shown raw"
+    );
     hub.stop().await;
     let st = hub::status::status(
         &hub::paths::AgentDir::at(hub.dir.path()),
         &hub::paths::ProfileName::default_profile(),
     )
     .unwrap();
-    assert_eq!(st.turns["done"], 2);
-    assert_eq!(st.refused_comments.len(), 1, "{:?}", st.refused_comments);
-    let refused = &st.refused_comments[0];
+    assert_eq!(st.turns["done"], 3);
+    assert_eq!(st.refused_comments.len(), 3, "{:?}", st.refused_comments);
+    let kinds: Vec<&str> = st
+        .refused_comments
+        .iter()
+        .map(|r| r.kind.as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"telegram_voice") && kinds.contains(&"telegram_button"),
+        "{kinds:?}"
+    );
+    let refused = st
+        .refused_comments
+        .iter()
+        .find(|r| r.turn == Some(1))
+        .unwrap();
     assert_eq!(
         (
             refused.source.as_str(),
