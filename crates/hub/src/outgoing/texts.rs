@@ -730,45 +730,6 @@ pub fn binary_removed(binary: &Path, config: &Path, state: &Path) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_what_no_rendering_shows_is_trimmed() {
-        assert_eq!(
-            trim_invisible("\n  \n    code\n  more  \n\n"),
-            "    code\n  more"
-        );
-        assert_eq!(trim_invisible(" \t\n"), "");
-        assert_eq!(trim_invisible("  # not a heading"), "  # not a heading");
-    }
-
-    #[test]
-    fn an_aborted_answer_cut_inside_code_gets_its_mark_after_the_code() {
-        let md = answer_markdown(None, "Here:\n\n```rust\nfn main() {", true, None, None);
-        assert!(md.ends_with("fn main() {\n```\n\n⏹ Aborted\\."), "{md}");
-        let blocks = tg_format::markdown::parse::parse(&md);
-        assert!(matches!(
-            blocks.last(),
-            Some(tg_format::markdown::doc::Block::Paragraph(_))
-        ));
-        // An indented fence is closed at its own indentation.
-        let md = answer_markdown(None, "  ~~~~\n  x", true, None, None);
-        assert!(md.contains("  x\n  ~~~~\n\n"), "{md}");
-    }
-
-    #[test]
-    fn an_answer_that_shows_nothing_is_shown_as_written() {
-        let md = answer_markdown(None, "[foo]: /url \"t\"", false, None, None);
-        assert!(md.contains("```\n[foo]: /url \"t\"\n```"), "{md}");
-        assert!(!tg_format::markdown::shows_nothing(&md));
-        // Backticks in it need a longer fence.
-        let md = answer_markdown(None, "```\n```", false, None, None);
-        assert!(md.contains("````\n```\n```\n````"), "{md}");
-    }
-}
-
 /// The question about prompts that waited while the hub or their pi was away: `held` are
 /// their (sent at, words), oldest first.
 pub fn stale_question(held: &[(i64, &str)], now_ms: i64) -> String {
@@ -821,5 +782,73 @@ pub fn stale_settled(run: bool, n: usize) -> String {
         (true, n) => format!("→ ▶️ {n} messages sent to pi, in order."),
         (false, 1) => "→ ✖️ Skipped: it did not reach pi.".to_owned(),
         (false, n) => format!("→ ✖️ Skipped: {n} messages did not reach pi."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_question_names_the_wait_and_at_most_five_prompts() {
+        let hour = 3_600_000;
+        let one = stale_question(&[(0, "deploy   the\nsite")], 3 * hour + 12 * 60_000);
+        assert!(one.starts_with("⏳ This waited 3 h 12 min (sent "), "{one}");
+        assert!(one.ends_with("Run it now?\n\"deploy the site\""), "{one}");
+        let words: Vec<String> = (1..=7).map(|n| format!("message {n}")).collect();
+        let held: Vec<(i64, &str)> = words.iter().map(|w| (0, w.as_str())).collect();
+        let many = stale_question(&held, 2 * hour);
+        assert!(
+            many.starts_with("⏳ 7 messages waited while pi was away, the first 2 h"),
+            "{many}"
+        );
+        assert!(
+            many.contains("\n5. \"message 5\"") && !many.contains("message 6"),
+            "{many}"
+        );
+        assert!(many.ends_with("\n… and 2 more"), "{many}");
+        assert_eq!(stale_question(&[], 0), "");
+        assert_eq!(
+            stale_settled(true, 3),
+            "→ ▶️ 3 messages sent to pi, in order."
+        );
+        assert_eq!(
+            stale_settled(false, 1),
+            "→ ✖️ Skipped: it did not reach pi."
+        );
+    }
+
+    #[test]
+    fn only_what_no_rendering_shows_is_trimmed() {
+        assert_eq!(
+            trim_invisible("\n  \n    code\n  more  \n\n"),
+            "    code\n  more"
+        );
+        assert_eq!(trim_invisible(" \t\n"), "");
+        assert_eq!(trim_invisible("  # not a heading"), "  # not a heading");
+    }
+
+    #[test]
+    fn an_aborted_answer_cut_inside_code_gets_its_mark_after_the_code() {
+        let md = answer_markdown(None, "Here:\n\n```rust\nfn main() {", true, None, None);
+        assert!(md.ends_with("fn main() {\n```\n\n⏹ Aborted\\."), "{md}");
+        let blocks = tg_format::markdown::parse::parse(&md);
+        assert!(matches!(
+            blocks.last(),
+            Some(tg_format::markdown::doc::Block::Paragraph(_))
+        ));
+        // An indented fence is closed at its own indentation.
+        let md = answer_markdown(None, "  ~~~~\n  x", true, None, None);
+        assert!(md.contains("  x\n  ~~~~\n\n"), "{md}");
+    }
+
+    #[test]
+    fn an_answer_that_shows_nothing_is_shown_as_written() {
+        let md = answer_markdown(None, "[foo]: /url \"t\"", false, None, None);
+        assert!(md.contains("```\n[foo]: /url \"t\"\n```"), "{md}");
+        assert!(!tg_format::markdown::shows_nothing(&md));
+        // Backticks in it need a longer fence.
+        let md = answer_markdown(None, "```\n```", false, None, None);
+        assert!(md.contains("````\n```\n```\n````"), "{md}");
     }
 }
