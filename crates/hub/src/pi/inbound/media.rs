@@ -44,8 +44,9 @@ pub fn of_message(message: &Value) -> Vec<MediaRef> {
                 sizes.iter().max_by_key(|s| {
                     let w = s.get("width").and_then(Value::as_i64).unwrap_or(0);
                     let h = s.get("height").and_then(Value::as_i64).unwrap_or(0);
+                    // Values from outside: a product that does not fit is as large as any.
                     (
-                        w * h,
+                        w.saturating_mul(h),
                         s.get("file_size").and_then(Value::as_i64).unwrap_or(0),
                     )
                 })
