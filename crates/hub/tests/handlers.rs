@@ -1630,6 +1630,7 @@ fn the_settings_menu_writes_what_the_model_is_told_and_the_staleness_guard() {
     for (label, key, value) in [
         ("mirror", "/voice/replyMode", json!("mirror")),
         ("each prompt", "/assistant/timeInjection", json!("always")),
+        ("1 h", "/time/interval", json!(3_600_000)),
         ("2 h", "/staleAfterMinutes", json!(120)),
         ("⏳ off", "/staleAfterMinutes", json!(0)),
     ] {

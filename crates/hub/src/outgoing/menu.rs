@@ -466,6 +466,23 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             ],
         ),
         [
+            ("every 15 min", 15),
+            ("30 min", 30),
+            ("1 h", 60),
+            ("4 h", 240),
+        ]
+        .iter()
+        .map(|(label, m)| {
+            let ms = m * 60_000;
+            set(
+                label,
+                s.time_injection == TimeInjection::Interval && s.time_interval_ms == ms,
+                "time.interval",
+                &ms.to_string(),
+            )
+        })
+        .collect(),
+        [
             ("⏳ off", 0.0),
             ("15 min", 15.0),
             ("30 min", 30.0),

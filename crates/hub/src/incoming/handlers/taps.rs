@@ -465,6 +465,7 @@ fn setting(
             | "assistant.activity"
             | "assistant.proactivePush"
             | "assistant.timeInjection"
+            | "time.interval"
             | "voice.replyMode"
             | "staleAfterMinutes"
     );
