@@ -185,7 +185,13 @@ interface Request {
 export interface Prompt {
 	type: "prompt";
 	turn_id: string;
+	/** The person's words (and what came with them). */
 	text: string;
+	/**
+	 * Lines the hub puts before `text` for the model (where it comes from, the time, how long
+	 * it waited), ending in a blank line; empty for none (a command, an older hub).
+	 */
+	context: string;
 	/** Empty when the prompt has none. */
 	images: WireImage[];
 	/** Entries of `images` that were not `{type:"image",data,mimeType}` (left out). */
@@ -302,7 +308,7 @@ export function decodeHubMessage(m: Json): HubMessage | undefined {
 		case "prompt": {
 			if (typeof m.turn_id !== "string" || m.turn_id === "") return undefined;
 			const { images, dropped } = decodeImages(m.images);
-			return { type: "prompt", turn_id: m.turn_id, text: str(m.text), images, droppedImages: dropped };
+			return { type: "prompt", turn_id: m.turn_id, text: str(m.text), context: str(m.context), images, droppedImages: dropped };
 		}
 		case "abort":
 		case "get_state":

@@ -212,8 +212,9 @@ describe("the extension", () => {
 			assert.deepStrictEqual(pi.ours(), OURS, "hidden by an earlier pi in this session: back with the hub");
 
 			assert.deepStrictEqual(await pi.startRun("typed"), {}, "typed in pi: no note");
-			hub.send({ type: "prompt", turn_id: "t1", text: "[telegram]\n\nhi from telegram" });
+			hub.send({ type: "prompt", turn_id: "t1", text: "hi from telegram", context: "[telegram]\n\n" });
 			await until("the hub turn handed to pi", () => pi.sent.length === 1);
+			assert.deepStrictEqual(pi.sent[0], "[telegram]\n\nhi from telegram", "the hub's lines before the words");
 			assert.deepStrictEqual(await pi.startRun("[telegram]\n\nhi from telegram"), { [NOTE_SECTION]: TELEGRAM_NOTE });
 			await pi.emit("agent_start");
 			assert.deepStrictEqual(await pi.startRun("typed again"), {}, "the next run is not the hub turn's");

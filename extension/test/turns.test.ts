@@ -85,7 +85,7 @@ function world(t: TestContext): World {
 }
 
 function prompt(turn_id: string, text: string, images: WireImage[] = [], droppedImages = 0): Prompt {
-	return { type: "prompt", turn_id, text, images, droppedImages };
+	return { type: "prompt", turn_id, text, context: "", images, droppedImages };
 }
 
 function assistant(text: string, stopReason = "stop", errorMessage?: string): MessageEndEvent {

@@ -394,6 +394,11 @@ pub enum HubMsg {
         turn_id: TurnId,
         /// The prompt.
         text: String,
+        /// Lines pi gets before `text` (where it comes from, the time, how long it waited),
+        /// ending in a blank line; empty for none. Kept apart so that `text` stays the person's
+        /// words: the instance sends pi `context` + `text`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        context: String,
         /// Images that go with it (photos the person sent).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<ImagePart>,
@@ -551,11 +556,22 @@ mod tests {
         let prompt = crate::encode(&HubMsg::Prompt {
             turn_id: TurnId::from_number(12),
             text: "hi".into(),
+            context: String::new(),
             images: Vec::new(),
         });
         assert_eq!(
             prompt,
             "{\"type\":\"prompt\",\"turn_id\":\"t12\",\"text\":\"hi\"}\n"
+        );
+        let framed = crate::encode(&HubMsg::Prompt {
+            turn_id: TurnId::from_number(13),
+            text: "hi".into(),
+            context: "[telegram]\n\n".into(),
+            images: Vec::new(),
+        });
+        assert_eq!(
+            framed,
+            "{\"type\":\"prompt\",\"turn_id\":\"t13\",\"text\":\"hi\",\"context\":\"[telegram]\\n\\n\"}\n"
         );
         assert_eq!(TurnId("t12".into()).number(), Some(12));
     }

@@ -63,6 +63,8 @@ pub enum Command {
         turn: TurnId,
         /// The prompt.
         text: String,
+        /// The lines pi gets before it (`pi::preamble`), or nothing.
+        context: String,
         /// Images that go with it.
         images: Vec<wire::ImagePart>,
     },

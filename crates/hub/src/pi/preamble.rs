@@ -13,8 +13,10 @@
 //! <the person's words, then attachments and what they replied to>
 //! ```
 //!
-//! A prompt that is a command (`/name args`: a prompt template, a skill, an extension's
-//! command) goes as it is: pi expands or runs it by its first word and hands the rest to it as
+//! The lines travel beside the prompt's text (`wire`'s `prompt.context`, the headless link's
+//! RPC message), so the person's words stay apart from them in the hub and its protocol; the
+//! extension and the RPC link put them together for pi. A prompt that is a command (`/name
+//! args`: a prompt template, a skill, an extension's command) goes as it is: pi expands or runs it by its first word and hands the rest to it as
 //! arguments, so lines before it would stop it being a command.
 
 use crate::pi::waited::Waited;
@@ -66,12 +68,12 @@ impl Preamble<'_> {
         out
     }
 
-    /// `prompt` with the lines before it; a command as it is.
-    pub fn wrap(&self, prompt: &str, now_ms: i64) -> String {
+    /// The lines to put before `prompt`: none before a command.
+    pub fn context_for(&self, prompt: &str, now_ms: i64) -> String {
         if is_command(prompt) {
-            return prompt.to_owned();
+            return String::new();
         }
-        format!("{}{prompt}", self.lines(now_ms))
+        self.lines(now_ms)
     }
 }
 
@@ -93,15 +95,23 @@ pub fn rough_tokens(text: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// The prompt as pi gets it (the links put the two together).
+    fn wrap(p: &Preamble<'_>, prompt: &str, now_ms: i64) -> String {
+        format!("{}{prompt}", p.context_for(prompt, now_ms))
+    }
+
     #[test]
     fn the_origin_alone_when_nothing_else_applies() {
         let p = Preamble::default();
-        assert_eq!(p.wrap("hello", 0), "[telegram]\n\nhello");
+        assert_eq!(wrap(&p, "hello", 0), "[telegram]\n\nhello");
         let p = Preamble {
             thread: Some("B · api|x]"),
             ..Preamble::default()
         };
-        assert_eq!(p.wrap("hello", 0), "[telegram|thread:B · api x ]\n\nhello");
+        assert_eq!(
+            wrap(&p, "hello", 0),
+            "[telegram|thread:B · api x ]\n\nhello"
+        );
     }
 
     #[test]
@@ -117,7 +127,7 @@ mod tests {
             }),
             spoken: true,
         };
-        let text = p.wrap("go on", now);
+        let text = wrap(&p, "go on", now);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "[telegram|thread:A]");
         assert!(lines[1].starts_with("[time] 2026-12-0"), "{text}");
@@ -155,11 +165,11 @@ mod tests {
         let p = Preamble::default();
         for command in ["/review src", "/skill:telegram-bridge", "/compact"] {
             assert!(is_command(command));
-            assert_eq!(p.wrap(command, 0), command);
+            assert_eq!(wrap(&p, command, 0), command);
         }
         for words in ["/ not a command", "// comment", "/", "a /b"] {
             assert!(!is_command(words), "{words}");
-            assert!(p.wrap(words, 0).starts_with("[telegram]\n\n"));
+            assert!(wrap(&p, words, 0).starts_with("[telegram]\n\n"));
         }
     }
 }

@@ -128,9 +128,11 @@ impl Conductor {
             },
         };
         let images = photos_of(files).await;
+        let context = lines.context_for(&prompt_text, now);
         let prompt = Command::Prompt {
             turn: TurnId::from_number(turn.id),
-            text: lines.wrap(&prompt_text, now),
+            text: prompt_text,
+            context,
             images,
         };
         if l.commands.try_send(prompt).is_err() {

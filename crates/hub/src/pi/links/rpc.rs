@@ -512,7 +512,12 @@ async fn command(
     cmd: Command,
 ) -> Option<String> {
     match cmd {
-        Command::Prompt { turn, text, images } => {
+        Command::Prompt {
+            turn,
+            text,
+            context,
+            images,
+        } => {
             let request = rpc.id("prompt");
             // A new run: its text starts empty; pi's folder and the hub's requests in
             // flight (a menu asked meanwhile) stay.
@@ -523,7 +528,8 @@ async fn command(
                 requests: std::mem::take(&mut current.requests),
                 ..Current::default()
             };
-            let mut prompt = json!({ "id": request, "type": "prompt", "message": text });
+            let message = format!("{context}{text}");
+            let mut prompt = json!({ "id": request, "type": "prompt", "message": message });
             if !images.is_empty() {
                 prompt["images"] = json!(images);
             }

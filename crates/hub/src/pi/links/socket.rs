@@ -298,9 +298,15 @@ fn request_msg(id: String, req: Request) -> HubMsg {
 
 fn hub_msg(cmd: Command) -> HubMsg {
     match cmd {
-        Command::Prompt { turn, text, images } => HubMsg::Prompt {
+        Command::Prompt {
+            turn,
+            text,
+            context,
+            images,
+        } => HubMsg::Prompt {
             turn_id: turn,
             text,
+            context,
             images,
         },
         Command::Abort => HubMsg::Abort { id: None },

@@ -46,7 +46,8 @@ export class TurnRunner {
         markReceived(G, m.turn_id);
         const startNow = G.queue.length === 0 && this.canStartNow();
         this.out.send({ type: "ack", turn_id: m.turn_id, disposition: startNow ? "started" : "queued" });
-        G.queue.push({ turn_id: m.turn_id, text: m.text, ...(m.images.length > 0 ? { images: m.images } : {}) });
+        const text = `${m.context}${m.text}`;
+        G.queue.push({ turn_id: m.turn_id, text, ...(m.images.length > 0 ? { images: m.images } : {}) });
         if (startNow)
             this.dispatch();
         else

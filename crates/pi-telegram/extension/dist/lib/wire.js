@@ -38,7 +38,7 @@ export function decodeHubMessage(m) {
             if (typeof m.turn_id !== "string" || m.turn_id === "")
                 return undefined;
             const { images, dropped } = decodeImages(m.images);
-            return { type: "prompt", turn_id: m.turn_id, text: str(m.text), images, droppedImages: dropped };
+            return { type: "prompt", turn_id: m.turn_id, text: str(m.text), context: str(m.context), images, droppedImages: dropped };
         }
         case "abort":
         case "get_state":
