@@ -44,6 +44,6 @@ pub mod serve;
 pub mod state;
 pub mod status;
 pub mod wakes;
-pub mod when;
+pub(crate) mod when;
 
 pub use error::HubError;

@@ -117,7 +117,7 @@ fn last_user(req: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// About four characters a token: the hub's own measure (`pi::preamble::rough_tokens`).
+/// About four characters a token (English and markup; a measure, not a tokenizer).
 fn tokens(chars: usize) -> usize {
     chars.div_ceil(4)
 }

@@ -365,7 +365,15 @@ pub fn queue(i: &Instance, waiting: &[Turn]) -> View {
 
 /// The `assistant` settings, each value a button.
 pub fn settings(identity: Option<&str>, s: &Settings) -> View {
-    let text = format!(
+    View {
+        text: settings_text(s),
+        rows: settings_rows(identity, s),
+    }
+}
+
+/// What the settings are now, one line each.
+fn settings_text(s: &Settings) -> String {
+    format!(
         "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}",
         match s.rendering {
             Rendering::Rich => "rich messages",
@@ -393,41 +401,28 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
             Some(ms) => format!("after {}", crate::when::duration(ms)),
             None => "never".to_owned(),
         },
-    );
-    let set = |label: &str, on: bool, key: &str, value: &str| {
-        (
-            format!("{}{label}", if on { "✓ " } else { "" }),
-            Button::Setting {
-                key: key.into(),
-                value: value.into(),
-            },
-        )
+    )
+}
+
+/// A row of buttons per setting, the current value marked.
+fn settings_rows(identity: Option<&str>, s: &Settings) -> Vec<Vec<(String, Button)>> {
+    let on_off = |key: &str, label: &str, on: bool| {
+        vec![
+            setting(label, on, key, "true"),
+            setting("off", !on, key, "false"),
+        ]
     };
-    let choices = |key: &str, current: &str, names: &[(&str, &str)]| -> Vec<(String, Button)> {
-        names
-            .iter()
-            .map(|(label, name)| set(label, current == *name, key, &format!("\"{name}\"")))
-            .collect()
+    let rendering = match s.rendering {
+        Rendering::Rich => "rich",
+        Rendering::Html => "html",
     };
-    let stale_minutes = s.stale_after_ms as f64 / 60_000.0;
-    let rows = vec![
+    vec![
         choices(
             "assistant.rendering",
-            match s.rendering {
-                Rendering::Rich => "rich",
-                Rendering::Html => "html",
-            },
+            rendering,
             &[("Rich", "rich"), ("HTML", "html")],
         ),
-        vec![
-            set(
-                "Previews on",
-                s.draft_previews,
-                "assistant.draftPreviews",
-                "true",
-            ),
-            set("off", !s.draft_previews, "assistant.draftPreviews", "false"),
-        ],
+        on_off("assistant.draftPreviews", "Previews on", s.draft_previews),
         choices(
             "assistant.activity",
             activity_name(s.activity),
@@ -438,15 +433,7 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
                 ("verbose", "verbose"),
             ],
         ),
-        vec![
-            set(
-                "Push on",
-                s.proactive_push,
-                "assistant.proactivePush",
-                "true",
-            ),
-            set("off", !s.proactive_push, "assistant.proactivePush", "false"),
-        ],
+        on_off("assistant.proactivePush", "Push on", s.proactive_push),
         choices(
             "voice.replyMode",
             s.voice_reply.name(),
@@ -474,36 +461,39 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
         .iter()
         .map(|(label, m)| {
             let ms = m * 60_000;
-            set(
-                label,
-                s.time_injection == TimeInjection::Interval && s.time_interval_ms == ms,
-                "time.interval",
-                &ms.to_string(),
-            )
+            let on = s.time_injection == TimeInjection::Interval && s.time_interval_ms == ms;
+            setting(label, on, "time.interval", &ms.to_string())
         })
         .collect(),
-        [
-            ("⏳ off", 0.0),
-            ("15 min", 15.0),
-            ("30 min", 30.0),
-            ("2 h", 120.0),
-        ]
-        .iter()
-        .map(|(label, m)| {
-            set(
-                label,
-                (stale_minutes - m).abs() < 1e-9,
-                "staleAfterMinutes",
-                &m.to_string(),
-            )
-        })
-        .collect(),
+        [("⏳ off", 0), ("15 min", 15), ("30 min", 30), ("2 h", 120)]
+            .iter()
+            .map(|(label, m)| {
+                let on = s.stale_after_ms == m * 60_000;
+                setting(label, on, "staleAfterMinutes", &m.to_string())
+            })
+            .collect(),
         back(identity),
-    ];
-    View {
-        text: text.to_owned(),
-        rows,
-    }
+    ]
+}
+
+/// A settings button: `key` (dotted, as in telegram.json) gets `value` (JSON), marked when it
+/// is the value in force.
+fn setting(label: &str, on: bool, key: &str, value: &str) -> (String, Button) {
+    (
+        format!("{}{label}", if on { "✓ " } else { "" }),
+        Button::Setting {
+            key: key.into(),
+            value: value.into(),
+        },
+    )
+}
+
+/// One button per named value of `key` (a JSON string each).
+fn choices(key: &str, current: &str, names: &[(&str, &str)]) -> Vec<(String, Button)> {
+    names
+        .iter()
+        .map(|(label, name)| setting(label, current == *name, key, &format!("\"{name}\"")))
+        .collect()
 }
 
 fn activity_name(a: Activity) -> &'static str {

@@ -85,12 +85,6 @@ pub fn is_command(prompt: &str) -> bool {
         .is_some_and(|c| !c.is_whitespace() && c != '/')
 }
 
-/// A rough count of the tokens `text` costs a model (about four characters a token for
-/// English and markup): for the figures in the README and the tests, not for billing.
-pub fn rough_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,12 +133,9 @@ mod tests {
         assert_eq!(lines[3], "[voice] delivery: automatic voice");
         assert_eq!(lines[4], "");
         assert_eq!(lines[5], "go on");
-        // A few hundred tokens at most: here well under fifty.
-        assert!(
-            rough_tokens(&p.lines(now)) < 50,
-            "{}",
-            rough_tokens(&p.lines(now))
-        );
+        // A few hundred tokens at most: here well under fifty (about four characters a token).
+        let chars = p.lines(now).chars().count();
+        assert!(chars.div_ceil(4) < 50, "{chars} characters");
     }
 
     #[test]
