@@ -128,7 +128,17 @@ fn install_extension_writes_the_extension_and_registers_it_with_pi() {
             .into_iter()
             .map(|f| format!("dist/{f}")),
     );
+    // The skill pi lists for the model (`pi.skills`).
+    expected.extend(
+        files_under(&repo.join("skills"))
+            .into_iter()
+            .map(|f| format!("skills/{f}")),
+    );
     expected.sort();
+    assert!(
+        expected.contains(&"skills/telegram-bridge/SKILL.md".to_owned()),
+        "{expected:?}"
+    );
     assert!(
         expected.contains(&"dist/index.js".to_owned()),
         "{expected:?}"
