@@ -72,6 +72,7 @@ macro_rules! stored_text_enum {
 pub mod attachments;
 pub mod callbacks;
 pub mod controls;
+pub mod dialogs;
 pub mod files;
 pub mod flood;
 pub mod incidents;

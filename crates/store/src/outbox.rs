@@ -178,6 +178,13 @@ stored_text_enum! {
             /// When this text of it was written.
             at: i64,
         },
+        /// `dialog:<id>:<at>`: the question of one of pi's dialogs, as written at `at`.
+        Dialog {
+            /// The dialog.
+            id: i64,
+            /// When this text of it was written.
+            at: i64,
+        },
         /// `control:<id>`: what a control said.
         Control {
             /// The control.
@@ -348,6 +355,7 @@ impl Purpose {
             Self::Voice { turn, n } => format!("voice:{turn}:{n}").into(),
             Self::Control { id } => format!("control:{id}").into(),
             Self::Stale { question, at } => format!("stale:{question}:{at}").into(),
+            Self::Dialog { id, at } => format!("dialog:{id}:{at}").into(),
             Self::File { id } => format!("file:{id}").into(),
             Self::FileLate { id } => format!("file-late:{id}").into(),
             Self::Transcript { id } => format!("transcript:{id}").into(),
@@ -425,6 +433,10 @@ impl Purpose {
             "stale" => {
                 let (question, at) = two(rest)?;
                 Self::Stale { question, at }
+            }
+            "dialog" => {
+                let (id, at) = two(rest)?;
+                Self::Dialog { id, at }
             }
             "file" => Self::File { id: num(rest)? },
             "file-late" => Self::FileLate { id: num(rest)? },
@@ -1133,6 +1145,7 @@ mod tests {
                 question: 3,
                 at: 1_700,
             },
+            Purpose::Dialog { id: 3, at: 1_700 },
             Purpose::File { id: 3 },
             Purpose::FileLate { id: 3 },
             Purpose::Transcript { id: 3 },

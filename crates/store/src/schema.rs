@@ -435,6 +435,32 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX stale_questions_open ON stale_questions(identity, chat_id) WHERE state = 'open';
     CREATE INDEX turns_stale_question ON turns(stale_question) WHERE stale_question IS NOT NULL;
     ",
+    // 14: pi's dialogs as the person's questions (`dialogs`): a headless pi's select, confirm,
+    // input and editor, and a pi with the extension waiting at its terminal; one per request of
+    // one pi process.
+    "
+    CREATE TABLE dialogs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        identity    TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        request_id  TEXT NOT NULL,
+        kind        TEXT NOT NULL
+                    CHECK (kind IN ('select', 'confirm', 'input', 'editor', 'terminal')),
+        title       TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        asked_ms    INTEGER NOT NULL,
+        expires_ms  INTEGER,
+        state       TEXT NOT NULL CHECK (state IN
+                    ('open', 'answered', 'delivered', 'timed_out', 'ended', 'gone')),
+        answer      TEXT,
+        chat_id     INTEGER NOT NULL,
+        thread_id   INTEGER,
+        outbox_id   INTEGER,
+        settled_ms  INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX dialogs_request ON dialogs(instance_id, request_id);
+    CREATE INDEX dialogs_unsettled ON dialogs(state) WHERE state IN ('open', 'answered');
+    ",
 ];
 
 /// The schema version this build writes.
