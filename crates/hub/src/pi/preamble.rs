@@ -77,6 +77,26 @@ impl Preamble<'_> {
     }
 }
 
+/// `text` without the lines [`Preamble::lines`] put before it (a session's first message, as
+/// pi stored it, named in the sessions list by the person's words).
+pub fn without(text: &str) -> &str {
+    const TAGS: [&str; 4] = ["[telegram", "[time] ", "[waited] ", "[voice] "];
+    if !text.starts_with("[telegram") {
+        return text;
+    }
+    let mut rest = text;
+    while let Some((line, after)) = rest.split_once('\n') {
+        if line.is_empty() {
+            return after;
+        }
+        if !TAGS.iter().any(|t| line.starts_with(t)) {
+            return text;
+        }
+        rest = after;
+    }
+    text
+}
+
 /// Whether pi takes `prompt` as a command (`/name …`).
 pub fn is_command(prompt: &str) -> bool {
     prompt
@@ -88,6 +108,15 @@ pub fn is_command(prompt: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_takes_off_the_lines_and_nothing_else() {
+        assert_eq!(without("[telegram|thread:web]\n[time] 2026-12-02 15:57 Wed (UTC)\n\nfix it"), "fix it");
+        assert_eq!(without("[telegram]\n\nhi\n\nthere"), "hi\n\nthere");
+        assert_eq!(without("[telegram] is a word\nno blank"), "[telegram] is a word\nno blank");
+        assert_eq!(without("[telegram]\nnot a tag\n\nwords"), "[telegram]\nnot a tag\n\nwords");
+        assert_eq!(without("plain words"), "plain words");
+    }
 
     /// The prompt as pi gets it (the links put the two together).
     fn wrap(p: &Preamble<'_>, prompt: &str, now_ms: i64) -> String {

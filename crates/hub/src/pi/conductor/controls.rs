@@ -57,6 +57,11 @@ impl Conductor {
             if self.in_hand.0.contains(&c.id) {
                 continue;
             }
+            if c.kind == "dialog" {
+                // An answer goes only to the pi process that asked, or nowhere.
+                self.deliver_answer(c).await?;
+                continue;
+            }
             if c.kind == "spawn" {
                 // Starting pi needs no pi.
                 self.in_hand.0.insert(c.id);
@@ -355,7 +360,16 @@ impl Job {
         let identity = c.identity.clone().unwrap_or_default();
         let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
         Outcome::Shown(match answer {
-            Ok(v) => menu::sessions(&identity, &v),
+            Ok(mut v) => {
+                // A session pi started from Telegram begins with the hub's lines.
+                for s in v.get_mut("sessions").and_then(Value::as_array_mut).into_iter().flatten() {
+                    if let Some(first) = s.get("first_message").and_then(Value::as_str) {
+                        let words = crate::pi::preamble::without(first).to_owned();
+                        s["first_message"] = Value::String(words);
+                    }
+                }
+                menu::sessions(&identity, &v)
+            }
             Err(e) => View {
                 text: texts::pi_did_not_answer(&label_of(&identity), &e),
                 rows: Vec::new(),
