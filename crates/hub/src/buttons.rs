@@ -111,12 +111,33 @@ pub enum Button {
         /// `true`: run them; `false`: skip them.
         run: bool,
     },
+    /// An answer to one of pi's dialogs (`store::dialogs`).
+    Dialog {
+        /// The dialog.
+        dialog: i64,
+        /// What the button answers.
+        choice: DialogChoice,
+    },
     /// A button of a question that was settled: it only says how (a double tap, data sent
     /// again). The settling tap rewrites every button of the question into this.
     Settled {
         /// What a tap on it is told.
         answer: String,
     },
+}
+
+/// What a button of a dialog's question answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DialogChoice {
+    /// The option at this place of a select's list.
+    Option(usize),
+    /// A confirm's yes.
+    Yes,
+    /// A confirm's no.
+    No,
+    /// Dismiss the dialog (pi reads it as cancelled).
+    Cancel,
 }
 
 /// A section of the menu.
@@ -266,6 +287,14 @@ mod tests {
             Button::Stale {
                 question: 2,
                 run: true,
+            },
+            Button::Dialog {
+                dialog: 4,
+                choice: DialogChoice::Option(2),
+            },
+            Button::Dialog {
+                dialog: 4,
+                choice: DialogChoice::Cancel,
             },
             Button::Menu {
                 identity: Some("/a".into()),

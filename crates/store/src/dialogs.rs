@@ -283,12 +283,12 @@ pub fn by_request(
     )
 }
 
-/// The open dialog (input or editor) whose question is message `message_id` of `chat`: a
-/// reply to it is its answer.
+/// The open dialog (input, editor, or a select) whose question is message `message_id` of
+/// `chat`: a reply to it is its answer.
 pub fn open_replied(conn: &Connection, chat: i64, message_id: i64) -> Result<Option<Dialog>> {
     one(
         conn,
-        "WHERE state = 'open' AND kind IN ('input', 'editor') AND chat_id = ?1
+        "WHERE state = 'open' AND kind IN ('input', 'editor', 'select') AND chat_id = ?1
            AND outbox_id IN (SELECT id FROM outbox WHERE chat_id = ?1 AND sent_message_id = ?2)
          ORDER BY id DESC LIMIT 1",
         params![chat, message_id],

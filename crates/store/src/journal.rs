@@ -177,6 +177,10 @@ stored_text_enum! {
             StaleSkip = "stale:skip",
             /// ... answered before.
             StaleSettled = "stale:settled",
+            /// An answer to one of pi's dialogs, on its way to pi.
+            DialogAnswered = "dialog:answered",
+            /// An answer to a dialog that was over (a second tap, a late reply).
+            DialogOver = "dialog:over",
             /// A control about a pi that is not connected.
             ControlGone = "control:gone",
             /// pi is started in a folder.

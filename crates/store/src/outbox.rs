@@ -128,6 +128,8 @@ stored_text_enum! {
             ReplySessions = "reply:sessions",
             /// `/close` with no pi here.
             ReplyClose = "reply:close",
+            /// A reply to a dialog's question that cannot answer it.
+            ReplyDialog = "reply:dialog",
             /// The menu's overview.
             ReplyMenuMain = "reply:menu:Menu",
             /// The menu's status.

@@ -316,6 +316,19 @@ pub enum ClientMsg {
         )]
         turn_id: Option<Option<TurnId>>,
     },
+    /// pi started or stopped waiting for the person at its terminal (pi's `ui_prompt_start`
+    /// and `ui_prompt_end`: a dialog of one of its extensions). Sent again after a reconnect
+    /// while it still waits.
+    UiPrompt {
+        /// `true` from the start, `false` at the end.
+        waiting: bool,
+        /// `select`, `confirm`, `input`, `editor` or `custom`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        /// The prompt's title, when pi gives one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
     /// The instance leaves on purpose.
     Bye {
         /// `disconnect` or `shutdown`.

@@ -785,6 +785,137 @@ pub fn stale_settled(run: bool, n: usize) -> String {
     }
 }
 
+/// `text` on one line, at most `max` characters (an ellipsis when cut).
+pub fn excerpt(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = one_line.chars().take(max).collect();
+    if one_line.chars().count() > max {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+/// How one of pi's dialogs ended, as its question says afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DialogOver {
+    /// The person answered (the answer as they read it back).
+    Answered(String),
+    /// The answer reached pi after it had stopped waiting.
+    TooLate(String),
+    /// pi stopped waiting (its timeout) and went on without an answer.
+    TimedOut,
+    /// The dialog ended in pi (its run was stopped or ended).
+    InPi,
+    /// The pi that asked went away.
+    Gone,
+    /// pi no longer waits at its terminal.
+    Terminal,
+}
+
+/// The question for one of pi's dialogs: what pi asks, how to answer, how long pi waits.
+/// `label` names the pi when the question is not in its own topic.
+pub fn dialog_question(d: &store::dialogs::Dialog, label: Option<&str>, now_ms: i64) -> String {
+    use store::dialogs::Kind;
+    let who = label.map_or_else(|| "pi".to_owned(), |l| format!("pi {l}"));
+    let title = if d.title.trim().is_empty() {
+        "(no title)"
+    } else {
+        d.title.trim()
+    };
+    if d.kind == Kind::Terminal {
+        return format!("⌨️ {who} waits for you at the terminal: {title}");
+    }
+    let mut text = format!("❓ {who} asks: {title}");
+    match d.kind {
+        Kind::Confirm => {
+            if let Some(m) = d.field("message") {
+                text.push_str(&format!("\n{m}"));
+            }
+        }
+        Kind::Select => {
+            let options = d.options();
+            if options.len() > crate::pi::conductor::DIALOG_MAX_OPTIONS {
+                text.push_str(&format!(
+                    "\n(The first {} of {} options are buttons; reply with another one's exact text.)",
+                    crate::pi::conductor::DIALOG_MAX_OPTIONS,
+                    options.len()
+                ));
+            }
+        }
+        Kind::Input => {
+            if let Some(p) = d.field("placeholder") {
+                text.push_str(&format!("\n({p})"));
+            }
+            text.push_str("\n↩️ Reply to this message with your answer.");
+        }
+        Kind::Editor => {
+            if let Some(p) = d.field("prefill") {
+                text.push_str(&format!("\nIt starts as:\n{p}"));
+            }
+            text.push_str("\n↩️ Reply to this message with the whole text.");
+        }
+        Kind::Terminal => {}
+    }
+    if let Some(expires) = d.expires_ms {
+        use crate::when::{Local, duration};
+        let until = Local::at(expires).map(|t| format!(" (until {})", t.clock()));
+        text.push_str(&format!(
+            "\n⏱ pi waits {}{}, then goes on without an answer.",
+            duration(expires - now_ms),
+            until.unwrap_or_default()
+        ));
+    }
+    text
+}
+
+/// The question of a dialog that is over: what pi asked, and how it ended.
+pub fn dialog_over(d: &store::dialogs::Dialog, over: &DialogOver) -> String {
+    let title = if d.title.trim().is_empty() {
+        "(no title)"
+    } else {
+        d.title.trim()
+    };
+    let waited = d
+        .expires_ms
+        .map(|e| crate::when::duration(e - d.asked_ms))
+        .unwrap_or_default();
+    match over {
+        DialogOver::Answered(a) => format!("❓ pi asked: {title}\n→ ✅ {a}"),
+        DialogOver::TooLate(a) => format!(
+            "❓ pi asked: {title}\n→ ⌛ Your answer ({a}) came after pi had stopped waiting ({waited}); it went on without it."
+        ),
+        DialogOver::TimedOut => {
+            format!("❓ pi asked: {title}\n→ ⌛ No answer within {waited}: pi went on without one.")
+        }
+        DialogOver::InPi => format!("❓ pi asked: {title}\n→ ⏹ pi stopped waiting for an answer."),
+        DialogOver::Gone => {
+            format!("❓ pi asked: {title}\n→ 🔌 The pi that asked is gone; it got no answer.")
+        }
+        DialogOver::Terminal => format!("⌨️ pi waited for you at the terminal: {title}\n→ Not any more."),
+    }
+}
+
+/// A tap on a dialog's button the hub does not know (or an option that is not there).
+pub fn dialog_unknown() -> String {
+    "That question is not known any more.".to_owned()
+}
+
+/// A reply to a select's question that names none of its options.
+pub fn dialog_not_an_option() -> String {
+    "That is not one of the options: tap one, or reply with an option's exact text.".to_owned()
+}
+
+/// A reply to an input's or editor's question without text.
+pub fn dialog_needs_text() -> String {
+    "pi asked for text: reply to the question with your answer in words.".to_owned()
+}
+
+/// A second answer to a dialog.
+pub fn dialog_answered_before() -> String {
+    "That question is over.".to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

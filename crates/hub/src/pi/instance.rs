@@ -84,6 +84,13 @@ pub enum Command {
     Close(String),
     /// Ask something and wait for the answer.
     Request(Request, Answer),
+    /// The person's answer to one of pi's dialogs (sent only while pi still waits for it).
+    AnswerDialog {
+        /// pi's id of the request.
+        request_id: String,
+        /// `{"value"}`, `{"confirmed"}` or `{"cancelled"}` (`pi::dialog::response`).
+        answer: serde_json::Value,
+    },
 }
 
 /// A link reporting about its instance.
@@ -110,6 +117,20 @@ pub enum LinkEvent {
         /// The hub turn it belongs to.
         turn: Option<TurnId>,
         event: PiEvent,
+    },
+    /// pi opened a dialog and waits for the person (a headless pi).
+    Dialog(crate::pi::dialog::Asked),
+    /// A dialog ended in pi without an answer, or an answer came after pi stopped waiting.
+    DialogEnded {
+        /// pi's id of the request.
+        request_id: String,
+        why: crate::pi::dialog::Ended,
+    },
+    /// A pi with the extension started or stopped waiting for the person at its terminal.
+    TerminalPrompt {
+        waiting: bool,
+        /// The prompt's title, when pi gives one.
+        title: Option<String>,
     },
     /// The instance left.
     Gone(GoneReason),

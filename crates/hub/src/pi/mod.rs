@@ -6,6 +6,7 @@
 //! is told with a Telegram prompt (`preamble`) and how long the prompt waited (`waited`).
 
 pub mod conductor;
+pub mod dialog;
 pub(crate) mod inbound;
 pub mod instance;
 pub mod links;

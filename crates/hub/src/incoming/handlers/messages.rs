@@ -80,6 +80,13 @@ pub(super) fn to_turn_as(
         .or_else(|| msg.text())
         .or_else(|| msg.caption())
         .unwrap_or_default();
+    // A reply to the question of one of pi's dialogs is its answer, not a prompt.
+    if text_override.is_none()
+        && let Some(question) = msg.reply_to_message_id()
+        && let Some(d) = store::dialogs::open_replied(say.tx, chat, question)?
+    {
+        return super::dialogs::replied(say, msg, &d, question, words);
+    }
     let forward_from = gather::forward_origin(msg);
     let unsupported = inbound::media::unsupported(msg.0);
     if media.is_empty() && words.trim().is_empty() && forward_from.is_none() {

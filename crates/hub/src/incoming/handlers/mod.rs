@@ -10,6 +10,7 @@
 //! - [`pairing`](mod@pairing): establishing the owner.
 
 mod commands;
+mod dialogs;
 mod gather;
 mod messages;
 mod pairing;

@@ -13,7 +13,7 @@ use threads::events;
 
 use super::commands::render_local;
 use super::{Say, menu_outcome};
-use crate::buttons::{Button, QueueOp, Section};
+use crate::buttons::{Button, DialogChoice, QueueOp, Section};
 use crate::config::ConfigFile;
 use crate::names::label_of;
 use crate::outgoing::outbound;
@@ -175,6 +175,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         } => move_here(say, at, *turn, identity, *thread),
         Button::Intent { id, create } => intent(say, at, *id, *create),
         Button::Stale { question, run } => stale_answer(say, at, *question, *run),
+        Button::Dialog { dialog, choice } => dialog_answer(say, at, *dialog, *choice),
         Button::Menu { identity, section } => {
             menu_section(say, at, identity.as_deref(), *section, None)
         }
@@ -372,6 +373,29 @@ fn stale_answer(
         Outcome::StaleSkip
     };
     Ok(Tap::answer(line.trim_start_matches("→ "), outcome).with_edit(at.settled(line)))
+}
+
+/// A button of one of pi's dialogs: its answer, if the dialog still waits for one.
+fn dialog_answer(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    dialog: i64,
+    choice: DialogChoice,
+) -> Result<Tap, StoreError> {
+    let answer = store::dialogs::get(say.tx, dialog)?
+        .and_then(|d| super::dialogs::of_choice(&d, choice));
+    Ok(
+        match super::dialogs::answer(say, dialog, answer, at.thread_id(), at.message_id())? {
+            super::dialogs::Answered::Taken(text) => {
+                Tap::answer("Sent to pi", Outcome::DialogAnswered).with_edit(Some(Edit {
+                    text,
+                    markup: None,
+                }))
+            }
+            super::dialogs::Answered::Over(told, now) => Tap::answer(told, Outcome::DialogOver)
+                .with_edit(now.map(|text| Edit { text, markup: None })),
+        },
+    )
 }
 
 /// The `error` of a prompt the person chose not to run after it waited while pi was away.

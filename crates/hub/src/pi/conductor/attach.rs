@@ -36,6 +36,8 @@ impl Conductor {
                 // Hubs that start through `serve` did this with their lease; kept for a
                 // conductor run on its own (tests), where it is idempotent.
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
+                // The pi processes that asked are gone with their connections.
+                super::dialogs::void_stranded(tx, now)?;
                 let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
                     if t.transport == Some(Transport::Shim) {

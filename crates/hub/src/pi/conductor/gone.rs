@@ -89,6 +89,8 @@ impl Conductor {
 /// The instance's row, its turns, the selection and its binding; then the owner's notice.
 fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), StoreError> {
     instances::mark_gone(tx, &d.key, &d.reason, now)?;
+    // Its dialogs can no longer be answered: their questions say so.
+    super::dialogs::void_of(tx, &d.key, now)?;
     if d.exited {
         crate::pi::spawned::exited(tx, &d.key, &d.detail, now)?;
     }

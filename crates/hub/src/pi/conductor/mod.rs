@@ -27,6 +27,7 @@ use wire::TurnId;
 mod answers;
 mod attach;
 mod controls;
+mod dialogs;
 mod dispatch;
 mod gone;
 mod pi_event;
@@ -35,6 +36,8 @@ mod stale;
 mod tools;
 
 pub use tools::ToolSettings;
+/// How an answer to a dialog reads back to the person (the handlers write it too).
+pub(crate) use dialogs::{MAX_OPTIONS as DIALOG_MAX_OPTIONS, shown as dialog_answer_shown};
 
 use crate::assistant;
 use crate::db::Db;

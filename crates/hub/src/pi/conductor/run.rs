@@ -225,6 +225,13 @@ impl Conductor {
                 }
             }
             LinkEvent::Pi { .. } => {}
+            LinkEvent::Dialog(asked) => self.dialog_asked(&id, asked).await?,
+            LinkEvent::DialogEnded { request_id, why } => {
+                self.dialog_ended(&id, request_id, why).await?;
+            }
+            LinkEvent::TerminalPrompt { waiting, title } => {
+                self.terminal_prompt(&id, waiting, title).await?;
+            }
             LinkEvent::Gone(reason) => self.gone(&id, reason).await?,
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Headless instances: the hub runs `pi --mode rpc` in a directory and speaks pi's RPC protocol
-//! over the child's stdio. Extension UI requests it cannot show are declined; the child's exit
-//! is noticed.
+//! over the child's stdio. pi's dialogs become the person's questions (`pi::dialog`); the
+//! child's exit is noticed.
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -316,9 +316,64 @@ struct Current {
     text: String,
     error: Option<String>,
     requests: HashMap<String, Pending>,
+    /// A run is going on (`agent_start` without its `agent_settled`), the hub's or not.
+    run_active: bool,
+    /// pi's dialogs that wait for the person, by request id.
+    dialogs: HashMap<String, WaitingDialog>,
 }
 
+/// A dialog pi waits on: until when, and whether a run asked it (its end ends the dialog).
+struct WaitingDialog {
+    deadline: Option<tokio::time::Instant>,
+    in_run: bool,
+}
+
+/// The link gives up on a dialog this much before pi does: an answer that leaves the link
+/// reaches pi before pi's own timeout, or is refused as too late.
+const DIALOG_MARGIN: std::time::Duration = std::time::Duration::from_millis(300);
+
 impl Current {
+    /// The dialog whose deadline comes first.
+    fn next_dialog_deadline(&self) -> Option<(tokio::time::Instant, String)> {
+        self.dialogs
+            .iter()
+            .filter_map(|(id, d)| d.deadline.map(|at| (at, id.clone())))
+            .min()
+    }
+
+    /// pi opened a dialog: it waits until its deadline, if it has one.
+    fn dialog_opened(&mut self, asked: &crate::pi::dialog::Asked) {
+        let deadline = asked.timeout_ms.map(|t| {
+            let wait = std::time::Duration::from_millis(t).saturating_sub(DIALOG_MARGIN);
+            tokio::time::Instant::now() + wait
+        });
+        let in_run = self.run_active;
+        self.dialogs
+            .insert(asked.request_id.clone(), WaitingDialog { deadline, in_run });
+    }
+
+    /// The run ended: the dialogs it asked are over (a run waits for its tools, and so for
+    /// their dialogs: one still open was abandoned, by an abort or by its extension).
+    fn run_ended(&mut self) -> Vec<LinkEvent> {
+        self.run_active = false;
+        let ended: Vec<String> = self
+            .dialogs
+            .iter()
+            .filter(|(_, d)| d.in_run)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ended
+            .into_iter()
+            .map(|request_id| {
+                self.dialogs.remove(&request_id);
+                LinkEvent::DialogEnded {
+                    request_id,
+                    why: crate::pi::dialog::Ended::InPi,
+                }
+            })
+            .collect()
+    }
+
     /// The turn pi ran as a command with no run started since: done now, with no answer.
     fn handled(&mut self) -> Option<TurnResult> {
         self.handled_until = None;
@@ -454,6 +509,13 @@ async fn run(
                     break Some(GoneReason::Closed("the hub is stopping".into()));
                 }
             }
+            Some(request_id) = dialog_deadline(current.next_dialog_deadline()) => {
+                current.dialogs.remove(&request_id);
+                let ended = LinkEvent::DialogEnded { request_id, why: crate::pi::dialog::Ended::TimedOut };
+                if conductor.send(report(ended)).await.is_err() {
+                    break Some(GoneReason::Closed("the hub is stopping".into()));
+                }
+            }
             cmd = commands.recv() => match cmd {
                 Some(cmd) => {
                     if let Some(why) = command(&mut rpc, &mut current, &conductor, &id, cmd).await {
@@ -478,6 +540,17 @@ async fn run(
         }
     };
     let _ = conductor.send(report(LinkEvent::Gone(reason))).await;
+}
+
+/// Waits for the first dialog's deadline; never, without one.
+async fn dialog_deadline(next: Option<(tokio::time::Instant, String)>) -> Option<String> {
+    match next {
+        Some((at, id)) => {
+            tokio::time::sleep_until(at).await;
+            Some(id)
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// A line of pi's output as JSON: `Break` at its end, `None` for a line that is skipped.
@@ -526,6 +599,7 @@ async fn command(
                 turn: Some(turn.clone()),
                 prompt_request: Some(request.clone()),
                 requests: std::mem::take(&mut current.requests),
+                dialogs: std::mem::take(&mut current.dialogs),
                 ..Current::default()
             };
             let message = format!("{context}{text}");
@@ -568,6 +642,13 @@ async fn command(
                 let _ = answer.send(Err("pi is not reading its input".into()));
             }
         }
+        Command::AnswerDialog { request_id, answer } => {
+            // Only while pi waits: after its deadline the conductor was told it ended.
+            if current.dialogs.remove(&request_id).is_some() {
+                let line = crate::pi::dialog::response(&request_id, &answer);
+                let _ = rpc.send(&line).await;
+            }
+        }
         Command::Close(why) => return Some(why),
         // Headless: nothing to show, nothing to forget.
         Command::DoneAck(_) | Command::Notify { .. } | Command::SetStatus(_) => {}
@@ -607,7 +688,7 @@ fn answer_sessions(p: Pending, cwd: &str) {
 /// One RPC output line into link events (and answers to UI requests and hub requests).
 async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
     if v.get("type").and_then(Value::as_str) != Some("response") {
-        return pi_event(rpc, current, PiEvent(v)).await;
+        return pi_event(current, PiEvent(v));
     }
     let request = v
         .get("id")
@@ -684,24 +765,21 @@ fn prompt_response(current: &mut Current, v: &Value) -> Option<LinkEvent> {
     Some(LinkEvent::PromptRefused { turn, error })
 }
 
-/// An event of pi's run: the current turn's text and end, busy/idle, and dialogs declined.
-async fn pi_event(rpc: &mut Rpc, current: &mut Current, event: PiEvent) -> Vec<LinkEvent> {
+/// An event of pi's run: the current turn's text and end, busy/idle, and pi's dialogs.
+fn pi_event(current: &mut Current, event: PiEvent) -> Vec<LinkEvent> {
     let mut out = Vec::new();
     match event.kind() {
         EventKind::ExtensionUiRequest => {
-            // Dialogs block pi until answered; a headless instance declines them.
-            let dialog = matches!(
-                event.0.get("method").and_then(Value::as_str),
-                Some("select" | "confirm" | "input" | "editor")
-            );
-            if let (true, Some(req)) = (dialog, event.0.get("id").cloned()) {
-                let _ = rpc
-                    .send(&json!({ "type": "extension_ui_response", "id": req, "cancelled": true }))
-                    .await;
+            // A dialog blocks pi until it is answered: the person is asked. pi's other UI
+            // calls (notify, status, widgets) have nobody to show them to.
+            if let Some(asked) = crate::pi::dialog::from_rpc(&event.0) {
+                current.dialog_opened(&asked);
+                out.push(LinkEvent::Dialog(asked));
             }
             return out;
         }
         EventKind::AgentStart => {
+            current.run_active = true;
             if current.turn.is_some() {
                 current.running = true;
                 current.handled_until = None;
@@ -728,6 +806,9 @@ async fn pi_event(rpc: &mut Rpc, current: &mut Current, event: PiEvent) -> Vec<L
         _ => {}
     }
     let settled = event.kind() == EventKind::AgentSettled;
+    if settled {
+        out.extend(current.run_ended());
+    }
     let aborted = event.aborted();
     out.push(LinkEvent::Pi {
         turn: current.turn.clone(),

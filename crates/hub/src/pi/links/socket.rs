@@ -317,6 +317,9 @@ fn hub_msg(cmd: Command) -> HubMsg {
         },
         Command::SetStatus(text) => HubMsg::SetStatus { text },
         Command::Close(message) => HubMsg::Error { message },
+        // pi's extension API lets no extension answer another's dialog: the extension's pi
+        // only says that it waits (`ui_prompt`), and never gets a dialog the hub could answer.
+        Command::AnswerDialog { .. } => HubMsg::Unknown,
         // Answered by the connection loop, which keeps the pending requests.
         Command::Request(_, answer) => {
             let _ = answer.send(Err("not sent".into()));
@@ -508,6 +511,7 @@ impl InstanceLink {
                     event,
                 }
             }
+            ClientMsg::UiPrompt { waiting, title, .. } => LinkEvent::TerminalPrompt { waiting, title },
             ClientMsg::Bye { reason } => {
                 return Step::Break(if reason == "disconnect" {
                     GoneReason::Disconnected
