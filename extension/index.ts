@@ -31,6 +31,7 @@ import { claimProcess } from "./lib/state.ts";
 import { ToolGate } from "./lib/tool-gate.ts";
 import { registerTools, ToolCalls } from "./lib/tools.ts";
 import { TurnRunner } from "./lib/turns.ts";
+import { UiPromptWatch } from "./lib/ui-prompt.ts";
 import type { HubMessage } from "./lib/wire.ts";
 
 export default function piTelegram(pi: ExtensionAPI): void {
@@ -72,6 +73,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		helloTurns: () => turns.helloTurns(),
 		onWelcome: () => {
 			turns.afterWelcome();
+			prompts.afterWelcome();
 			s.problems.guard("showing the Telegram tools again", () => gate.set(true))();
 		},
 		onMessage: (m) => route(m),
@@ -79,6 +81,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	});
 	const turns = new TurnRunner(s, link);
 	const forwarder = new Forwarder(s, turns, link);
+	const prompts = new UiPromptWatch(s, link);
 	const requests = new Requests(s, link);
 	const tools = new ToolCalls({
 		unavailable: () => link.unavailable(),
@@ -133,6 +136,7 @@ export default function piTelegram(pi: ExtensionAPI): void {
 	};
 
 	forwarder.register(pi);
+	prompts.register(pi);
 	registerTools(pi, () => tools);
 	registerCommands(pi, s, link, turns, () => tools);
 

@@ -196,6 +196,7 @@ CLIENT_MSGS = {
     "response": {"id": "!str", "ok": "bool", "data": "any", "error": "str?"},
     "tool_call": {"id": "!str", "tool": "!str", "args": "any", "turn_id": "str?"},
     "bye": {"reason": "str"},
+    "ui_prompt": {"waiting": "!bool", "kind": "str?", "title": "str?"},
     "spawn": {"id": "!str", "cwd": "!str", "env": "str_map"},
     "instances": {"id": "!str"},
     "resolve_intent": {"id": "!str", "intent_id": "!int", "create": "!bool"},

@@ -126,6 +126,14 @@ export interface Response {
 	error?: string;
 }
 
+/** pi started (`waiting: true`) or stopped waiting for the person at its terminal. */
+export interface UiPrompt {
+	type: "ui_prompt";
+	waiting: boolean;
+	kind?: string;
+	title?: string;
+}
+
 export interface Bye {
 	type: "bye";
 	reason: "disconnect" | "shutdown";
@@ -157,6 +165,7 @@ export type ClientMessage =
 	| StateMessage
 	| Response
 	| Bye
+	| UiPrompt
 	| ToolCall
 	| ProtocolError;
 

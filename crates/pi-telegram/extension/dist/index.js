@@ -10,6 +10,7 @@ import { claimProcess } from "./lib/state.js";
 import { ToolGate } from "./lib/tool-gate.js";
 import { registerTools, ToolCalls } from "./lib/tools.js";
 import { TurnRunner } from "./lib/turns.js";
+import { UiPromptWatch } from "./lib/ui-prompt.js";
 export default function piTelegram(pi) {
     const release = claimProcess(() => {
         try {
@@ -40,6 +41,7 @@ export default function piTelegram(pi) {
         helloTurns: () => turns.helloTurns(),
         onWelcome: () => {
             turns.afterWelcome();
+            prompts.afterWelcome();
             s.problems.guard("showing the Telegram tools again", () => gate.set(true))();
         },
         onMessage: (m) => route(m),
@@ -47,6 +49,7 @@ export default function piTelegram(pi) {
     });
     const turns = new TurnRunner(s, link);
     const forwarder = new Forwarder(s, turns, link);
+    const prompts = new UiPromptWatch(s, link);
     const requests = new Requests(s, link);
     const tools = new ToolCalls({
         unavailable: () => link.unavailable(),
@@ -99,6 +102,7 @@ export default function piTelegram(pi) {
         }
     };
     forwarder.register(pi);
+    prompts.register(pi);
     registerTools(pi, () => tools);
     registerCommands(pi, s, link, turns, () => tools);
     pi.on("before_agent_start", (event) => {
