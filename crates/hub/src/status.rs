@@ -188,6 +188,8 @@ pub struct Status {
     /// Of those, the ones that waited while the hub or their pi was away, held until the
     /// person answers whether they still run.
     pub awaiting_stale_answer: i64,
+    /// pi's dialogs (and terminal prompts) that wait for the person.
+    pub dialogs_open: i64,
     /// Turns by state.
     pub turns: std::collections::BTreeMap<String, i64>,
     /// Live pi instances and the last ones that left.
@@ -267,6 +269,7 @@ fn from_files(
         held: 0,
         awaiting_choice: 0,
         awaiting_stale_answer: 0,
+        dialogs_open: 0,
         turns: turns::TurnState::ALL
             .iter()
             .map(|s| (s.as_str().to_owned(), 0))
@@ -312,6 +315,7 @@ fn from_store(
     st.held = queued.iter().map(|(_, n)| n).sum();
     st.awaiting_choice = turns::awaiting_choice(c)?;
     st.awaiting_stale_answer = turns::held_count(c)?;
+    st.dialogs_open = store::dialogs::open_count(c)?;
     st.turns = turns::counts(c)?
         .into_iter()
         .map(|(s, n)| (s.as_str().to_owned(), n))

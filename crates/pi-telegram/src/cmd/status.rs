@@ -83,6 +83,12 @@ pub fn render(st: &Status) -> String {
             st.awaiting_choice
         ));
     }
+    if st.dialogs_open > 0 {
+        out.push_str(&format!(
+            "asking       {} question(s) of pi wait for your answer in Telegram\n",
+            st.dialogs_open
+        ));
+    }
     if st.awaiting_stale_answer > 0 {
         out.push_str(&format!(
             "stale        {} message(s) waited while pi was away: they run when you tap Run now (or Skip) in Telegram\n",
