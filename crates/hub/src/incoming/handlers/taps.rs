@@ -459,7 +459,7 @@ fn setting(
     let ctx = say.ctx;
     let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
     // Buttons shown by hubs before settings outside `assistant` name the bare key.
-    let key = if key.contains('.') || key == "staleAfterMinutes" {
+    let key = if key.contains('.') || matches!(key, "staleAfterMinutes" | "notifications") {
         key.to_owned()
     } else {
         format!("assistant.{key}")
@@ -475,6 +475,8 @@ fn setting(
             | "time.interval"
             | "voice.replyMode"
             | "staleAfterMinutes"
+            | "notifications"
+            | "assistant.reactions"
     );
     if !known || value.is_null() {
         return Ok(Tap::answer(
