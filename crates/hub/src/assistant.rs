@@ -409,7 +409,10 @@ mod tests {
         assert_eq!((d.notifications, d.reactions), (Notifications::Smart, true));
         let (s, w) = settings(r#"{"notifications": "answers", "assistant": {"reactions": false}}"#);
         assert!(w.is_empty(), "{w:?}");
-        assert_eq!((s.notifications, s.reactions), (Notifications::Answers, false));
+        assert_eq!(
+            (s.notifications, s.reactions),
+            (Notifications::Answers, false)
+        );
         let (s, _) = settings(
             r#"{"notifications": "answers", "profiles": {"default": {"notifications": "all"}}}"#,
         );

@@ -45,23 +45,31 @@ fn transcript(hub: &TestHub) -> Vec<TranscriptEntry> {
 async fn tool_turn(pi: &mut Shim, prompt: &Value, answer: &str) {
     pi.start(prompt).await;
     let turn = prompt["turn_id"].clone();
-    pi.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
+    pi.send(
+        &json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
         "message": { "role": "assistant", "content": [
             { "type": "thinking", "thinking": "which file holds it?" },
             { "type": "text", "text": "Let me look at the file." },
             { "type": "toolCall", "id": "c1", "name": "read", "arguments": { "path": "a.txt" } }],
-            "stopReason": "toolUse", "timestamp": 1 } } }))
-        .await;
-    pi.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "tool_execution_start",
-        "toolCallId": "c1", "toolName": "read", "args": { "path": "a.txt" } } }))
-        .await;
-    pi.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "tool_execution_end",
-        "toolCallId": "c1", "toolName": "read", "result": { "content": [] }, "isError": false } }))
-        .await;
-    pi.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
+            "stopReason": "toolUse", "timestamp": 1 } } }),
+    )
+    .await;
+    pi.send(
+        &json!({ "type": "event", "turn_id": turn, "event": { "type": "tool_execution_start",
+        "toolCallId": "c1", "toolName": "read", "args": { "path": "a.txt" } } }),
+    )
+    .await;
+    pi.send(
+        &json!({ "type": "event", "turn_id": turn, "event": { "type": "tool_execution_end",
+        "toolCallId": "c1", "toolName": "read", "result": { "content": [] }, "isError": false } }),
+    )
+    .await;
+    pi.send(
+        &json!({ "type": "event", "turn_id": turn, "event": { "type": "message_end",
         "message": { "role": "assistant", "content": [{ "type": "text", "text": answer }],
-            "stopReason": "stop", "timestamp": 2 } } }))
-        .await;
+            "stopReason": "stop", "timestamp": 2 } } }),
+    )
+    .await;
     pi.send(&json!({ "type": "event", "turn_id": turn, "event": { "type": "agent_settled", "aborted": false } })).await;
     pi.send(&json!({ "type": "turn_done", "turn_id": turn, "text": answer, "aborted": false, "error": null })).await;
 }
@@ -92,13 +100,21 @@ async fn a_tool_turn_with(extra: Value) -> (TestHub, Vec<RequestEntry>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_tool_turn_only_the_answer_buzzes() {
     let (mut hub, all) = a_tool_turn_with(json!({})).await;
-    let (answer, rest): (Vec<_>, Vec<_>) = all
-        .iter()
-        .partition(|r| words(r).contains("It says hello"));
+    let (answer, rest): (Vec<_>, Vec<_>) =
+        all.iter().partition(|r| words(r).contains("It says hello"));
     assert_eq!(answer.len(), 1, "{all:#?}");
-    assert!(!silent(answer[0]), "the answer notifies: {:?}", answer[0].params);
+    assert!(
+        !silent(answer[0]),
+        "the answer notifies: {:?}",
+        answer[0].params
+    );
     // The notice, the thinking, the commentary and the tool: each sent, each silent.
-    for needle in ["pi connected", "which file holds it", "Let me look", "🔧 Read"] {
+    for needle in [
+        "pi connected",
+        "which file holds it",
+        "Let me look",
+        "🔧 Read",
+    ] {
         assert!(
             rest.iter().any(|r| words(r).contains(needle)),
             "{needle:?} was sent: {all:#?}"
@@ -134,7 +150,12 @@ fn reactions_on(hub: &TestHub, message: i64) -> Vec<String> {
         .requests(0, Some("setMessageReaction"))
         .into_iter()
         .filter(|r| r.params["message_id"].as_i64() == Some(message))
-        .filter_map(|r| r.params.pointer("/reaction/0/emoji")?.as_str().map(str::to_owned))
+        .filter_map(|r| {
+            r.params
+                .pointer("/reaction/0/emoji")?
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect()
 }
 
@@ -160,7 +181,7 @@ async fn a_message_shows_its_fate() {
     eventually("second and third queued", || {
         (reactions_on(&hub, second.message_id) == ["👀"]
             && reactions_on(&hub, third.message_id) == ["👀"])
-            .then_some(())
+        .then_some(())
     })
     .await;
     hub.fake
@@ -175,18 +196,31 @@ async fn a_message_shows_its_fate() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     pi.answer(&p1, "one").await;
     let p2 = pi.recv_type("prompt").await;
-    assert_eq!(p2["text"], json!("second"), "the skipped third never reaches pi");
+    assert_eq!(
+        p2["text"],
+        json!("second"),
+        "the skipped third never reaches pi"
+    );
     pi.answer(&p2, "two").await;
     eventually("the fates", || {
         (reactions_on(&hub, first.message_id) == ["✍", "👌"]
-            && reactions_on(&hub, second.message_id).last().map(String::as_str) == Some("👌")
-            && reactions_on(&hub, third.message_id).last().map(String::as_str) == Some("🙈"))
+            && reactions_on(&hub, second.message_id)
+                .last()
+                .map(String::as_str)
+                == Some("👌")
+            && reactions_on(&hub, third.message_id)
+                .last()
+                .map(String::as_str)
+                == Some("🙈"))
         .then_some(())
     })
     .await;
     // The bot's reactions are its own: the person's stay as they set them.
     let seen = transcript(&hub);
-    let m3 = seen.iter().find(|m| m.message_id == third.message_id).unwrap();
+    let m3 = seen
+        .iter()
+        .find(|m| m.message_id == third.message_id)
+        .unwrap();
     assert_eq!(m3.bot_reactions[0]["emoji"], json!("🙈"));
     hub.stop().await;
 }
@@ -219,7 +253,12 @@ async fn reactions_off_sets_none() {
 async fn button(hub: &TestHub, label: &str) -> (i64, String) {
     eventually(&format!("a button {label:?}"), || {
         transcript(hub).into_iter().rev().find_map(|m| {
-            let rows = m.reply_markup.as_ref()?.get("inline_keyboard")?.as_array()?.clone();
+            let rows = m
+                .reply_markup
+                .as_ref()?
+                .get("inline_keyboard")?
+                .as_array()?
+                .clone();
             rows.iter()
                 .flat_map(|r| r.as_array().cloned().unwrap_or_default())
                 .find(|b| b["text"] == json!(label))
@@ -273,7 +312,10 @@ async fn the_chooser_is_pinned_until_it_is_settled() {
         .unwrap();
     let prompt = web.recv_type("prompt").await;
     assert_eq!(prompt["text"], json!("run the tests"));
-    eventually("the chooser unpinned", || (!pinned(&hub, chooser)).then_some(())).await;
+    eventually("the chooser unpinned", || {
+        (!pinned(&hub, chooser)).then_some(())
+    })
+    .await;
     let unpin = hub.fake.control().requests(0, Some("unpinChatMessage"));
     assert_eq!(unpin.len(), 1);
     assert_eq!(unpin[0].params["message_id"], json!(chooser));

@@ -1203,7 +1203,10 @@ mod tests {
                 chat: -100_123,
                 message: 5,
             },
-            Purpose::Unpin { chat: 9, message: 5 },
+            Purpose::Unpin {
+                chat: 9,
+                message: 5,
+            },
             Purpose::NoticeRefused { at: 1_700 },
             Purpose::NoticeRestored { at: 1_700 },
             Purpose::NoticeThread {

@@ -80,7 +80,9 @@ fn kind(purpose: &Purpose, part: usize) -> Kind {
         Purpose::NoticeInterrupted { .. } | Purpose::Message { .. } | Purpose::AttachOf { .. } => {
             Kind::News
         }
-        Purpose::Piece { of, .. } if matches!(**of, Purpose::Message { .. } | Purpose::AttachOf { .. }) => {
+        Purpose::Piece { of, .. }
+            if matches!(**of, Purpose::Message { .. } | Purpose::AttachOf { .. }) =>
+        {
             Kind::News
         }
         // An older hub's row: as Telegram would send it.
@@ -106,7 +108,12 @@ mod tests {
             (answer.piece(0), 0, Notify, Notify),
             (answer.piece(0), 1, Silent, Silent),
             (answer.piece(1), 0, Silent, Silent),
-            (Purpose::Commentary { turn: 7, at: 1 }.piece(0), 0, Silent, Silent),
+            (
+                Purpose::Commentary { turn: 7, at: 1 }.piece(0),
+                0,
+                Silent,
+                Silent,
+            ),
             (Purpose::Tools { turn: 7, at: 1 }, 0, Silent, Silent),
             (Purpose::ToolsLast { turn: 7 }, 0, Silent, Silent),
             (Purpose::Thinking { turn: 7, at: 1 }, 0, Silent, Silent),
@@ -151,7 +158,11 @@ mod tests {
                 answers,
                 "answers: {purpose}"
             );
-            assert_eq!(of(&purpose, part, Notifications::All), Notify, "all: {purpose}");
+            assert_eq!(
+                of(&purpose, part, Notifications::All),
+                Notify,
+                "all: {purpose}"
+            );
         }
     }
 

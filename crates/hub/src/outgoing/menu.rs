@@ -481,7 +481,11 @@ fn settings_rows(identity: Option<&str>, s: &Settings) -> Vec<Vec<(String, Butto
         choices(
             "notifications",
             s.notifications.name(),
-            &[("🔔 smart", "smart"), ("all", "all"), ("answers", "answers")],
+            &[
+                ("🔔 smart", "smart"),
+                ("all", "all"),
+                ("answers", "answers"),
+            ],
         ),
         on_off("assistant.reactions", "Reactions on", s.reactions),
         back(identity),

@@ -491,7 +491,10 @@ mod tests {
             message_id: 3,
             reply_markup: json!({}),
         });
-        assert!(edit.call(Attention::Silent).is_ok_and(|c| c.params.get("disable_notification").is_none()));
+        assert!(
+            edit.call(Attention::Silent)
+                .is_ok_and(|c| c.params.get("disable_notification").is_none())
+        );
     }
 
     #[test]

@@ -11,15 +11,15 @@ use store::{CommitNo, flood, incidents};
 use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, mpsc, watch};
 
+use crate::assistant::{Notifications, Watched};
 use crate::bot_api::{Api, BotApi};
 use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
-use crate::assistant::{Notifications, Watched};
 use crate::outgoing::attention;
 use crate::outgoing::delivery::Plan;
-use crate::outgoing::outbound;
 use crate::outgoing::message::{Call, Outgoing};
+use crate::outgoing::outbound;
 use crate::outgoing::texts;
 use crate::outgoing::topics;
 use crate::wakes::Wakes;
