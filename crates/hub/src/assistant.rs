@@ -4,9 +4,10 @@
 //!
 //! ```json
 //! { "assistant": { "rendering": "rich", "draftPreviews": true, "activity": "verbose",
-//!                  "proactivePush": true, "timeInjection": "interval" },
+//!                  "proactivePush": true, "timeInjection": "interval",
+//!                  "reactions": true },
 //!   "voice": { "replyMode": "manual" }, "time": { "interval": 1800000 },
-//!   "staleAfterMinutes": 30 }
+//!   "staleAfterMinutes": 30, "notifications": "smart" }
 //! ```
 //!
 //! A value the hub does not know is named in a warning (log and `status`) and the default is
@@ -102,6 +103,30 @@ impl TimeInjection {
     }
 }
 
+/// Which messages make the phone buzz (`notifications`; the rest are sent with
+/// `disable_notification`). What each kind of message gets is `outgoing::attention::of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notifications {
+    /// Final answers, questions that wait for the person, and what pi sends of its own
+    /// accord; everything intermediate is silent (the default).
+    Smart,
+    /// Every message notifies, as Telegram does by default.
+    All,
+    /// Only final answers, and the questions that hold up work until the person answers.
+    Answers,
+}
+
+impl Notifications {
+    /// Its name in telegram.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Smart => "smart",
+            Self::All => "all",
+            Self::Answers => "answers",
+        }
+    }
+}
+
 /// `time.interval` when absent: half an hour.
 pub const DEFAULT_TIME_INTERVAL_MS: i64 = 30 * 60_000;
 /// `staleAfterMinutes` when absent.
@@ -128,6 +153,11 @@ pub struct Settings {
     pub time_interval_ms: i64,
     /// `staleAfterMinutes` (profile or top level; default 30; 0 turns the guard off), in ms.
     pub stale_after_ms: i64,
+    /// `notifications` (profile or top level; default smart).
+    pub notifications: Notifications,
+    /// `assistant.reactions` (default true): the bot reacts on the person's message to show
+    /// its fate (queued, running, answered, skipped, interrupted).
+    pub reactions: bool,
 }
 
 impl Settings {
@@ -149,6 +179,8 @@ impl Default for Settings {
             time_injection: TimeInjection::Interval,
             time_interval_ms: DEFAULT_TIME_INTERVAL_MS,
             stale_after_ms: (DEFAULT_STALE_AFTER_MINUTES * 60_000.0) as i64,
+            notifications: Notifications::Smart,
+            reactions: true,
         }
     }
 }
@@ -189,6 +221,16 @@ impl Settings {
                 Some(m) if m >= 0.0 && m.is_finite() => s.stale_after_ms = (m * 60_000.0) as i64,
                 _ => warnings.push(format!(
                     "staleAfterMinutes is {v}, expected minutes (0 turns the guard off); using {DEFAULT_STALE_AFTER_MINUTES}"
+                )),
+            }
+        }
+        if let Some(v) = file.setting(profile, "notifications") {
+            match v.as_str() {
+                Some("smart") => s.notifications = Notifications::Smart,
+                Some("all") => s.notifications = Notifications::All,
+                Some("answers") => s.notifications = Notifications::Answers,
+                _ => warnings.push(format!(
+                    "notifications is {v}, expected \"smart\", \"all\" or \"answers\"; using smart"
                 )),
             }
         }
@@ -234,6 +276,12 @@ impl Settings {
             match v.as_bool() {
                 Some(b) => s.proactive_push = b,
                 None => bad("proactivePush", v, "true or false"),
+            }
+        }
+        if let Some(v) = a.get("reactions") {
+            match v.as_bool() {
+                Some(b) => s.reactions = b,
+                None => bad("reactions", v, "true or false"),
             }
         }
         if let Some(v) = a.get("timeInjection") {
@@ -353,6 +401,25 @@ mod tests {
             r#"{"assistant": {"rendering": "html"}, "profiles": {"default": {"assistant": {"rendering": "rich"}}}}"#,
         );
         assert_eq!(s.rendering, Rendering::Rich);
+    }
+
+    #[test]
+    fn what_buzzes_and_the_reactions() {
+        let d = Settings::default();
+        assert_eq!((d.notifications, d.reactions), (Notifications::Smart, true));
+        let (s, w) = settings(r#"{"notifications": "answers", "assistant": {"reactions": false}}"#);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            (s.notifications, s.reactions),
+            (Notifications::Answers, false)
+        );
+        let (s, _) = settings(
+            r#"{"notifications": "answers", "profiles": {"default": {"notifications": "all"}}}"#,
+        );
+        assert_eq!(s.notifications, Notifications::All);
+        let (s, w) = settings(r#"{"notifications": "loud", "assistant": {"reactions": "yes"}}"#);
+        assert_eq!((s.notifications, s.reactions), (Notifications::Smart, true));
+        assert_eq!(w.len(), 2, "{w:?}");
     }
 
     #[test]

@@ -152,6 +152,10 @@ fn run_sender(
         s.pacer.clone(),
         Wakes::default(),
         s.claims.take().unwrap(),
+        std::sync::Arc::new(hub::assistant::Watched::new(
+            "/nonexistent/telegram.json".into(),
+            hub::paths::ProfileName::default_profile(),
+        )),
         stop,
     ));
     (stop_tx, task)
@@ -246,6 +250,10 @@ async fn a_stop_puts_claims_never_called_back_to_pending() {
         s.pacer.clone(),
         Wakes::default(),
         s.claims.take().unwrap(),
+        std::sync::Arc::new(hub::assistant::Watched::new(
+            "/nonexistent/telegram.json".into(),
+            hub::paths::ProfileName::default_profile(),
+        )),
         stop,
     )
     .await

@@ -276,6 +276,20 @@ stored_text_enum! {
             /// The topic.
             thread: i64,
         },
+        /// `pin:<chat>:<message>`: a question that waits for the person, pinned.
+        Pin {
+            /// The chat.
+            chat: i64,
+            /// The question's message.
+            message: i64,
+        },
+        /// `unpin:<chat>:<message>`: a settled question, unpinned.
+        Unpin {
+            /// The chat.
+            chat: i64,
+            /// The question's message.
+            message: i64,
+        },
         /// `answer:<turn>`, written in pieces.
         Answer {
             /// The turn.
@@ -378,6 +392,8 @@ impl Purpose {
             Self::NoticeThread { instance, thread } => {
                 format!("notice:thread:{instance}:{thread}").into()
             }
+            Self::Pin { chat, message } => format!("pin:{chat}:{message}").into(),
+            Self::Unpin { chat, message } => format!("unpin:{chat}:{message}").into(),
             Self::Answer { turn } => format!("answer:{turn}").into(),
             Self::Attach { turn } => format!("attach:{turn}").into(),
             Self::AttachNow { turn, at } => format!("attach:{turn}:{at}").into(),
@@ -448,6 +464,14 @@ impl Purpose {
             },
             "skipped" => Self::Skipped { turn: num(rest)? },
             "voice-late" => Self::VoiceLate { row: num(rest)? },
+            "pin" => {
+                let (chat, message) = two(rest)?;
+                Self::Pin { chat, message }
+            }
+            "unpin" => {
+                let (chat, message) = two(rest)?;
+                Self::Unpin { chat, message }
+            }
             "notice" => Self::notice(rest)?,
             _ => return None,
         })
@@ -717,6 +741,16 @@ pub fn enqueue(conn: &Connection, row: &NewRow<'_>, now_ms: i64) -> Result<Optio
         )
         .map_err(StoreError::sqlite("queueing a message"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
+}
+
+/// The rows of `purpose` queued without a cause (`source_update_id` null: the lookup is the
+/// unique index `outbox_one_per_cause`'s), oldest first.
+pub fn of_purpose(conn: &Connection, purpose: &Purpose) -> Result<Vec<OutboxRow>> {
+    select(
+        conn,
+        "WHERE source_update_id IS NULL AND purpose = ?1 ORDER BY id",
+        params![purpose],
+    )
 }
 
 /// A row by id.
@@ -1017,6 +1051,18 @@ pub fn mark_failed(
     )
 }
 
+/// `pending -> failed` without a call: what it would do is no longer wanted (a pin of a
+/// question settled before it was pinned).
+pub fn drop_pending(conn: &Connection, id: i64, handling: &str, now_ms: i64) -> Result<()> {
+    transition(
+        conn,
+        id,
+        State::Pending,
+        "state = 'failed', handling = ?2, updated_ms = ?3",
+        &[&handling, &now_ms],
+    )
+}
+
 /// After a restart: rows left `sending` by a crash have an unknown outcome. Rows that must
 /// arrive go back to `pending` (a possible duplicate is the lesser evil); the others become
 /// `ambiguous`. Returns `(resent, ambiguous)` counts.
@@ -1168,6 +1214,14 @@ mod tests {
                 thread: 9,
             },
             Purpose::NoticeNoSlot { at: 1_700 },
+            Purpose::Pin {
+                chat: -100_123,
+                message: 5,
+            },
+            Purpose::Unpin {
+                chat: 9,
+                message: 5,
+            },
             Purpose::NoticeRefused { at: 1_700 },
             Purpose::NoticeRestored { at: 1_700 },
             Purpose::NoticeThread {

@@ -371,6 +371,16 @@ pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     .pop())
 }
 
+/// Every queued turn that came from a person's message (whatever it waits for), oldest first.
+pub fn queued_messages(conn: &Connection) -> Result<Vec<Turn>> {
+    select(
+        conn,
+        "WHERE state IN ('queued', 'dispatched', 'acked') AND state = 'queued'
+           AND message_id IS NOT NULL ORDER BY id",
+        [],
+    )
+}
+
 /// The turns waiting for `identity`, in the order dispatch takes them.
 pub fn queue_of(conn: &Connection, identity: &str) -> Result<Vec<Turn>> {
     select(

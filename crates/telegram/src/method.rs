@@ -13,7 +13,7 @@ pub enum Safety {
 /// The repeat safety of `method` (case-insensitive). Unknown methods are non-repeatable: the
 /// careful default.
 pub fn safety(method: &str) -> Safety {
-    const REPEATABLE: [&str; 24] = [
+    const REPEATABLE: [&str; 26] = [
         "getme",
         "getupdates",
         "getfile",
@@ -36,6 +36,8 @@ pub fn safety(method: &str) -> Safety {
         "deletemessages",
         "deleteforumtopic",
         "setmessagereaction",
+        "pinchatmessage",
+        "unpinchatmessage",
         "answercallbackquery",
         "logout",
     ];
@@ -51,8 +53,13 @@ pub fn safety(method: &str) -> Safety {
 /// a message a second). Answers to button taps and bot-wide settings are not messages of any
 /// chat: only the global pace applies, and they need not wait behind a chat's messages.
 pub fn paced_per_chat(method: &str) -> bool {
-    const NOT_IN_A_CHAT: [&str; 4] = [
+    const NOT_IN_A_CHAT: [&str; 7] = [
         "answercallbackquery",
+        // A pin, an unpin and a reaction change a message that is there; Telegram counts
+        // them apart from the chat's messages (tg-fake's flood model counts none of them).
+        "pinchatmessage",
+        "unpinchatmessage",
+        "setmessagereaction",
         "setmycommands",
         "deletemycommands",
         "deletewebhook",

@@ -331,6 +331,9 @@ pub struct TranscriptEntry {
     pub forwarded: bool,
     /// Reactions the bot set.
     pub bot_reactions: Vec<Value>,
+    /// Pinned now.
+    #[serde(default)]
+    pub pinned: bool,
     /// Earlier versions, oldest first.
     pub history: Vec<Value>,
 }
@@ -497,6 +500,7 @@ fn transcript_entry(b: &crate::world::Bot, m: &Message) -> TranscriptEntry {
         media_group_id: m.media_group_id.clone(),
         forwarded: m.forward_origin.is_some(),
         bot_reactions: m.bot_reactions.clone(),
+        pinned: m.pinned,
         history: m.history.clone(),
     }
 }

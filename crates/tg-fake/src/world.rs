@@ -137,6 +137,8 @@ pub struct Message {
     pub person_reactions: Vec<Value>,
     /// Reactions the bot set.
     pub bot_reactions: Vec<Value>,
+    /// Pinned in its chat (or topic).
+    pub pinned: bool,
     /// Every earlier version of the text (or rich content) before an edit.
     pub history: Vec<Value>,
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use store::turns::{self, Lane, Turn};
 use store::{Connection, StoreError};
 
-use crate::assistant::{Activity, Rendering, Settings, TimeInjection, VoiceReply};
+use crate::assistant::{Activity, Notifications, Rendering, Settings, TimeInjection, VoiceReply};
 use crate::buttons::{Button, QueueOp, Section};
 use crate::clock::Clock;
 use crate::outgoing::outbound;
@@ -374,7 +374,7 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
 /// What the settings are now, one line each.
 fn settings_text(s: &Settings) -> String {
     format!(
-        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}",
+        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}\nBuzzes: {}\nReactions on your messages: {}",
         match s.rendering {
             Rendering::Rich => "rich messages",
             Rendering::Html => "HTML",
@@ -401,6 +401,12 @@ fn settings_text(s: &Settings) -> String {
             Some(ms) => format!("after {}", crate::when::duration(ms)),
             None => "never".to_owned(),
         },
+        match s.notifications {
+            Notifications::Smart => "answers and questions",
+            Notifications::All => "every message",
+            Notifications::Answers => "only answers (and questions)",
+        },
+        if s.reactions { "on" } else { "off" },
     )
 }
 
@@ -472,6 +478,16 @@ fn settings_rows(identity: Option<&str>, s: &Settings) -> Vec<Vec<(String, Butto
                 setting(label, on, "staleAfterMinutes", &m.to_string())
             })
             .collect(),
+        choices(
+            "notifications",
+            s.notifications.name(),
+            &[
+                ("🔔 smart", "smart"),
+                ("all", "all"),
+                ("answers", "answers"),
+            ],
+        ),
+        on_off("assistant.reactions", "Reactions on", s.reactions),
         back(identity),
     ]
 }

@@ -12,6 +12,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::outgoing::attention::Attention;
+
 /// A message the bot sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method")]
@@ -46,6 +48,12 @@ pub enum Outgoing {
     /// The bot's command list.
     #[serde(rename = "setMyCommands")]
     Commands(Commands),
+    /// A question pinned while it waits for the person (best effort).
+    #[serde(rename = "pinChatMessage")]
+    Pin(Pin),
+    /// A settled question unpinned (best effort).
+    #[serde(rename = "unpinChatMessage")]
+    Unpin(Unpin),
 }
 
 /// Where a message goes: chat, topic, the message it replies to.
@@ -267,6 +275,24 @@ pub struct BotCommand {
     pub description: String,
 }
 
+/// `pinChatMessage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    pub chat_id: i64,
+    /// The bot's message.
+    pub message_id: i64,
+    /// Always true: the question notified when it was sent; its pin must not buzz again.
+    pub disable_notification: bool,
+}
+
+/// `unpinChatMessage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unpin {
+    pub chat_id: i64,
+    /// The bot's message.
+    pub message_id: i64,
+}
+
 /// A file a message uploads (multipart, under `field`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Upload {
@@ -309,17 +335,30 @@ impl Outgoing {
             Self::Album(_) => "sendMediaGroup",
             Self::Voice(_) => "sendVoice",
             Self::Commands(_) => "setMyCommands",
+            Self::Pin(_) => "pinChatMessage",
+            Self::Unpin(_) => "unpinChatMessage",
         }
     }
 
-    /// The call that sends it: its parameters under their Bot API names, its files apart.
-    /// The senders' alone (a message's wire form is made in one place).
-    pub(crate) fn call(&self) -> Result<Call, serde_json::Error> {
+    /// Best effort: a pin or an unpin is tried once and never holds anything up; its failure
+    /// costs only a pin (`sender::judge`).
+    pub fn is_best_effort(&self) -> bool {
+        matches!(self, Self::Pin(_) | Self::Unpin(_))
+    }
+
+    /// The call that sends it: its parameters under their Bot API names, its files apart;
+    /// a message into a chat sent `attention` silent carries `disable_notification`. The
+    /// senders' alone (a message's wire form is made in one place).
+    pub(crate) fn call(&self, attention: Attention) -> Result<Call, serde_json::Error> {
         let mut params = serde_json::to_value(self)?;
         if let Some(o) = params.as_object_mut() {
             // Not parameters: the method is the call's, the rest the hub's.
             for key in ["method", "__files", "__speak"] {
                 o.remove(key);
+            }
+            // Only messages into a chat notify (edits, taps and lists never do).
+            if attention == Attention::Silent && self.spot().is_some() {
+                o.insert("disable_notification".into(), Value::Bool(true));
             }
         }
         Ok(Call {
@@ -347,7 +386,12 @@ impl Outgoing {
             Self::Photo(f) | Self::Document(f) => Some(&f.spot),
             Self::Album(a) => Some(&a.spot),
             Self::Voice(v) => Some(&v.spot),
-            Self::Edit(_) | Self::EditMarkup(_) | Self::TapAnswer(_) | Self::Commands(_) => None,
+            Self::Edit(_)
+            | Self::EditMarkup(_)
+            | Self::TapAnswer(_)
+            | Self::Commands(_)
+            | Self::Pin(_)
+            | Self::Unpin(_) => None,
         }
     }
 
@@ -358,7 +402,12 @@ impl Outgoing {
             Self::Photo(f) | Self::Document(f) => Some(&mut f.spot),
             Self::Album(a) => Some(&mut a.spot),
             Self::Voice(v) => Some(&mut v.spot),
-            Self::Edit(_) | Self::EditMarkup(_) | Self::TapAnswer(_) | Self::Commands(_) => None,
+            Self::Edit(_)
+            | Self::EditMarkup(_)
+            | Self::TapAnswer(_)
+            | Self::Commands(_)
+            | Self::Pin(_)
+            | Self::Unpin(_) => None,
         }
     }
 
@@ -426,9 +475,26 @@ mod tests {
             serde_json::from_value::<Outgoing>(stored).ok(),
             Some(m.clone())
         );
-        let call = m.call().ok();
+        let call = m.call(Attention::Notify).ok();
         assert_eq!(call.as_ref().map(|c| c.method), Some("sendMessage"));
-        assert!(call.is_some_and(|c| c.params.get("method").is_none() && c.uploads.is_empty()));
+        assert!(call.is_some_and(|c| c.params.get("method").is_none()
+            && c.params.get("disable_notification").is_none()
+            && c.uploads.is_empty()));
+        let silent = m.call(Attention::Silent).ok();
+        assert_eq!(
+            silent.map(|c| c.params["disable_notification"].clone()),
+            Some(json!(true))
+        );
+        // An edit never notifies: it takes no such parameter.
+        let edit = Outgoing::EditMarkup(EditMarkup {
+            chat_id: 5,
+            message_id: 3,
+            reply_markup: json!({}),
+        });
+        assert!(
+            edit.call(Attention::Silent)
+                .is_ok_and(|c| c.params.get("disable_notification").is_none())
+        );
     }
 
     #[test]
@@ -447,7 +513,7 @@ mod tests {
             speak: None,
             files: vec![up.clone()],
         });
-        let call = m.call().ok();
+        let call = m.call(Attention::Notify).ok();
         assert_eq!(
             call.as_ref().map(|c| c.params.clone()),
             Some(json!({ "chat_id": 1, "caption": "words" }))

@@ -7,6 +7,7 @@
 //! refused, kept for `status`).
 
 pub(crate) mod activity;
+pub mod attention;
 pub mod bot_commands;
 pub mod delivery;
 pub mod markup;
@@ -14,6 +15,7 @@ pub(crate) mod menu;
 pub(crate) mod message;
 pub mod outbound;
 pub(crate) mod preview;
+pub mod reactions;
 pub mod rejections;
 pub mod sender;
 pub mod texts;

@@ -11,12 +11,15 @@ use store::{CommitNo, flood, incidents};
 use telegram::{ApiErrorKind, CallError, FloodScope, Pacer};
 use tokio::sync::{Mutex, mpsc, watch};
 
+use crate::assistant::{Notifications, Watched};
 use crate::bot_api::{Api, BotApi};
 use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
+use crate::outgoing::attention;
 use crate::outgoing::delivery::Plan;
 use crate::outgoing::message::{Call, Outgoing};
+use crate::outgoing::outbound;
 use crate::outgoing::texts;
 use crate::outgoing::topics;
 use crate::wakes::Wakes;
@@ -122,22 +125,31 @@ impl Handoff {
     }
 }
 
-/// Sends queued messages until `stop`.
+/// Sends queued messages until `stop`; `settings` say which of them notify
+/// (`attention::of`).
 pub async fn run(
     db: Db,
     client: Api,
     pacer: Arc<Mutex<Pacer>>,
     wakes: Wakes,
     mut claims: Claims,
+    settings: Arc<Watched>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), HubError> {
+    let out = Out {
+        db: &db,
+        client: &*client,
+        pacer: &pacer,
+        wakes: &wakes,
+        settings: &settings,
+    };
     let mut producers = true;
     loop {
         if *stop.borrow() {
             break;
         }
         if let Ok(c) = claims.rows.try_recv() {
-            send_marked(&db, &*client, &pacer, &wakes, c).await?;
+            send_marked(&out, c).await?;
             continue;
         }
         let now = db.now_ms();
@@ -153,7 +165,7 @@ pub async fn run(
             )
             .await?;
         if let Some(row) = chosen {
-            send_marked(&db, &*client, &pacer, &wakes, Claimed { row, commit }).await?;
+            send_marked(&out, Claimed { row, commit }).await?;
             continue;
         }
         // Heads due now were seen above (sent, or their pacing wait is in `wait`).
@@ -173,7 +185,7 @@ pub async fn run(
         };
         claims.idle.store(false, Ordering::Release);
         if let Some(c) = claimed {
-            send_marked(&db, &*client, &pacer, &wakes, c).await?;
+            send_marked(&out, c).await?;
         }
     }
     release(&db, claims).await
@@ -203,19 +215,31 @@ async fn release(db: &Db, mut claims: Claims) -> Result<(), HubError> {
     Ok(())
 }
 
+/// What a send uses.
+struct Out<'a> {
+    db: &'a Db,
+    client: &'a dyn BotApi,
+    pacer: &'a Mutex<Pacer>,
+    wakes: &'a Wakes,
+    settings: &'a Watched,
+}
+
 /// A row marked `sending` (picked here, or claimed by a producer, which usually flushed its
 /// commit while this task woke): its mark on disk first, since after a crash of the machine
 /// the row must be ambiguous rather than sent again unmarked; then sent.
-async fn send_marked(
-    db: &Db,
-    client: &dyn BotApi,
-    pacer: &Mutex<Pacer>,
-    wakes: &Wakes,
-    c: Claimed,
-) -> Result<(), HubError> {
+async fn send_marked(out: &Out<'_>, c: Claimed) -> Result<(), HubError> {
     crate::latency::mark(crate::latency::Step::Picked, c.row.id);
-    db.sync_through(c.commit).await?;
-    send_one(db, client, pacer, wakes, c.row).await
+    out.db.sync_through(c.commit).await?;
+    let notifications = out.settings.current().notifications;
+    send_one(
+        out.db,
+        out.client,
+        out.pacer,
+        out.wakes,
+        c.row,
+        notifications,
+    )
+    .await
 }
 
 /// The files a message uploads, read. `Err`: one is gone.
@@ -385,6 +409,13 @@ pub fn judge(row: &OutboxRow, plan: &Plan, attempt: &Attempt, now: i64) -> Decis
                 secs: retry_after.as_secs() as i64,
             };
         }
+        // A pin is worth one try: retried, it would hold up the taps' queue behind it.
+        Err(CallError::Retryable(e)) if plan.current().is_some_and(Outgoing::is_best_effort) => {
+            return Decision::GiveUp {
+                error: e.clone(),
+                handling: "dropped: best effort, tried once",
+            };
+        }
         Err(CallError::Retryable(e)) => {
             return Decision::Retry {
                 at: later(),
@@ -436,6 +467,7 @@ async fn send_one(
     pacer: &Mutex<Pacer>,
     wakes: &Wakes,
     row: OutboxRow,
+    notifications: Notifications,
 ) -> Result<(), HubError> {
     let id = row.id;
     crashpoint::hit(crashpoint::CrashPoint::SendAfterMarkSending);
@@ -448,7 +480,7 @@ async fn send_one(
     ) {
         return Ok(());
     }
-    let Some((plan, message, call)) = readable(&row) else {
+    let Some((plan, message, call)) = readable(&row, notifications) else {
         return unreadable(db, &row).await;
     };
     let attempt = match read_uploads(&message).await {
@@ -494,12 +526,14 @@ async fn send_one(
     Ok(())
 }
 
-/// The row's plan, its current message and that message's call; `None` when this version
-/// cannot read what the row sends.
-fn readable(row: &OutboxRow) -> Option<(Plan, Outgoing, Call)> {
+/// The row's plan, its current message and that message's call, silent or not as the row's
+/// purpose and `notifications` say; `None` when this version cannot read what the row sends.
+fn readable(row: &OutboxRow, notifications: Notifications) -> Option<(Plan, Outgoing, Call)> {
     let plan = Plan::from_value(&row.delivery)?;
     let message = plan.current()?.clone();
-    let call = message.call().ok()?;
+    let call = message
+        .call(attention::of(&row.purpose, plan.part, notifications))
+        .ok()?;
     Some((plan, message, call))
 }
 
@@ -543,6 +577,11 @@ async fn record(
             // Replies to this message route to the instance it speaks for.
             let route = row.identity.clone().zip(message_id);
             let (chat, turn) = (row.chat_id, row.turn_id);
+            // A question that waits for the person is pinned once it is there (its last
+            // message: the one with the buttons; an edit of it is no new question).
+            let pin = message_id.filter(|_| {
+                next.is_none() && before.spot().is_some() && attention::waits_for_person(&purpose)
+            });
             db.write(Durability::OnDisk, move |tx| {
                 match &next {
                     Some(p) => outbox::advance(tx, id, &p.to_value(), None, now)?,
@@ -550,6 +589,9 @@ async fn record(
                 }
                 if let Some((identity, message)) = &route {
                     store::routes::record(tx, chat, *message, identity, turn, now)?;
+                }
+                if let Some(message) = pin {
+                    outbound::pin_question(tx, chat, message, now)?;
                 }
                 Ok(())
             })

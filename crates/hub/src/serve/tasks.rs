@@ -110,6 +110,13 @@ impl Hub {
         } = self;
         let db = parts.db.clone();
         let (handoff, claims) = sender::handoff(parts.pacer.clone());
+        // Reactions are best effort beside the durable path: only with the extras' client.
+        let (reactions, reactions_rx) = crate::outgoing::reactions::Reactions::channel();
+        let reactions = if extras.is_some() {
+            reactions
+        } else {
+            crate::outgoing::reactions::Reactions::default()
+        };
         let conductor = Conductor::new(
             db.clone(),
             conductor_rx,
@@ -120,7 +127,8 @@ impl Hub {
             preview_tx,
             handoff,
             parts.conductor,
-        );
+        )
+        .with_reactions(reactions);
         let mut running = vec![("conductor", tokio::spawn(conductor.run(stop_rx.clone())))];
         running.push((
             "worker",
@@ -139,6 +147,7 @@ impl Hub {
                 parts.pacer.clone(),
                 wakes.clone(),
                 claims,
+                parts.assistant.clone(),
                 stop_rx.clone(),
             )),
         ));
@@ -171,7 +180,7 @@ impl Hub {
         match extras {
             Some(extras) => running.extend(spawn_extras(
                 extras,
-                preview_rx,
+                (preview_rx, reactions_rx),
                 &db,
                 parts.assistant,
                 &wakes,
@@ -201,12 +210,21 @@ type Named = (&'static str, JoinHandle<Result<(), HubError>>);
 /// Spawns the tasks of [`Extras`].
 fn spawn_extras(
     extras: Extras,
-    previews: mpsc::Receiver<PreviewMsg>,
+    (previews, reactions): (
+        mpsc::Receiver<PreviewMsg>,
+        mpsc::Receiver<crate::outgoing::reactions::React>,
+    ),
     db: &Db,
     assistant: Arc<Watched>,
     wakes: &Wakes,
     stop: &watch::Receiver<bool>,
-) -> [Named; 4] {
+) -> [Named; 5] {
+    let reactions_task = tokio::spawn(crate::outgoing::reactions::run(
+        extras.client.clone(),
+        assistant.clone(),
+        reactions,
+        stop.clone(),
+    ));
     let preview_task = tokio::spawn(
         crate::outgoing::preview::Previews::new(extras.client.clone(), assistant)
             .run(previews, stop.clone()),
@@ -234,17 +252,19 @@ fn spawn_extras(
         ("inbound", inbound_task),
         ("retention", retention_task),
         ("voice", voice_task),
+        ("reactions", reactions_task),
     ]
 }
 
 /// The order a stopping hub waits for its tasks in.
-const STOP_ORDER: [&str; 9] = [
+const STOP_ORDER: [&str; 10] = [
     "poller",
     "worker",
     "sender",
     "conductor",
     "topics",
     "previews",
+    "reactions",
     "inbound",
     "voice",
     "retention",

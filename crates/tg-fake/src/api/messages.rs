@@ -278,3 +278,26 @@ pub(super) fn set_reaction(world: &mut World, bot: usize, p: &Params) -> ApiResu
     msg.bot_reactions = list;
     Ok(Value::Bool(true))
 }
+
+/// `pinChatMessage` / `unpinChatMessage`: a live message of the chat pinned or not. Unpinning
+/// without `message_id` unpins the most recent pinned message; unpinning one that is not
+/// pinned changes nothing and succeeds.
+pub(super) fn set_pinned(world: &mut World, bot: usize, p: &Params, pinned: bool) -> ApiResult {
+    let chat = chat_id(&world.bots[bot], p)?;
+    let c = world.bots[bot].chat_mut(chat);
+    let id = match p.int("message_id")? {
+        Some(id) => id,
+        None if !pinned => match c.messages.values().rev().find(|m| m.pinned) {
+            Some(m) => m.id,
+            None => return Ok(Value::Bool(true)),
+        },
+        None => return Err(ApiError::bad_request("message identifier is not specified")),
+    };
+    let msg = c
+        .messages
+        .get_mut(&id)
+        .filter(|m| !m.deleted)
+        .ok_or_else(|| ApiError::bad_request("message to pin not found"))?;
+    msg.pinned = pinned;
+    Ok(Value::Bool(true))
+}

@@ -37,6 +37,8 @@ pub fn call(world: &mut World, bot: usize, spec: &MethodSpec, p: &Params) -> Api
         "sendMessageDraft" => messages::send_draft(world, bot, p, false),
         "sendRichMessageDraft" => messages::send_draft(world, bot, p, true),
         "setMessageReaction" => messages::set_reaction(world, bot, p),
+        "pinChatMessage" => messages::set_pinned(world, bot, p, true),
+        "unpinChatMessage" => messages::set_pinned(world, bot, p, false),
         "sendDocument" => media::send_media(world, bot, p, crate::world::MediaKind::Document),
         "sendMediaGroup" => media::send_media_group(world, bot, p),
         "sendPhoto" => media::send_media(world, bot, p, crate::world::MediaKind::Photo),

@@ -109,6 +109,13 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<Outcome,
         for token in tokens.chain(cb.data()) {
             callbacks::replace(say.tx, token, &settled)?;
         }
+        // A question pinned while it waited (`attention::waits_for_person`) is unpinned.
+        if let Some((chat, message)) = tapped.as_ref().and_then(|m| m.chat_id().zip(m.id()))
+            && outbound::was_pinned(say.tx, chat, message)?
+        {
+            outbound::unpin_question(say.tx, chat, message, say.ctx.now_ms)?;
+            say.after.outbox = true;
+        }
     }
     if let Some(markup) = tap.restyle
         && let Some((chat, message)) = tapped.as_ref().and_then(|m| m.chat_id().zip(m.id()))
@@ -476,7 +483,7 @@ fn setting(
     let ctx = say.ctx;
     let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
     // Buttons shown by hubs before settings outside `assistant` name the bare key.
-    let key = if key.contains('.') || key == "staleAfterMinutes" {
+    let key = if key.contains('.') || matches!(key, "staleAfterMinutes" | "notifications") {
         key.to_owned()
     } else {
         format!("assistant.{key}")
@@ -492,6 +499,8 @@ fn setting(
             | "time.interval"
             | "voice.replyMode"
             | "staleAfterMinutes"
+            | "notifications"
+            | "assistant.reactions"
     );
     if !known || value.is_null() {
         return Ok(Tap::answer(

@@ -15,7 +15,8 @@ use crate::buttons::Button;
 use crate::clock::Clock;
 use crate::outgoing::delivery::{self, Alternative, Plan, Target};
 use crate::outgoing::message::{
-    Album, BotCommand, Commands, Edit, EditMarkup, File, Media, Outgoing, Spot, TapAnswer, Upload,
+    Album, BotCommand, Commands, Edit, EditMarkup, File, Media, Outgoing, Pin, Spot, TapAnswer,
+    Unpin, Upload,
 };
 use crate::pairing;
 use crate::state;
@@ -596,4 +597,122 @@ pub fn button(
     let token = pairing::new_code(clock).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     store::callbacks::create(tx, &token, owner, &action.encode(), now, ttl_ms)?;
     Ok(json!({ "text": label, "callback_data": token }))
+}
+
+/// A question that waits for the person (`attention::waits_for_person`) arrived as message
+/// `message_id` of `chat`: pinned there until it is settled. Called by the sender in the
+/// commit that records the delivery; a question settled before that commit (its unpin queued
+/// already) is not pinned. Pins and unpins have their own queue (chat 0, as tap answers do):
+/// they never wait behind the chat's messages, nor hold one up.
+pub fn pin_question(
+    tx: &Connection,
+    chat: i64,
+    message_id: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let settled = &Purpose::Unpin {
+        chat,
+        message: message_id,
+    };
+    if !outbox::of_purpose(tx, settled)?.is_empty() {
+        return Ok(());
+    }
+    let pin = Outgoing::Pin(Pin {
+        chat_id: chat,
+        message_id,
+        disable_notification: true,
+    });
+    let purpose = Purpose::Pin {
+        chat,
+        message: message_id,
+    };
+    best_effort(tx, pin, &purpose, now)
+}
+
+/// The question shown as message `message_id` of `chat` is settled: unpinned. A pin still
+/// waiting to be sent is dropped instead; a question never pinned (an older release's, or
+/// settled before its delivery was recorded) gets an unpin all the same, which is harmless.
+/// Every place that settles a question calls this in the settling transaction.
+pub fn unpin_question(
+    tx: &Connection,
+    chat: i64,
+    message_id: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let key = |pin| {
+        if pin {
+            Purpose::Pin {
+                chat,
+                message: message_id,
+            }
+        } else {
+            Purpose::Unpin {
+                chat,
+                message: message_id,
+            }
+        }
+    };
+    if !outbox::of_purpose(tx, &key(false))?.is_empty() {
+        return Ok(());
+    }
+    for pin in outbox::of_purpose(tx, &key(true))? {
+        if pin.state == outbox::State::Pending {
+            return outbox::drop_pending(
+                tx,
+                pin.id,
+                "dropped: the question was settled before it was pinned",
+                now,
+            );
+        }
+    }
+    let unpin = Outgoing::Unpin(Unpin {
+        chat_id: chat,
+        message_id,
+    });
+    best_effort(tx, unpin, &key(false), now)
+}
+
+/// Whether message `message_id` of `chat` was pinned as a question (its pin queued or sent).
+pub fn was_pinned(tx: &Connection, chat: i64, message_id: i64) -> Result<bool, StoreError> {
+    let pin = Purpose::Pin {
+        chat,
+        message: message_id,
+    };
+    Ok(!outbox::of_purpose(tx, &pin)?.is_empty())
+}
+
+/// The question queued as `purpose` (its rows sent without a cause) is settled: each message
+/// of it that arrived is unpinned ([`unpin_question`]). For questions settled away from their
+/// message (`threads resolve`).
+pub fn unpin_questions_of(tx: &Connection, purpose: &Purpose, now: i64) -> Result<(), StoreError> {
+    for row in outbox::of_purpose(tx, purpose)? {
+        if let Some(message) = row.sent_message_id {
+            unpin_question(tx, row.chat_id, message, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Queues a best-effort call of the chat-0 queue (tried once: `sender::judge`).
+fn best_effort(
+    tx: &Connection,
+    message: Outgoing,
+    purpose: &Purpose,
+    now: i64,
+) -> Result<(), StoreError> {
+    outbox::enqueue(
+        tx,
+        &outbox::NewRow {
+            chat_id: 0,
+            thread_id: None,
+            delivery: &Plan::single(message).to_value(),
+            purpose,
+            source_update_id: None,
+            resend_if_unknown: false,
+            identity: None,
+            turn_id: None,
+        },
+        now,
+    )
+    .map(drop)
 }

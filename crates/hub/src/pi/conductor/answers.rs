@@ -15,6 +15,7 @@ use crate::db::Durability;
 use crate::error::HubError;
 use crate::outgoing::activity::{self, ToolRecord};
 use crate::outgoing::outbound;
+use crate::outgoing::reactions::Fate;
 use crate::outgoing::sender::Opening;
 use crate::outgoing::texts;
 use crate::pi::instance::{Command, InstanceId};
@@ -113,6 +114,15 @@ impl Conductor {
         }
         if spoken {
             self.wakes.voice.notify_one();
+        }
+        // After the answer is on its way (the turn was shown running at dispatch).
+        if settings.reactions {
+            let fate = if result.aborted {
+                Fate::Interrupted
+            } else {
+                Fate::Answered
+            };
+            self.fates.moved(n, fate);
         }
         if let Some(l) = self.live.get_mut(id) {
             if l.outstanding == Some(n) {

@@ -17,6 +17,7 @@ use crate::db::Durability;
 use crate::error::HubError;
 use crate::outgoing::outbound;
 use crate::outgoing::preview::PreviewMsg;
+use crate::outgoing::reactions::Fate;
 use crate::outgoing::texts;
 use crate::pi::instance::{Command, InstanceId, Transport};
 use crate::pi::preamble::{self, Preamble};
@@ -155,6 +156,11 @@ impl Conductor {
         tracing::debug!(instance = %id, turn = turn.id, "dispatched");
         crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
         crashpoint::hit(crashpoint::CrashPoint::DispatchAfterSend);
+        // After the prompt left: the reaction is a message to the reactions task, no call here.
+        if settings.reactions {
+            self.fates
+                .show(turn.id, turn.chat_id, turn.message_id, Fate::Running);
+        }
         // The link's task, just woken on this thread, writes the prompt before the
         // conductor's next store call holds the thread.
         tokio::task::yield_now().await;

@@ -29,6 +29,7 @@ mod attach;
 mod controls;
 mod dialogs;
 mod dispatch;
+mod fates;
 mod gone;
 mod pi_event;
 mod run;
@@ -107,6 +108,8 @@ pub struct Conductor {
     /// When each pi (identity) was last told the time with a prompt (`timeInjection:
     /// interval`). In memory: after a hub restart each is told again, once.
     told_time: std::collections::HashMap<String, i64>,
+    /// What each person's message shows of its fate (`assistant.reactions`).
+    fates: fates::Fates,
 }
 
 /// Busy/idle of instances, for `status`.
@@ -163,7 +166,15 @@ impl Conductor {
             tools_waiting: std::collections::HashMap::new(),
             unsaved_states: BTreeMap::new(),
             told_time: std::collections::HashMap::new(),
+            fates: fates::Fates::default(),
         }
+    }
+
+    /// Reactions on the person's messages go to `out` (the task of `outgoing::reactions`);
+    /// without it none are shown (the simulation).
+    pub fn with_reactions(mut self, out: crate::outgoing::reactions::Reactions) -> Self {
+        self.fates = fates::Fates::new(out);
+        self
     }
 
     fn spawner(&self) -> crate::pi::spawned::Spawner {

@@ -75,6 +75,7 @@ impl Conductor {
             queue_changed |= self.dispatch().await?;
             if std::mem::take(&mut queue_changed) {
                 self.update_statuses().await?;
+                self.look_at_fates().await?;
             }
         }
     }
@@ -104,12 +105,20 @@ impl Conductor {
                 Ok(())
             }
             ConductorMsg::ResolveIntent(intent, create, reply) => {
+                let now = self.db.now_ms();
                 let result = self
                     .db
                     .write(Durability::OnDisk, move |tx| {
-                        crate::outgoing::topics::resolve_intent(tx, intent, create)
+                        let settled = crate::outgoing::topics::resolve_intent(tx, intent, create)?;
+                        // Settled away from its message: the question is unpinned all the same.
+                        if settled.is_some() {
+                            let asked = store::outbox::Purpose::NoticeIntent { id: intent };
+                            crate::outgoing::outbound::unpin_questions_of(tx, &asked, now)?;
+                        }
+                        Ok(settled)
                     })
                     .await?;
+                self.wakes.sender.notify_one();
                 self.wakes.topics.notify_one();
                 let _ = reply.send(match result {
                     Some(i) => {

@@ -1,0 +1,100 @@
+//! What became of each person's message, shown on it as the bot's reaction
+//! (`outgoing::reactions`). Running and answered are shown where they happen (dispatch, the
+//! answer, after the prompt and the answer are on their way); waiting, skipped and interrupted
+//! are found by a look at the turns after each pass of the conductor that changed the queue.
+//! In memory: after a hub restart, only turns still waiting are shown again.
+
+use std::collections::HashMap;
+
+use store::turns::{self, TurnState};
+
+use super::Conductor;
+use crate::error::HubError;
+use crate::outgoing::reactions::{Fate, Reactions};
+
+/// The fates shown, by turn, until a final one.
+#[derive(Debug, Default)]
+pub(super) struct Fates {
+    out: Reactions,
+    /// Turn -> (chat, message, fate shown).
+    shown: HashMap<i64, (i64, i64, Fate)>,
+}
+
+impl Fates {
+    /// Fates sent to `out`.
+    pub(super) fn new(out: Reactions) -> Self {
+        Self {
+            out,
+            shown: HashMap::new(),
+        }
+    }
+
+    /// Shows `fate` on turn `turn`'s message, unless it shows it already.
+    pub(super) fn show(&mut self, turn: i64, chat: i64, message: Option<i64>, fate: Fate) {
+        let Some(message) = message else { return };
+        if !self.out.is_on() {
+            return;
+        }
+        if self.shown.get(&turn).is_some_and(|s| s.2 == fate) {
+            return;
+        }
+        self.out.show(chat, message, fate);
+        if fate.is_final() {
+            self.shown.remove(&turn);
+        } else {
+            self.shown.insert(turn, (chat, message, fate));
+        }
+    }
+
+    /// The fate of a turn `turn` already shown, moved on to `fate`.
+    pub(super) fn moved(&mut self, turn: i64, fate: Fate) {
+        if let Some(&(chat, message, _)) = self.shown.get(&turn) {
+            self.show(turn, chat, Some(message), fate);
+        }
+    }
+}
+
+/// A turn's state as the person's message shows it.
+fn fate_of(state: TurnState) -> Fate {
+    match state {
+        TurnState::Queued => Fate::Queued,
+        TurnState::Dispatched | TurnState::Acked => Fate::Running,
+        TurnState::Done => Fate::Answered,
+        TurnState::Interrupted => Fate::Interrupted,
+        TurnState::Cancelled => Fate::Skipped,
+    }
+}
+
+impl Conductor {
+    /// After a pass that changed the queue: turns left waiting show it, and turns shown
+    /// before show what became of them.
+    pub(super) async fn look_at_fates(&mut self) -> Result<(), HubError> {
+        if !self.fates.out.is_on() || !self.assistant.current().reactions {
+            return Ok(());
+        }
+        let known: Vec<i64> = self.fates.shown.keys().copied().collect();
+        let (queued, states) = self
+            .db
+            .read(move |c| {
+                let mut states = Vec::with_capacity(known.len());
+                for id in known {
+                    states.push((id, turns::get(c, id)?.map(|t| t.state)));
+                }
+                Ok((turns::queued_messages(c)?, states))
+            })
+            .await?;
+        for (id, state) in states {
+            match state {
+                Some(s) => self.fates.moved(id, fate_of(s)),
+                // Pruned: nothing more to show.
+                None => drop(self.fates.shown.remove(&id)),
+            }
+        }
+        for t in queued {
+            if !self.fates.shown.contains_key(&t.id) {
+                self.fates.show(t.id, t.chat_id, t.message_id, Fate::Queued);
+            }
+        }
+        Ok(())
+    }
+}
