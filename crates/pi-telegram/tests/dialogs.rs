@@ -2,7 +2,8 @@
 //! extension's tool asks (confirm, select of three, input, a confirm with a timeout) and
 //! returns what it got, which the fake model's next request carries. A headless pi's dialogs
 //! are questions the person answers with a tap or a reply; a second tap does nothing; a timed-out one says so; a hub killed while one waits leaves it saying its pi is
-//! gone. A pi with the extension waiting at its terminal is told, until it stops waiting.
+//! gone; a question notifies and is pinned until it is settled. A pi with the extension
+//! waiting at its terminal is told, until it stops waiting.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -151,6 +152,16 @@ fn last_answer(s: &PiSetup) -> Option<String> {
     })
 }
 
+/// The parameters of every `method` call the hub made.
+fn calls(env: &Env, method: &str) -> Vec<Value> {
+    env.fake
+        .control()
+        .requests(0, Some(method))
+        .into_iter()
+        .map(|r| r.params)
+        .collect()
+}
+
 fn ask(env: &Env, kind: &str, timeout: Option<u64>) {
     let args = match timeout {
         Some(t) => json!({ "kind": kind, "timeout": t }),
@@ -180,6 +191,13 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     assert!(text(&q).contains("It goes live at once."), "{:?}", q.text);
     let labels: Vec<String> = buttons(&q).into_iter().map(|(l, _)| l).collect();
     assert_eq!(labels, ["✅ Yes", "❌ No", "✖️ Cancel"]);
+    // It waits for the person: it notified, and it is pinned until it is settled.
+    wait_for("the question pinned", 30, || now_reads(env, q.message_id).pinned);
+    let asked = calls(env, "sendMessage")
+        .into_iter()
+        .find(|p| p["text"].as_str().is_some_and(|t| t.contains("asks: Deploy now?")))
+        .unwrap();
+    assert_eq!(asked.get("disable_notification"), None, "{asked}");
     let yes = data_of(&q, "Yes");
     let no = data_of(&q, "No");
     // A stranger cannot tap in the owner's private chat (tg-fake, like Telegram, refuses it);
@@ -195,6 +213,7 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     assert_eq!(last_answer(&s).unwrap().trim_end_matches(['"', '}', ']', '\\']), "true");
     let settled = now_reads(env, q.message_id);
     assert!(text(&settled).contains("→ ✅ Yes"), "{:?}", settled.text);
+    wait_for("the question unpinned", 30, || !now_reads(env, q.message_id).pinned);
     assert!(buttons(&settled).is_empty(), "{:?}", settled.reply_markup);
     // The question lost its buttons; the second tap changed nothing: pi got one answer.
     assert!(!press_as(env, &q, &yes, None));
@@ -243,6 +262,7 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
         text(&now_reads(env, q.message_id)).contains("No answer within 2 s")
     });
     wait_for("pi's default", 30, || tool_results_with(&s, "ANSWER=false") == 1);
+    wait_for("the timed-out question unpinned", 30, || !now_reads(env, q.message_id).pinned);
     assert!(!press_as(env, &q, &data_of(&q, "Yes"), None), "the buttons stay after the timeout");
     assert_eq!(tool_results_with(&s, "ANSWER=true"), 1, "a tap after the timeout answered");
 

@@ -57,7 +57,10 @@ pub fn of(purpose: &Purpose, part: usize, mode: Notifications) -> Attention {
 /// dialogs) adds its purpose here.
 pub fn waits_for_person(purpose: &Purpose) -> bool {
     match purpose {
-        Purpose::ReplyChooser | Purpose::Stale { .. } | Purpose::NoticeIntent { .. } => true,
+        Purpose::ReplyChooser
+        | Purpose::Stale { .. }
+        | Purpose::NoticeIntent { .. }
+        | Purpose::Dialog { .. } => true,
         Purpose::Piece { of, .. } => waits_for_person(of),
         _ => false,
     }
@@ -171,6 +174,7 @@ mod tests {
         assert!(waits_for_person(&Purpose::ReplyChooser));
         assert!(waits_for_person(&Purpose::Stale { question: 1, at: 2 }));
         assert!(waits_for_person(&Purpose::NoticeIntent { id: 3 }));
+        assert!(waits_for_person(&Purpose::Dialog { id: 3, at: 4 }));
         assert!(!waits_for_person(&Purpose::Answer { turn: 1 }.piece(0)));
         assert!(!waits_for_person(&Purpose::ReplyMenuMain));
     }

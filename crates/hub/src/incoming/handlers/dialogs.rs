@@ -106,6 +106,7 @@ pub(super) fn replied(
     match self::answer(say, d.id, Some(answer), msg.thread_id(), Some(question))? {
         Answered::Taken(text) => {
             say.edit(d.chat_id, question, &text, None)?;
+            crate::outgoing::outbound::unpin_question(say.tx, d.chat_id, question, say.ctx.now_ms)?;
             Ok(Outcome::DialogAnswered)
         }
         Answered::Over(told, _) => {

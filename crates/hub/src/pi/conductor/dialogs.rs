@@ -338,6 +338,7 @@ pub(crate) fn close_question(
     }
     if let Some(sent) = row.sent_message_id {
         outbound::edit(tx, row.chat_id, sent, &text, None, &purpose, None, now)?;
+        outbound::unpin_question(tx, row.chat_id, sent, now)?;
     }
     Ok(())
 }
