@@ -370,6 +370,7 @@ impl Sim {
             cwd: identity.to_owned(),
             session_id: None,
             session_name: None,
+            session_file: None,
             idle: true,
             pending: false,
             received: received.clone(),

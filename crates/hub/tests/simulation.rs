@@ -613,6 +613,7 @@ impl Sim {
             cwd: p.identity.clone(),
             session_id: None,
             session_name: None,
+            session_file: None,
             idle: true,
             pending: false,
             received: p.working.iter().map(|n| TurnId::from_number(*n)).collect(),

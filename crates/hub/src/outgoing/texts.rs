@@ -681,6 +681,16 @@ pub fn pi_closed(label: &str) -> String {
     format!("Closed pi {label}. Its session is saved; /new starts pi again.")
 }
 
+/// How to go on with a pi's session in a terminal (shell-quoted).
+pub fn go_on_in_terminal(cwd: &str, session_file: &str) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    format!(
+        "To go on in a terminal: cd {} && pi --session {}",
+        quote(cwd),
+        quote(session_file)
+    )
+}
+
 /// `/close` on a pi running in a terminal.
 pub fn cannot_close_terminal_pi(label: &str) -> String {
     format!(
@@ -919,6 +929,14 @@ pub fn dialog_answered_before() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn going_on_in_a_terminal_quotes_what_a_shell_would_split() {
+        assert_eq!(
+            go_on_in_terminal("/home/me/my app", "/s/it's.jsonl"),
+            "To go on in a terminal: cd '/home/me/my app' && pi --session '/s/it'\\''s.jsonl'"
+        );
+    }
 
     #[test]
     fn a_stale_question_names_the_wait_and_at_most_five_prompts() {

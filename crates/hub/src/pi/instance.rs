@@ -150,6 +150,8 @@ pub struct Attach {
     pub session_id: Option<String>,
     /// pi session name.
     pub session_name: Option<String>,
+    /// pi's session file (how to go on with it in a terminal once this pi is gone).
+    pub session_file: Option<String>,
     pub idle: bool,
     /// Messages pending in pi.
     pub pending: bool,

@@ -96,6 +96,7 @@ impl Conductor {
             cwd,
             session_id,
             session_name: _,
+            session_file,
             idle,
             pending,
             received,
@@ -130,6 +131,7 @@ impl Conductor {
         let live = Live {
             identity: registered.identity,
             label: registered.label,
+            session_file,
             cwd,
             transport,
             reach,

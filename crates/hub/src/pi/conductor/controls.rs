@@ -383,22 +383,25 @@ impl Job {
         let label = label_of(c.identity.as_deref().unwrap_or_default());
         crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
         let text = if self.transport == Some(Transport::Rpc) {
+            let mut resume = None;
             if let Some(instance) = self.instance.clone() {
                 let id = instance.0.clone();
                 let now = self.db.now_ms();
                 // Recorded first: a crash after it does not bring it back.
-                self.db
+                resume = self
+                    .db
                     .write(Durability::OnDisk, move |tx| {
-                        if let Some(row) = store::spawned::by_instance(tx, &id)? {
-                            store::spawned::end(
-                                tx,
-                                row.id,
-                                store::spawned::SpawnState::Closed,
-                                "closed from Telegram",
-                                now,
-                            )?;
-                        }
-                        Ok(())
+                        let Some(row) = store::spawned::by_instance(tx, &id)? else {
+                            return Ok(None);
+                        };
+                        store::spawned::end(
+                            tx,
+                            row.id,
+                            store::spawned::SpawnState::Closed,
+                            "closed from Telegram",
+                            now,
+                        )?;
+                        Ok(row.session_file.map(|f| (row.cwd, f)))
                     })
                     .await?;
             }
@@ -407,7 +410,14 @@ impl Job {
                     .send(Command::Close("closed from Telegram".into()))
                     .await;
             }
-            texts::pi_closed(&label)
+            match resume {
+                Some((cwd, file)) => format!(
+                    "{}\n{}",
+                    texts::pi_closed(&label),
+                    texts::go_on_in_terminal(&cwd, &file)
+                ),
+                None => texts::pi_closed(&label),
+            }
         } else {
             texts::cannot_close_terminal_pi(&label)
         };

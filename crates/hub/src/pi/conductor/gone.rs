@@ -39,6 +39,8 @@ struct Departure {
     epoch: Epoch,
     /// The instances still live: (identity, label).
     others: Vec<(String, String)>,
+    /// pi's session file as it said at its hello.
+    session_file: Option<String>,
 }
 
 impl Conductor {
@@ -74,6 +76,7 @@ impl Conductor {
             label: l.label,
             cwd: l.cwd,
             others,
+            session_file: l.session_file,
         };
         self.db
             .write(Durability::OnDisk, move |tx| {
@@ -123,13 +126,21 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
     };
     let purpose = Purpose::NoticeGone { key: d.key.clone() };
     let (label, why) = (d.label.as_str(), d.why.as_str());
+    // A pi whose process is gone: how to go on with its session in a terminal.
+    let resume = if d.final_turns || d.disconnected {
+        session_of(tx, d)?
+            .map(|file| format!("\n{}", texts::go_on_in_terminal(&d.cwd, &file)))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     match (threaded, topic) {
         // In its own topic, where messages wait for it.
         (true, Some((chat, thread))) => outbound::notice(
             tx,
             chat,
             Some(thread),
-            &texts::topic_went_offline(label, why, &d.cwd, queued),
+            &(texts::topic_went_offline(label, why, &d.cwd, queued) + &resume),
             &purpose,
             now,
         )?,
@@ -138,7 +149,7 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
             tx,
             owner,
             None,
-            &texts::threaded_gone(label, why, queued, d.disconnected),
+            &(texts::threaded_gone(label, why, queued, d.disconnected) + &resume),
             &purpose,
             now,
         )?,
@@ -147,12 +158,19 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
             tx,
             owner,
             None,
-            &texts::instance_gone(label, why, queued, now_selected.as_deref()),
+            &(texts::instance_gone(label, why, queued, now_selected.as_deref()) + &resume),
             &purpose,
             now,
         )?,
     }
     Ok(())
+}
+
+/// The departed pi's session file: a hub-started pi's latest (its row follows `/new` and
+/// resumes), else the one it said at its hello.
+fn session_of(tx: &Connection, d: &Departure) -> Result<Option<String>, StoreError> {
+    let spawned = store::spawned::by_instance(tx, &d.key)?.and_then(|r| r.session_file);
+    Ok(spawned.or_else(|| d.session_file.clone()))
 }
 
 /// The instance's open turns are over: each is interrupted, and the person told where it was

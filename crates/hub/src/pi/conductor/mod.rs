@@ -52,6 +52,8 @@ use crate::wakes::Wakes;
 struct Live {
     identity: String,
     label: String,
+    /// pi's session file, as it said when it attached.
+    session_file: Option<String>,
     cwd: String,
     transport: Transport,
     reach: Reach,

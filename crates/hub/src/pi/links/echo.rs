@@ -19,6 +19,7 @@ pub async fn start(
         cwd,
         session_id: None,
         session_name: Some("echo agent".into()),
+        session_file: None,
         idle: true,
         pending: false,
         received: Vec::new(),

@@ -265,6 +265,10 @@ fn attach_of(
             .get("sessionName")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        session_file: state
+            .get("sessionFile")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         idle: !state
             .get("isStreaming")
             .and_then(Value::as_bool)

@@ -395,6 +395,7 @@ fn attach_of(hello: Hello, peer: Peer, cwd: String, commands: mpsc::Sender<Comma
         cwd,
         session_id: hello.state.session_id,
         session_name: hello.state.session_name,
+        session_file: hello.state.session_file,
         idle: hello.state.idle.unwrap_or(true),
         pending: hello.state.pending.unwrap_or(false),
         received: hello.received_turns,
