@@ -122,6 +122,12 @@ export default function piTelegram(pi: ExtensionAPI): void {
 				link.setHubStatus(m.text);
 				requests.respond(m.id, true);
 				return;
+			case "steer":
+				// Into the run pi is doing now; idle, pi starts a run with it (the hub steers
+				// only while a turn of its own runs).
+				s.problems.guard("steering pi", () => pi.sendUserMessage(m.text, { deliverAs: "steer" }))();
+				requests.respond(m.id, true);
+				return;
 			case "done_ack":
 				if (m.turn_id !== undefined) turns.doneAck(m.turn_id);
 				requests.respond(m.id, true);

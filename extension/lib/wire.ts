@@ -240,6 +240,12 @@ export interface SetStatus extends Request {
 	text: string | undefined;
 }
 
+/** Words for the run pi is doing now (the person's `/steer`). */
+export interface Steer extends Request {
+	type: "steer";
+	text: string;
+}
+
 export interface DoneAck extends Request {
 	type: "done_ack";
 	turn_id: string | undefined;
@@ -267,6 +273,7 @@ export type HubMessage =
 	| PiRequest
 	| Notify
 	| SetStatus
+	| Steer
 	| DoneAck
 	| HubError
 	| HubResponse;
@@ -344,6 +351,9 @@ export function decodeHubMessage(m: Json): HubMessage | undefined {
 			};
 		case "set_status":
 			return { type: "set_status", id, text: optStr(m.text) };
+		case "steer":
+			if (typeof m.text !== "string" || m.text === "") return undefined;
+			return { type: "steer", id, text: m.text };
 		case "done_ack":
 			return { type: "done_ack", id, turn_id: optStr(m.turn_id) };
 		case "error":

@@ -69,7 +69,10 @@ fn wait_message(env: &Env, what: &str, pred: impl Fn(&TranscriptEntry) -> bool) 
             return m.clone();
         }
         let texts: Vec<&str> = all.iter().map(text).collect();
-        assert!(std::time::Instant::now() < deadline, "no {what} among {texts:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what} among {texts:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -175,7 +178,9 @@ fn headless(s: &PiSetup) -> common::Hub {
     let env = &s.env;
     let hub = start(env);
     env.spawn_pi(&project(&s.pi, "web"));
-    wait_message(env, "the connected notice", |m| text(m).starts_with("pi connected: web"));
+    wait_message(env, "the connected notice", |m| {
+        text(m).starts_with("pi connected: web")
+    });
     hub
 }
 
@@ -187,15 +192,23 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
 
     // confirm: buttons; a stranger's tap does nothing; the owner's Yes reaches pi.
     ask(env, "confirm", None);
-    let q = wait_message(env, "the confirm question", |m| text(m).starts_with("❓ pi web asks: Deploy now?"));
+    let q = wait_message(env, "the confirm question", |m| {
+        text(m).starts_with("❓ pi web asks: Deploy now?")
+    });
     assert!(text(&q).contains("It goes live at once."), "{:?}", q.text);
     let labels: Vec<String> = buttons(&q).into_iter().map(|(l, _)| l).collect();
     assert_eq!(labels, ["✅ Yes", "❌ No", "✖️ Cancel"]);
     // It waits for the person: it notified, and it is pinned until it is settled.
-    wait_for("the question pinned", 30, || now_reads(env, q.message_id).pinned);
+    wait_for("the question pinned", 30, || {
+        now_reads(env, q.message_id).pinned
+    });
     let asked = calls(env, "sendMessage")
         .into_iter()
-        .find(|p| p["text"].as_str().is_some_and(|t| t.contains("asks: Deploy now?")))
+        .find(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("asks: Deploy now?"))
+        })
         .unwrap();
     assert_eq!(asked.get("disable_notification"), None, "{asked}");
     let yes = data_of(&q, "Yes");
@@ -210,10 +223,17 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     wait_for("the answer in the model's next request", 30, || {
         last_answer(&s).is_some()
     });
-    assert_eq!(last_answer(&s).unwrap().trim_end_matches(['"', '}', ']', '\\']), "true");
+    assert_eq!(
+        last_answer(&s)
+            .unwrap()
+            .trim_end_matches(['"', '}', ']', '\\']),
+        "true"
+    );
     let settled = now_reads(env, q.message_id);
     assert!(text(&settled).contains("→ ✅ Yes"), "{:?}", settled.text);
-    wait_for("the question unpinned", 30, || !now_reads(env, q.message_id).pinned);
+    wait_for("the question unpinned", 30, || {
+        !now_reads(env, q.message_id).pinned
+    });
     assert!(buttons(&settled).is_empty(), "{:?}", settled.reply_markup);
     // The question lost its buttons; the second tap changed nothing: pi got one answer.
     assert!(!press_as(env, &q, &yes, None));
@@ -223,15 +243,21 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
 
     // select of three: one button each.
     ask(env, "select", None);
-    let q = wait_message(env, "the select question", |m| text(m).starts_with("❓ pi web asks: Which colour?"));
+    let q = wait_message(env, "the select question", |m| {
+        text(m).starts_with("❓ pi web asks: Which colour?")
+    });
     let labels: Vec<String> = buttons(&q).into_iter().map(|(l, _)| l).collect();
     assert_eq!(labels, ["red", "green", "blue", "✖️ Cancel"]);
     assert!(press_as(env, &q, &data_of(&q, "green"), None));
-    wait_for("green", 30, || tool_results_with(&s, r#"ANSWER=\"green\""#) == 1);
+    wait_for("green", 30, || {
+        tool_results_with(&s, r#"ANSWER=\"green\""#) == 1
+    });
 
     // input: answered by a reply to the question.
     ask(env, "input", None);
-    let q = wait_message(env, "the input question", |m| text(m).starts_with("❓ pi web asks: Your name?"));
+    let q = wait_message(env, "the input question", |m| {
+        text(m).starts_with("❓ pi web asks: Your name?")
+    });
     assert!(text(&q).contains("Reply to this message"), "{:?}", q.text);
     env.fake
         .control()
@@ -261,22 +287,38 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     wait_for("the time-out edit", 30, || {
         text(&now_reads(env, q.message_id)).contains("No answer within 2 s")
     });
-    wait_for("pi's default", 30, || tool_results_with(&s, "ANSWER=false") == 1);
-    wait_for("the timed-out question unpinned", 30, || !now_reads(env, q.message_id).pinned);
-    assert!(!press_as(env, &q, &data_of(&q, "Yes"), None), "the buttons stay after the timeout");
-    assert_eq!(tool_results_with(&s, "ANSWER=true"), 1, "a tap after the timeout answered");
+    wait_for("pi's default", 30, || {
+        tool_results_with(&s, "ANSWER=false") == 1
+    });
+    wait_for("the timed-out question unpinned", 30, || {
+        !now_reads(env, q.message_id).pinned
+    });
+    assert!(
+        !press_as(env, &q, &data_of(&q, "Yes"), None),
+        "the buttons stay after the timeout"
+    );
+    assert_eq!(
+        tool_results_with(&s, "ANSWER=true"),
+        1,
+        "a tap after the timeout answered"
+    );
 
     // A hub killed while a question waits: after the restart the question says its pi is
     // gone (the headless pi died with its hub), and its buttons do nothing.
     ask(env, "editor", None);
-    let q = wait_message(env, "the editor question", |m| text(m).starts_with("❓ pi web asks: Edit the note"));
+    let q = wait_message(env, "the editor question", |m| {
+        text(m).starts_with("❓ pi web asks: Edit the note")
+    });
     assert!(text(&q).contains("line one"), "{:?}", q.text);
     hub.kill();
     let mut hub = start(env);
     wait_for("the question voided", 30, || {
         text(&now_reads(env, q.message_id)).contains("The pi that asked is gone")
     });
-    assert!(!press_as(env, &q, &data_of(&q, "Cancel"), None), "the buttons stay after the restart");
+    assert!(
+        !press_as(env, &q, &data_of(&q, "Cancel"), None),
+        "the buttons stay after the restart"
+    );
     let st = env.status();
     assert_eq!(st["dialogs_open"], json!(0), "{st}");
     assert_eq!(hub.stop(), Some(0));
@@ -289,9 +331,11 @@ fn pi_in(s: &PiSetup, dir: &str) -> PiRpc {
     let mut pi = PiRpc::spawn(cmd).unwrap();
     pi.send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
         .unwrap();
-    pi.read_until(Duration::from_secs(60), "the connect command", |v: &Value| {
-        v["type"] == "response" && v["id"] == "connect"
-    })
+    pi.read_until(
+        Duration::from_secs(60),
+        "the connect command",
+        |v: &Value| v["type"] == "response" && v["id"] == "connect",
+    )
     .unwrap();
     pi
 }
@@ -302,32 +346,45 @@ fn a_pi_waiting_at_its_terminal_is_told_until_it_stops_waiting() {
     with_ask_extension(&s);
     let env = &s.env;
     let out = env.run(&["install-extension"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut hub = start(env);
     let dir = project(&s.pi, "desk");
     let mut pi = pi_in(&s, &dir);
-    wait_message(env, "the connected notice", |m| text(m).starts_with("pi connected: desk"));
+    wait_message(env, "the connected notice", |m| {
+        text(m).starts_with("pi connected: desk")
+    });
     // Typed at the terminal: the dialog is the terminal's (this RPC host's) to answer.
     pi.send(&json!({ "id": "p1", "type": "prompt",
                      "message": "[[tool:ask_person:{\"kind\":\"confirm\"}]]" }))
         .unwrap();
     let request = pi
-        .read_until(Duration::from_secs(60), "the dialog at the terminal", |v: &Value| {
-            v["type"] == "extension_ui_request" && v["method"] == "confirm"
-        })
+        .read_until(
+            Duration::from_secs(60),
+            "the dialog at the terminal",
+            |v: &Value| v["type"] == "extension_ui_request" && v["method"] == "confirm",
+        )
         .unwrap()
         .pop()
         .unwrap();
     let notice = wait_message(env, "the notice", |m| {
         text(m).contains("waits for you at the terminal: Deploy now?")
     });
-    assert!(buttons(&notice).is_empty(), "nothing to answer from the phone");
+    assert!(
+        buttons(&notice).is_empty(),
+        "nothing to answer from the phone"
+    );
     pi.send(&json!({ "type": "extension_ui_response", "id": request["id"], "confirmed": true }))
         .unwrap();
     wait_for("the notice ended", 30, || {
         text(&now_reads(env, notice.message_id)).contains("Not any more")
     });
-    wait_for("pi got the terminal's answer", 30, || tool_results_with(&s, "ANSWER=true") == 1);
+    wait_for("pi got the terminal's answer", 30, || {
+        tool_results_with(&s, "ANSWER=true") == 1
+    });
     drop(pi);
     assert_eq!(hub.stop(), Some(0));
 }

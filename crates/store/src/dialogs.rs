@@ -297,11 +297,7 @@ pub fn open_replied(conn: &Connection, chat: i64, message_id: i64) -> Result<Opt
 
 /// Dialogs not settled (open or answered), oldest first.
 pub fn unsettled(conn: &Connection) -> Result<Vec<Dialog>> {
-    some(
-        conn,
-        "WHERE state IN ('open', 'answered') ORDER BY id",
-        [],
-    )
+    some(conn, "WHERE state IN ('open', 'answered') ORDER BY id", [])
 }
 
 /// The open dialogs of one pi process, oldest first.

@@ -177,6 +177,10 @@ stored_text_enum! {
             StaleSkip = "stale:skip",
             /// ... answered before.
             StaleSettled = "stale:settled",
+            /// `/steer` while pi works: steered into its current work (or run next).
+            CommandSteer = "command:steer",
+            /// `/retry` with nothing to run again.
+            CommandRetry = "command:retry",
             /// An answer to one of pi's dialogs, on its way to pi.
             DialogAnswered = "dialog:answered",
             /// An answer to a dialog that was over (a second tap, a late reply).

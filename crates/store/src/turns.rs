@@ -451,6 +451,29 @@ pub fn cancel(conn: &Connection, id: i64, why: &str, now_ms: i64) -> Result<bool
     )
 }
 
+/// The turn update `update_id` made, if any.
+pub fn by_source_update(conn: &Connection, update_id: i64) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE source_update_id = ?1 ORDER BY id LIMIT 1",
+        [update_id],
+    )?
+    .into_iter()
+    .next())
+}
+
+/// The last turn of `identity` that reached pi (answered, failed or interrupted), for
+/// `/retry`.
+pub fn last_run_of(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE identity = ?1 AND state IN ('done', 'failed', 'interrupted') ORDER BY id DESC LIMIT 1",
+        [identity],
+    )?
+    .into_iter()
+    .next())
+}
+
 /// A waiting turn's new text (the person edited their message). `false` when pi has it.
 pub fn edit_text(conn: &Connection, id: i64, text: &str) -> Result<bool> {
     conn.exec(

@@ -492,6 +492,11 @@ pub enum HubMsg {
         /// `info`, `warning` or `error`.
         level: String,
     },
+    /// Words for the run pi is doing now (`pi.sendUserMessage` with `deliverAs: "steer"`).
+    Steer {
+        /// The words.
+        text: String,
+    },
     /// Footer status.
     SetStatus {
         /// Text, or none to clear.

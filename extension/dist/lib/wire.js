@@ -65,6 +65,10 @@ export function decodeHubMessage(m) {
             };
         case "set_status":
             return { type: "set_status", id, text: optStr(m.text) };
+        case "steer":
+            if (typeof m.text !== "string" || m.text === "")
+                return undefined;
+            return { type: "steer", id, text: m.text };
         case "done_ack":
             return { type: "done_ack", id, turn_id: optStr(m.turn_id) };
         case "error":

@@ -681,6 +681,23 @@ pub fn pi_closed(label: &str) -> String {
     format!("Closed pi {label}. Its session is saved; /new starts pi again.")
 }
 
+/// `/steer` without words.
+pub fn steer_usage() -> String {
+    "Write what pi should take into its current work after /steer, e.g. /steer use the staging database. \
+     While pi is not working, it is an ordinary message."
+        .to_owned()
+}
+
+/// A `/steer` reached pi inside its current work.
+pub fn steered(label: &str) -> String {
+    format!("↪ pi {label} takes this into the work it is doing now.")
+}
+
+/// `/retry` when the pi has run nothing yet.
+pub fn nothing_to_retry(label: &str) -> String {
+    format!("pi {label} has run no prompt yet: there is nothing to send again.")
+}
+
 /// How to go on with a pi's session in a terminal (shell-quoted).
 pub fn go_on_in_terminal(cwd: &str, session_file: &str) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
@@ -902,7 +919,9 @@ pub fn dialog_over(d: &store::dialogs::Dialog, over: &DialogOver) -> String {
         DialogOver::Gone => {
             format!("❓ pi asked: {title}\n→ 🔌 The pi that asked is gone; it got no answer.")
         }
-        DialogOver::Terminal => format!("⌨️ pi waited for you at the terminal: {title}\n→ Not any more."),
+        DialogOver::Terminal => {
+            format!("⌨️ pi waited for you at the terminal: {title}\n→ Not any more.")
+        }
     }
 }
 

@@ -109,7 +109,8 @@ mod tests {
         assert_eq!(asked.request_id, "u1");
         assert_eq!(asked.body, json!({ "options": ["a", "b", "3"] }));
         assert_eq!(asked.timeout_ms, Some(10_000));
-        let confirm = json!({ "id": "u2", "method": "confirm", "title": "Sure?", "message": "All lost." });
+        let confirm =
+            json!({ "id": "u2", "method": "confirm", "title": "Sure?", "message": "All lost." });
         let asked = from_rpc(&confirm).unwrap();
         assert_eq!(asked.body, json!({ "message": "All lost." }));
         assert_eq!(asked.timeout_ms, None);

@@ -70,6 +70,9 @@ pub enum Command {
     },
     /// Abort the current run.
     Abort,
+    /// Words for the run pi is doing now (pi's steering: after its current tool calls, before
+    /// its next model call).
+    Steer(String),
     /// The turn's result is durable: the instance may forget it.
     DoneAck(TurnId),
     /// Show a notification in pi.

@@ -111,10 +111,19 @@ mod tests {
 
     #[test]
     fn without_takes_off_the_lines_and_nothing_else() {
-        assert_eq!(without("[telegram|thread:web]\n[time] 2026-12-02 15:57 Wed (UTC)\n\nfix it"), "fix it");
+        assert_eq!(
+            without("[telegram|thread:web]\n[time] 2026-12-02 15:57 Wed (UTC)\n\nfix it"),
+            "fix it"
+        );
         assert_eq!(without("[telegram]\n\nhi\n\nthere"), "hi\n\nthere");
-        assert_eq!(without("[telegram] is a word\nno blank"), "[telegram] is a word\nno blank");
-        assert_eq!(without("[telegram]\nnot a tag\n\nwords"), "[telegram]\nnot a tag\n\nwords");
+        assert_eq!(
+            without("[telegram] is a word\nno blank"),
+            "[telegram] is a word\nno blank"
+        );
+        assert_eq!(
+            without("[telegram]\nnot a tag\n\nwords"),
+            "[telegram]\nnot a tag\n\nwords"
+        );
         assert_eq!(without("plain words"), "plain words");
     }
 

@@ -88,6 +88,10 @@ export default function piTelegram(pi) {
                 link.setHubStatus(m.text);
                 requests.respond(m.id, true);
                 return;
+            case "steer":
+                s.problems.guard("steering pi", () => pi.sendUserMessage(m.text, { deliverAs: "steer" }))();
+                requests.respond(m.id, true);
+                return;
             case "done_ack":
                 if (m.turn_id !== undefined)
                     turns.doneAck(m.turn_id);

@@ -33,6 +33,8 @@ pub(super) fn handle(
         "stop" => abort(say, msg, Halt::Stop)?,
         "next" => abort(say, msg, Halt::Next)?,
         "continue" => continue_(say, msg)?,
+        "steer" => steer(say, msg, args)?,
+        "retry" => retry(say, msg)?,
         "compact" => compact(say, msg)?,
         "new" => new(say, msg, args)?,
         "sessions" => instance_control(say, msg, InstanceCommand::Sessions)?,
@@ -40,6 +42,65 @@ pub(super) fn handle(
         _ => return pi_command(say, msg, &cmd, args).map(Some),
     };
     Ok(Some(outcome))
+}
+
+/// `/steer <words>`: the words reach pi inside the work it is doing now (pi's steering: after
+/// its current tool calls, before its next model call). With nothing running they are an
+/// ordinary message. Either way they are a turn first (first in the queue), so a steer that
+/// comes too late loses nothing: the conductor steers it in, or it runs next.
+fn steer(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, StoreError> {
+    let words = args.trim();
+    if words.is_empty() {
+        say.reply(msg, &texts::steer_usage(), None, &Purpose::ReplyControl)?;
+        return Ok(Outcome::CommandSteer);
+    }
+    let chat = msg.chat_id().unwrap_or_default();
+    let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi("steer"), None, &Purpose::ReplyControl)?;
+        return Ok(Outcome::CommandSteer);
+    };
+    let running = turns::outstanding(say.tx)?
+        .into_iter()
+        .any(|t| t.identity.as_deref() == Some(identity.as_str()));
+    let outcome = messages::to_turn_as(say, msg, Some(words), Lane::Priority)?;
+    if running {
+        say.control(controls::NewControl {
+            source_update_id: None,
+            kind: "steer",
+            identity: Some(&identity),
+            turn_id: None,
+            chat_id: chat,
+            thread_id: msg.thread_id(),
+            message_id: msg.id(),
+            params: &json!({ "update": say.entry.update_id }),
+        })?;
+        return Ok(Outcome::CommandSteer);
+    }
+    Ok(outcome)
+}
+
+/// `/retry`: the last prompt this place's pi ran, sent again as pi got it (files it came with
+/// are named by their saved paths, not downloaded again).
+fn retry(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
+    let chat = msg.chat_id().unwrap_or_default();
+    let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? else {
+        say.reply(msg, &texts::which_pi("retry"), None, &Purpose::ReplyControl)?;
+        return Ok(Outcome::CommandRetry);
+    };
+    match turns::last_run_of(say.tx, &identity)? {
+        Some(t) if !t.prompt().trim().is_empty() => {
+            messages::to_turn_as(say, msg, Some(&t.prompt()), Lane::Normal)
+        }
+        _ => {
+            say.reply(
+                msg,
+                &texts::nothing_to_retry(&label_of(&identity)),
+                None,
+                &Purpose::ReplyControl,
+            )?;
+            Ok(Outcome::CommandRetry)
+        }
+    }
 }
 
 /// The profile's `workspaces` roots (none when telegram.json cannot be read: `/new` then says

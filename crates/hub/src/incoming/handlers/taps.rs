@@ -389,15 +389,13 @@ fn dialog_answer(
     dialog: i64,
     choice: DialogChoice,
 ) -> Result<Tap, StoreError> {
-    let answer = store::dialogs::get(say.tx, dialog)?
-        .and_then(|d| super::dialogs::of_choice(&d, choice));
+    let answer =
+        store::dialogs::get(say.tx, dialog)?.and_then(|d| super::dialogs::of_choice(&d, choice));
     Ok(
         match super::dialogs::answer(say, dialog, answer, at.thread_id(), at.message_id())? {
             super::dialogs::Answered::Taken(text) => {
-                Tap::answer("Sent to pi", Outcome::DialogAnswered).with_edit(Some(Edit {
-                    text,
-                    markup: None,
-                }))
+                Tap::answer("Sent to pi", Outcome::DialogAnswered)
+                    .with_edit(Some(Edit { text, markup: None }))
             }
             super::dialogs::Answered::Over(told, now) => Tap::answer(told, Outcome::DialogOver)
                 .with_edit(now.map(|text| Edit { text, markup: None })),

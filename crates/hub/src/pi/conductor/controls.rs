@@ -35,6 +35,9 @@ use crate::outgoing::outbound;
 use crate::outgoing::texts;
 use crate::pi::instance::{Command, ConductorMsg, InstanceId, Request, Transport};
 
+/// The `error` of a turn that went into its pi's running work (`/steer`).
+pub(crate) const STEERED: &str = "steered into the work pi was doing";
+
 /// How long a control waits for its pi to connect.
 pub(super) const CONTROL_WAIT_MS: i64 = 30_000;
 /// How long pi gets to answer a question (models, stats, a switch).
@@ -55,6 +58,10 @@ impl Conductor {
         let mut deadline: Option<i64> = None;
         for c in open {
             if self.in_hand.0.contains(&c.id) {
+                continue;
+            }
+            if c.kind == "steer" {
+                self.steer(c).await?;
                 continue;
             }
             if c.kind == "dialog" {
@@ -120,6 +127,59 @@ impl Conductor {
             tokio::spawn(job.run(c));
         }
         Ok(deadline)
+    }
+
+    /// Control `steer`: the turn the person's `/steer` made goes into the work its pi does
+    /// now, if it still works on a turn; else it stays a turn and runs next. The turn leaves
+    /// the queue in the commit that says so, before the words go to the link: a crash between
+    /// the two loses the words (said in ARCHITECTURE.md), never sends them twice.
+    async fn steer(&mut self, c: Control) -> Result<(), HubError> {
+        let update = c.params.get("update").and_then(Value::as_i64);
+        let live = c.identity.as_deref().and_then(|identity| {
+            self.live
+                .values()
+                .find(|l| l.identity == identity && l.outstanding.is_some())
+                .map(|l| (l.commands.clone(), l.label.clone()))
+        });
+        let now = self.db.now_ms();
+        let steering = live.is_some();
+        let label = live.as_ref().map(|(_, l)| l.clone()).unwrap_or_default();
+        let words = self
+            .db
+            .write(Durability::OnDisk, move |tx| {
+                let mut words = None;
+                if steering
+                    && let Some(t) = update
+                        .map(|u| turns::by_source_update(tx, u))
+                        .transpose()?
+                        .flatten()
+                    && turns::cancel(tx, t.id, STEERED, now)?
+                {
+                    outbound::text(
+                        tx,
+                        &outbound::Text {
+                            chat: c.chat_id,
+                            thread: c.thread_id,
+                            text: &texts::steered(&label),
+                            reply_to: c.message_id,
+                            markup: None,
+                            purpose: &Purpose::Control { id: c.id },
+                            source_update_id: None,
+                            resend: false,
+                        },
+                        now,
+                    )?;
+                    words = Some(t.prompt());
+                }
+                controls::mark_done(tx, c.id, now)?;
+                Ok(words)
+            })
+            .await?;
+        if let (Some(words), Some((commands, _))) = (words, live) {
+            let _ = commands.try_send(Command::Steer(words));
+            self.wakes.sender.notify_one();
+        }
+        Ok(())
     }
 
     /// A control's task is over.
@@ -362,7 +422,12 @@ impl Job {
         Outcome::Shown(match answer {
             Ok(mut v) => {
                 // A session pi started from Telegram begins with the hub's lines.
-                for s in v.get_mut("sessions").and_then(Value::as_array_mut).into_iter().flatten() {
+                for s in v
+                    .get_mut("sessions")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(first) = s.get("first_message").and_then(Value::as_str) {
                         let words = crate::pi::preamble::without(first).to_owned();
                         s["first_message"] = Value::String(words);

@@ -48,7 +48,18 @@ impl Conductor {
                 let expires = asked
                     .timeout_ms
                     .map(|t| now + i64::try_from(t).unwrap_or(i64::MAX / 2));
-                open(tx, &clock, &identity, &instance, &asked.request_id, asked.kind, &asked.title, &asked.body, expires, now)
+                open(
+                    tx,
+                    &clock,
+                    &identity,
+                    &instance,
+                    &asked.request_id,
+                    asked.kind,
+                    &asked.title,
+                    &asked.body,
+                    expires,
+                    now,
+                )
             })
             .await?;
         self.wakes.sender.notify_one();
@@ -117,7 +128,18 @@ impl Conductor {
                 if waiting {
                     let request = format!("terminal:{now}");
                     let title = title.unwrap_or_default();
-                    open(tx, &clock, &identity, &instance, &request, Kind::Terminal, &title, &Value::Null, None, now)?;
+                    open(
+                        tx,
+                        &clock,
+                        &identity,
+                        &instance,
+                        &request,
+                        Kind::Terminal,
+                        &title,
+                        &Value::Null,
+                        None,
+                        now,
+                    )?;
                 }
                 Ok(())
             })
@@ -145,7 +167,10 @@ impl Conductor {
                 {
                     match live.iter().find(|(id, _)| *id == d.instance_id) {
                         Some((_, commands)) => {
-                            let answer = d.answer.clone().unwrap_or_else(crate::pi::dialog::cancelled);
+                            let answer = d
+                                .answer
+                                .clone()
+                                .unwrap_or_else(crate::pi::dialog::cancelled);
                             let sent = commands
                                 .try_send(Command::AnswerDialog {
                                     request_id: d.request_id.clone(),
@@ -190,7 +215,10 @@ pub(crate) fn shown(d: &Dialog, answer: &Value) -> String {
     if let Some(yes) = answer.get("confirmed").and_then(Value::as_bool) {
         return if yes { "Yes" } else { "No" }.into();
     }
-    let value = answer.get("value").and_then(Value::as_str).unwrap_or_default();
+    let value = answer
+        .get("value")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if d.kind.takes_text() {
         texts::excerpt(value, 200)
     } else {
@@ -293,7 +321,10 @@ fn buttons(
         Kind::Terminal => return Ok(None),
         Kind::Select => {
             for (i, o) in d.options().iter().enumerate().take(MAX_OPTIONS) {
-                rows.push(vec![button(&texts::excerpt(o, 60), DialogChoice::Option(i))?]);
+                rows.push(vec![button(
+                    &texts::excerpt(o, 60),
+                    DialogChoice::Option(i),
+                )?]);
             }
         }
         Kind::Confirm => rows.push(vec![
@@ -318,7 +349,12 @@ pub(crate) fn close_question(
     over: &DialogOver,
     now: i64,
 ) -> Result<(), StoreError> {
-    let Some(row) = d.outbox_id.map(|o| outbox::get(tx, o)).transpose()?.flatten() else {
+    let Some(row) = d
+        .outbox_id
+        .map(|o| outbox::get(tx, o))
+        .transpose()?
+        .flatten()
+    else {
         return Ok(());
     };
     let text = texts::dialog_over(d, over);
@@ -346,7 +382,10 @@ pub(crate) fn close_question(
 /// The dialogs of a pi process that went away: over, each question saying so.
 pub(super) fn void_of(tx: &Connection, instance: &str, now: i64) -> Result<usize, StoreError> {
     let mut n = 0;
-    for d in dialogs::unsettled(tx)?.into_iter().filter(|d| d.instance_id == instance) {
+    for d in dialogs::unsettled(tx)?
+        .into_iter()
+        .filter(|d| d.instance_id == instance)
+    {
         n += void(tx, &d, now)?;
     }
     Ok(n)

@@ -36,9 +36,9 @@ mod run;
 mod stale;
 mod tools;
 
-pub use tools::ToolSettings;
 /// How an answer to a dialog reads back to the person (the handlers write it too).
 pub(crate) use dialogs::{MAX_OPTIONS as DIALOG_MAX_OPTIONS, shown as dialog_answer_shown};
+pub use tools::ToolSettings;
 
 use crate::assistant;
 use crate::db::Db;

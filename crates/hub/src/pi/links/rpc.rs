@@ -625,6 +625,12 @@ async fn command(
             let request = rpc.id("abort");
             let _ = rpc.send(&json!({ "id": request, "type": "abort" })).await;
         }
+        Command::Steer(message) => {
+            let request = rpc.id("steer");
+            let _ = rpc
+                .send(&json!({ "id": request, "type": "steer", "message": message }))
+                .await;
+        }
         Command::Request(kind, answer) => {
             let mut steps = rpc_steps(&kind);
             steps.reverse();

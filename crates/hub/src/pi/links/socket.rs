@@ -310,6 +310,7 @@ fn hub_msg(cmd: Command) -> HubMsg {
             images,
         },
         Command::Abort => HubMsg::Abort { id: None },
+        Command::Steer(text) => HubMsg::Steer { text },
         Command::DoneAck(turn) => HubMsg::DoneAck { turn_id: turn },
         Command::Notify { text, level } => HubMsg::Notify {
             text,
@@ -512,7 +513,9 @@ impl InstanceLink {
                     event,
                 }
             }
-            ClientMsg::UiPrompt { waiting, title, .. } => LinkEvent::TerminalPrompt { waiting, title },
+            ClientMsg::UiPrompt { waiting, title, .. } => {
+                LinkEvent::TerminalPrompt { waiting, title }
+            }
             ClientMsg::Bye { reason } => {
                 return Step::Break(if reason == "disconnect" {
                     GoneReason::Disconnected
