@@ -718,6 +718,35 @@ pub fn folder_refused(why: &str) -> String {
     format!("Not started: {why}.")
 }
 
+/// Said to the owner when polling works again after an outage of a minute or more, once the
+/// updates that waited are in: `away_ms` since the first poll that failed, `messages` the
+/// messages caught up.
+pub fn back_after(away_ms: i64, messages: usize) -> String {
+    let caught = match messages {
+        0 => "nothing waited".to_owned(),
+        1 => "1 message caught up".to_owned(),
+        n => format!("{n} messages caught up"),
+    };
+    format!(
+        "Back after {} without Telegram; {caught}.",
+        crate::when::duration(away_ms)
+    )
+}
+
+/// pi's footer for an extension instance: connected, whether the hub reaches Telegram
+/// (`down_since`: since when it does not, Unix ms), how many messages wait for this pi.
+pub fn footer(queued: i64, down_since: Option<i64>) -> String {
+    let mut t = match down_since.and_then(crate::when::Local::at) {
+        Some(at) => format!("telegram: hub cannot reach Telegram since {}", at.clock()),
+        None if down_since.is_some() => "telegram: hub cannot reach Telegram".to_owned(),
+        None => "telegram: connected".to_owned(),
+    };
+    if queued > 0 {
+        t.push_str(&format!(" · {queued} queued"));
+    }
+    t
+}
+
 /// Said to the owner by a hub that stops because its own binary was removed (`pi remove`).
 pub fn binary_removed(binary: &Path, config: &Path, state: &Path) -> String {
     format!(
