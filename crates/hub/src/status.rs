@@ -556,3 +556,65 @@ fn intent_list(c: &store::Connection) -> Result<Vec<IntentStatus>, store::StoreE
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(state: &str, age: Option<i64>) -> PollStatus {
+        PollStatus {
+            state: state.into(),
+            last_ok_age_ms: age,
+            last_ok_ms: None,
+            failing_since_ms: None,
+            error_class: None,
+            last_error: None,
+            timeout_ms: 50_000,
+        }
+    }
+
+    #[test]
+    fn a_hub_is_deaf_only_past_its_long_poll_and_the_margin() {
+        let now = 1_000_000_000;
+        let long_ago = Some(now - 3_600_000);
+        assert_eq!(polled("polling", Some(59_000)).deaf_ms(long_ago, now), None);
+        assert_eq!(
+            polled("hung", Some(61_000)).deaf_ms(long_ago, now),
+            Some(61_000)
+        );
+        // A hub that just started has not had the time: it counts from its start.
+        assert_eq!(
+            polled("polling", Some(600_000)).deaf_ms(Some(now - 5_000), now),
+            None
+        );
+        assert_eq!(
+            polled("hung", None).deaf_ms(Some(now - 70_000), now),
+            Some(70_000)
+        );
+        // No hub runs: nothing to hear with.
+        assert_eq!(
+            polled("stopped", Some(600_000)).deaf_ms(long_ago, now),
+            None
+        );
+    }
+
+    #[test]
+    fn the_status_line_says_what_the_loop_does() {
+        assert_eq!(
+            polled("polling", Some(3_000)).summary(),
+            "polling (last poll completed 3 s ago)"
+        );
+        let mut p = polled("backing_off", Some(125_000));
+        p.error_class = Some("network".into());
+        p.last_error = Some("temporary failure: getUpdates: transport failure".into());
+        assert_eq!(
+            p.summary(),
+            "polls fail (network: temporary failure: getUpdates: transport failure), trying again (last poll completed 2 min ago)"
+        );
+        assert!(
+            polled("hung", None)
+                .summary()
+                .starts_with("cannot reach Telegram, a poll hung")
+        );
+    }
+}

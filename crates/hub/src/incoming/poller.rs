@@ -75,7 +75,7 @@ pub async fn run(
     let mut failures = Failures::default();
     let mut reach = Reach::new(settings.timeout);
     loop {
-        let timeout = if reach.failing() {
+        let timeout = if reach.probe() {
             Duration::ZERO
         } else {
             settings.timeout

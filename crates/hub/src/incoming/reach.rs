@@ -180,9 +180,11 @@ impl Reach {
         }
     }
 
-    /// Whether the last poll failed (the next one is a short probe).
-    pub fn failing(&self) -> bool {
-        self.failing.is_some()
+    /// Whether the next poll is a short probe: the last one could not reach Telegram. Not
+    /// after a 409: a probe answers at once even while another program long-polls, which
+    /// would hide a lasting conflict from the poller's grace period.
+    pub fn probe(&self) -> bool {
+        self.failing.as_ref().is_some_and(|f| f.class.unreachable())
     }
 
     /// A poll completed with `polled`: the loop polls again, the footer clears, and an
@@ -310,5 +312,142 @@ impl Reach {
             last_error,
             timeout_ms: self.timeout_ms,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use telegram::ApiError;
+
+    #[test]
+    fn names_in_status_are_the_stored_ones() {
+        for s in [LoopState::Polling, LoopState::BackingOff, LoopState::Hung] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for c in [
+            ErrorClass::Timeout,
+            ErrorClass::Network,
+            ErrorClass::Conflict,
+            ErrorClass::Flood,
+            ErrorClass::Refused,
+        ] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+    }
+
+    #[test]
+    fn only_the_network_and_a_hang_mean_telegram_is_out_of_reach() {
+        let api = |code, d: &str| {
+            CallError::Api(ApiError {
+                code,
+                description: d.into(),
+                kind: ApiErrorKind::classify(code, d),
+            })
+        };
+        let cases = [
+            (
+                CallError::Retryable("connection refused".into()),
+                ErrorClass::Network,
+            ),
+            (
+                CallError::CommitUnknown("reset".into()),
+                ErrorClass::Network,
+            ),
+            (
+                CallError::Flood {
+                    retry_after: std::time::Duration::from_secs(3),
+                    chat_id: None,
+                },
+                ErrorClass::Flood,
+            ),
+            (
+                api(409, "Conflict: terminated by other getUpdates request"),
+                ErrorClass::Conflict,
+            ),
+            (api(400, "Bad Request: wrong offset"), ErrorClass::Refused),
+        ];
+        for (e, class) in cases {
+            assert_eq!(ErrorClass::of(&e), class, "{e}");
+            assert_eq!(class.unreachable(), class == ErrorClass::Network, "{e}");
+        }
+        assert!(ErrorClass::Timeout.unreachable());
+    }
+
+    #[test]
+    fn the_back_line_waits_for_the_first_batch_that_is_not_full() {
+        let mut r = Reach::new(std::time::Duration::from_secs(50));
+        assert_eq!(
+            r.caught_up(Polled {
+                messages: 3,
+                full: false
+            }),
+            None,
+            "no outage"
+        );
+        r.catching_up = Some(CatchUp {
+            away_ms: 120_000,
+            messages: 0,
+        });
+        assert_eq!(
+            r.caught_up(Polled {
+                messages: 90,
+                full: true
+            }),
+            None
+        );
+        assert_eq!(
+            r.caught_up(Polled {
+                messages: 90,
+                full: true
+            }),
+            None
+        );
+        assert_eq!(
+            r.caught_up(Polled {
+                messages: 4,
+                full: false
+            }),
+            Some((120_000, 184))
+        );
+        assert_eq!(
+            r.caught_up(Polled {
+                messages: 1,
+                full: false
+            }),
+            None,
+            "said once"
+        );
+    }
+
+    #[test]
+    fn the_record_follows_the_run_of_failures() {
+        let mut r = Reach::new(std::time::Duration::from_secs(50));
+        assert!(!r.probe());
+        assert_eq!(r.recorded(None).state, LoopState::Polling);
+        assert_eq!(r.recorded(None).timeout_ms, 50_000);
+        r.failing = Some(Failing {
+            since_ms: 7,
+            class: ErrorClass::Timeout,
+            polls: 1,
+            told: true,
+        });
+        assert!(r.probe(), "after a hang the next poll is a probe");
+        let hung = r.recorded(Some("x".into()));
+        assert_eq!(
+            (hung.state, hung.failing_since_ms, hung.error_class),
+            (LoopState::Hung, Some(7), Some(ErrorClass::Timeout))
+        );
+        r.failing = Some(Failing {
+            since_ms: 7,
+            class: ErrorClass::Conflict,
+            polls: 1,
+            told: false,
+        });
+        assert!(
+            !r.probe(),
+            "a 409 keeps long polls (the conflict's grace counts them)"
+        );
+        assert_eq!(r.recorded(None).state, LoopState::BackingOff);
     }
 }

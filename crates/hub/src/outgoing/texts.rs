@@ -819,6 +819,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_back_line_and_the_footer_read_as_a_person_reads_them() {
+        assert_eq!(
+            back_after(12 * 60_000 + 5_000, 3),
+            "Back after 12 min without Telegram; 3 messages caught up."
+        );
+        assert_eq!(
+            back_after(61_000, 1),
+            "Back after 1 min without Telegram; 1 message caught up."
+        );
+        assert_eq!(
+            back_after(90_000, 0),
+            "Back after 1 min without Telegram; nothing waited."
+        );
+        assert_eq!(footer(0, None), "telegram: connected");
+        assert_eq!(footer(2, None), "telegram: connected · 2 queued");
+        let down = footer(1, Some(1_700_000_000_000));
+        assert!(
+            down.starts_with("telegram: hub cannot reach Telegram since "),
+            "{down}"
+        );
+        assert!(down.ends_with(" · 1 queued"), "{down}");
+    }
+
+    #[test]
     fn a_stale_question_names_the_wait_and_at_most_five_prompts() {
         let hour = 3_600_000;
         let one = stale_question(&[(0, "deploy   the\nsite")], 3 * hour + 12 * 60_000);
