@@ -316,6 +316,7 @@ impl Reach {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use telegram::ApiError;
