@@ -74,6 +74,7 @@ pub async fn run(
     let mut offset = db.read(journal::offset).await?;
     let mut failures = Failures::default();
     let mut reach = Reach::new(settings.timeout);
+    reach.started(&db).await?;
     loop {
         let timeout = if reach.probe() {
             Duration::ZERO

@@ -180,6 +180,15 @@ impl Reach {
         }
     }
 
+    /// The loop starts: a record a previous hub left (`hung`, say) is replaced by `polling`,
+    /// its last completed poll kept (`doctor` counts from this hub's start too).
+    pub async fn started(&self, db: &Db) -> Result<(), HubError> {
+        let state = serde_json::to_string(&self.recorded(None)).unwrap_or_default();
+        db.write(Durability::Lazy, move |tx| kv::set(tx, STATE, &state))
+            .await?;
+        Ok(())
+    }
+
     /// Whether the next poll is a short probe: the last one could not reach Telegram. Not
     /// after a 409: a probe answers at once even while another program long-polls, which
     /// would hide a lasting conflict from the poller's grace period.
