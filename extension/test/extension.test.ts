@@ -229,6 +229,31 @@ describe("the extension", () => {
 		}
 	});
 
+	test("the footer shows what the hub says of Telegram: out of reach, then connected again", async () => {
+		const profileDir = path.join(dir, "telegram", "default");
+		fs.mkdirSync(profileDir, { recursive: true });
+		fs.writeFileSync(path.join(profileDir, "hub.secret"), "s3cret\n", { mode: 0o600 });
+		fs.writeFileSync(path.join(dir, "telegram", "connections.json"), JSON.stringify({ version: 1, projects: { [process.cwd()]: { profile: "default" } } }));
+		const pi = load();
+		const footers: (string | undefined)[] = [];
+		const ctx = { ...(pi.ctx() as object), ui: { setStatus: (_key: string, text: string | undefined) => footers.push(text), notify() {} } };
+		const hub = new MockHub(path.join(profileDir, "hub.sock"));
+		const last = () => footers[footers.length - 1];
+		try {
+			await pi.emit("session_start", { reason: "startup" }, ctx);
+			await until("the welcome", () => hub.hellos.length === 1);
+			// The hub's own words (crates/hub/src/outgoing/texts.rs `footer`), sent as set_status.
+			hub.send({ type: "set_status", text: "telegram: connected" });
+			await until("connected", () => last() === "telegram: connected");
+			hub.send({ type: "set_status", text: "telegram: hub cannot reach Telegram since 14:05 · 2 queued" });
+			await until("out of reach", () => last() === "telegram: hub cannot reach Telegram since 14:05 · 2 queued");
+			hub.send({ type: "set_status", text: "telegram: connected" });
+			await until("back", () => last() === "telegram: connected");
+		} finally {
+			await hub.close();
+		}
+	});
+
 	test("PI_TELEGRAM_CHILD=1 (inert): every run gets the note, the skill is offered, no tools", async () => {
 		process.env.PI_TELEGRAM_CHILD = "1";
 		const pi = load();

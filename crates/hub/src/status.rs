@@ -80,6 +80,80 @@ pub struct InstanceStatus {
     pub gone_reason: Option<String>,
 }
 
+/// The poll loop: whether the hub hears Telegram.
+#[derive(Debug, Clone, Serialize)]
+pub struct PollStatus {
+    /// `polling`, `backing_off` (polls fail at once: waiting to try again), `hung` (a poll went
+    /// unanswered past its deadline), or `stopped` (no hub runs: what the last one recorded).
+    pub state: String,
+    /// How long ago a `getUpdates` last completed (ms), with or without updates. A healthy
+    /// hub's stays under `timeout_ms` (an idle long poll lasts that long).
+    pub last_ok_age_ms: Option<i64>,
+    /// When it completed (Unix ms).
+    pub last_ok_ms: Option<i64>,
+    /// Since when polls fail (Unix ms), while they do.
+    pub failing_since_ms: Option<i64>,
+    /// Why: `timeout`, `network`, `conflict`, `flood` or `refused`.
+    pub error_class: Option<String>,
+    /// The failure as first recorded in this run (no token, no URL).
+    pub last_error: Option<String>,
+    /// The hub's long-poll timeout (ms).
+    pub timeout_ms: u64,
+}
+
+/// How long past its long-poll timeout a running hub may go without a completed poll before
+/// `doctor` calls it deaf: the poll's own deadline margin (3 s), plus slack for a loaded
+/// machine and the once-a-second record.
+pub const DEAF_MARGIN_MS: i64 = 10_000;
+
+impl PollStatus {
+    /// The line `status` prints after `telegram `.
+    pub fn summary(&self) -> String {
+        let ago = self.last_ok_age_ms.map_or_else(
+            || "no poll completed yet".to_owned(),
+            |a| format!("last poll completed {} ago", crate::when::duration(a)),
+        );
+        let since = self
+            .failing_since_ms
+            .and_then(crate::when::Local::at)
+            .map_or_else(String::new, |at| format!(" since {}", at.clock()));
+        let why = self
+            .last_error
+            .as_deref()
+            .map_or_else(String::new, |e| format!(": {e}"));
+        match self.state.as_str() {
+            "polling" => format!("polling ({ago})"),
+            "hung" => format!("cannot reach Telegram{since}, a poll hung{why} ({ago})"),
+            "backing_off" => format!(
+                "polls fail{since} ({}{why}), trying again ({ago})",
+                self.error_class.as_deref().unwrap_or("error")
+            ),
+            _ => format!("no hub polls ({ago})"),
+        }
+    }
+
+    /// For `doctor`: how long a running hub has heard nothing from Telegram beyond what its
+    /// long poll explains, from its last completed poll or its start (`started_ms`), whichever
+    /// is later; `None` while it hears Telegram.
+    pub fn deaf_ms(&self, started_ms: Option<i64>, now: i64) -> Option<i64> {
+        if self.state == "stopped" {
+            return None;
+        }
+        let since_start = started_ms.map(|s| (now - s).max(0));
+        let heard = match (self.last_ok_age_ms, since_start) {
+            (Some(a), Some(s)) => a.min(s),
+            (a, s) => a.or(s)?,
+        };
+        let allowed = i64::try_from(self.timeout_ms).unwrap_or(i64::MAX) + DEAF_MARGIN_MS;
+        (heard > allowed).then_some(heard)
+    }
+
+    /// A duration as `status` and `doctor` write it (`2 min`).
+    pub fn duration(ms: i64) -> String {
+        crate::when::duration(ms)
+    }
+}
+
 /// A running flood wait.
 #[derive(Debug, Clone, Serialize)]
 pub struct FloodStatus {
@@ -179,6 +253,8 @@ pub struct Status {
     pub hub: HubStatus,
     /// Next `getUpdates` offset.
     pub offset: Option<i64>,
+    /// The poll loop (`None` before a hub of this release polled).
+    pub poll: Option<PollStatus>,
     /// Journal.
     pub journal: JournalStatus,
     /// Turns (owner messages on their way into pi) not dispatched yet.
@@ -262,6 +338,7 @@ fn from_files(
             stopped_on_purpose: crate::lifecycle::stopped(paths).map(|m| m.how),
         },
         offset: None,
+        poll: None,
         journal: JournalStatus {
             pending: 0,
             handled: 0,
@@ -309,6 +386,7 @@ fn from_store(
     st.pairing = pairing_status(c, now)?;
     hub_from_store(c, &mut st.hub, paths)?;
     st.offset = journal::offset(c)?;
+    st.poll = poll_status(c, st.hub.running, now)?;
     let (pending, handled) = journal::counts(c)?;
     st.journal = JournalStatus { pending, handled };
     let queued = turns::queued_counts(c)?;
@@ -344,6 +422,30 @@ fn from_store(
         .collect();
     st.refused_comments = crate::outgoing::rejections::recent(c)?;
     Ok(())
+}
+
+/// What the poll loop recorded; a record left by a hub that no longer runs reads `stopped`.
+pub fn poll_status(
+    c: &store::Connection,
+    running: bool,
+    now: i64,
+) -> Result<Option<PollStatus>, store::StoreError> {
+    let Some((r, last_ok)) = crate::incoming::reach::read(c)? else {
+        return Ok(None);
+    };
+    let state = if running { r.state.as_str() } else { "stopped" };
+    Ok(Some(PollStatus {
+        state: state.to_owned(),
+        last_ok_age_ms: last_ok.map(|t| (now - t).max(0)),
+        last_ok_ms: last_ok,
+        failing_since_ms: r.failing_since_ms.filter(|_| running),
+        error_class: r
+            .error_class
+            .filter(|_| running)
+            .map(|e| e.as_str().to_owned()),
+        last_error: r.last_error.filter(|_| running),
+        timeout_ms: r.timeout_ms,
+    }))
 }
 
 /// The pairing code out, if any; an open one past its time is `expired`.
@@ -457,4 +559,66 @@ fn intent_list(c: &store::Connection) -> Result<Vec<IntentStatus>, store::StoreE
             detail: i.detail,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(state: &str, age: Option<i64>) -> PollStatus {
+        PollStatus {
+            state: state.into(),
+            last_ok_age_ms: age,
+            last_ok_ms: None,
+            failing_since_ms: None,
+            error_class: None,
+            last_error: None,
+            timeout_ms: 50_000,
+        }
+    }
+
+    #[test]
+    fn a_hub_is_deaf_only_past_its_long_poll_and_the_margin() {
+        let now = 1_000_000_000;
+        let long_ago = Some(now - 3_600_000);
+        assert_eq!(polled("polling", Some(59_000)).deaf_ms(long_ago, now), None);
+        assert_eq!(
+            polled("hung", Some(61_000)).deaf_ms(long_ago, now),
+            Some(61_000)
+        );
+        // A hub that just started has not had the time: it counts from its start.
+        assert_eq!(
+            polled("polling", Some(600_000)).deaf_ms(Some(now - 5_000), now),
+            None
+        );
+        assert_eq!(
+            polled("hung", None).deaf_ms(Some(now - 70_000), now),
+            Some(70_000)
+        );
+        // No hub runs: nothing to hear with.
+        assert_eq!(
+            polled("stopped", Some(600_000)).deaf_ms(long_ago, now),
+            None
+        );
+    }
+
+    #[test]
+    fn the_status_line_says_what_the_loop_does() {
+        assert_eq!(
+            polled("polling", Some(3_000)).summary(),
+            "polling (last poll completed 3 s ago)"
+        );
+        let mut p = polled("backing_off", Some(125_000));
+        p.error_class = Some("network".into());
+        p.last_error = Some("temporary failure: getUpdates: transport failure".into());
+        assert_eq!(
+            p.summary(),
+            "polls fail (network: temporary failure: getUpdates: transport failure), trying again (last poll completed 2 min ago)"
+        );
+        assert!(
+            polled("hung", None)
+                .summary()
+                .starts_with("cannot reach Telegram, a poll hung")
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The hub's tasks wake each other through these; nothing polls on a timer.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -26,6 +26,10 @@ pub struct Wakes {
     /// notified): the conductor reads the open controls only then, when pi told it something,
     /// or when a control's wait runs out, not on every message on its way to pi.
     pub controls: Arc<AtomicBool>,
+    /// Since when (Unix ms) the poller cannot reach Telegram, 0 while it can: set by the poller
+    /// (`incoming::reach`) before `conductor` is notified, read by the conductor for pi's
+    /// footer.
+    pub telegram_down_since: Arc<AtomicI64>,
 }
 
 /// Sleeps for `d` (at least a millisecond), or forever when there is nothing to wait for; for

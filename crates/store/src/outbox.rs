@@ -264,6 +264,11 @@ stored_text_enum! {
             /// When.
             at: i64,
         },
+        /// `notice:back:<at>`: polling works again after an outage (the "Back after" line).
+        NoticeBack {
+            /// When.
+            at: i64,
+        },
         /// `notice:restored:<at>`: pis started again after a restart.
         NoticeRestored {
             /// When.
@@ -388,6 +393,7 @@ impl Purpose {
             }
             Self::NoticeNoSlot { at } => format!("notice:noslot:{at}").into(),
             Self::NoticeRefused { at } => format!("notice:refused:{at}").into(),
+            Self::NoticeBack { at } => format!("notice:back:{at}").into(),
             Self::NoticeRestored { at } => format!("notice:restored:{at}").into(),
             Self::NoticeThread { instance, thread } => {
                 format!("notice:thread:{instance}:{thread}").into()
@@ -491,6 +497,7 @@ impl Purpose {
             "mode" => Self::NoticeMode { at: num(rest)? },
             "noslot" => Self::NoticeNoSlot { at: num(rest)? },
             "refused" => Self::NoticeRefused { at: num(rest)? },
+            "back" => Self::NoticeBack { at: num(rest)? },
             "restored" => Self::NoticeRestored { at: num(rest)? },
             "moved" => {
                 let (identity, thread) = named(rest)?;
@@ -1223,6 +1230,7 @@ mod tests {
                 message: 5,
             },
             Purpose::NoticeRefused { at: 1_700 },
+            Purpose::NoticeBack { at: 1_700 },
             Purpose::NoticeRestored { at: 1_700 },
             Purpose::NoticeThread {
                 instance: "i-1".into(),

@@ -23,6 +23,12 @@ pub enum FaultKind {
     /// Answer `400 Bad Request: can't parse entities: ...` without doing anything: the request
     /// is refused as written (a renderer's fallback path).
     BadRequest,
+    /// Take the request and never answer it, nor close the connection: nothing happens, as
+    /// when a network drops a connection silently (a NAT that forgot it, a dead Wi-Fi). The
+    /// request stays held after the rule is cleared, as a dead connection stays dead: only
+    /// the client giving up ends it. With `probability: 1.0` every matching request hangs
+    /// until the rule is cleared.
+    Hang,
 }
 
 /// The name a fault rule uses for file downloads (`GET /file/bot<token>/<path>`), which are not
@@ -245,6 +251,22 @@ mod tests {
             f.plan(DOWNLOAD, || 0.0).fault,
             Some((FaultKind::DropBefore, 0))
         );
+    }
+
+    #[test]
+    fn hang_is_a_fault_of_its_own_and_reads_as_hang() {
+        let mut f = Faults::default();
+        f.add(spec("*", FaultKind::Hang, None, Some(1.0)));
+        for m in ["getUpdates", "sendMessage"] {
+            assert_eq!(f.plan(m, || 0.5).fault, Some((FaultKind::Hang, 0)), "{m}");
+        }
+        // A rule with a probability stays until it is cleared.
+        assert_eq!(f.list().len(), 1);
+        f.clear();
+        assert_eq!(f.plan("getUpdates", || 0.5).fault, None);
+        let read =
+            serde_json::from_str::<FaultSpec>(r#"{"method":"*","kind":"hang","probability":1.0}"#);
+        assert_eq!(read.map(|r| r.kind).ok(), Some(FaultKind::Hang));
     }
 
     #[test]

@@ -39,6 +39,13 @@ impl ConnKill {
     }
 }
 
+/// A request held forever, its connection open and silent (the `hang` fault): it ends only
+/// when the client gives up and closes the connection (hyper then drops this future with it),
+/// or when the fake stops.
+async fn hang() -> Response {
+    std::future::pending().await
+}
+
 /// Serves `app` on `listener` until `stop` changes.
 pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
@@ -152,6 +159,11 @@ async fn answer(
         Some((FaultKind::DropBefore, _)) => {
             log(&shared, bot, spec.name, &params, None, fault, false);
             return kill.drop_connection().await;
+        }
+        Some((FaultKind::Hang, _)) => {
+            // Logged when it arrives: a test sees which requests are held.
+            log(&shared, bot, spec.name, &params, None, fault, false);
+            return hang().await;
         }
         _ => None,
     };
@@ -339,6 +351,10 @@ async fn download(shared: &Shared, kill: ConnKill, rest: &str) -> Response {
         Some((FaultKind::DropBefore | FaultKind::CommitThenDrop, _)) => {
             log(shared, bot, method, &params, None, fault, false);
             return kill.drop_connection().await;
+        }
+        Some((FaultKind::Hang, _)) => {
+            log(shared, bot, method, &params, None, fault, false);
+            return hang().await;
         }
         _ => None,
     };

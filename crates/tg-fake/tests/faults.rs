@@ -94,6 +94,40 @@ async fn drop_before_closes_the_connection_and_nothing_happens() {
 }
 
 #[tokio::test]
+async fn hang_holds_every_request_unanswered_until_the_client_gives_up() {
+    let h = Harness::start().await;
+    let mut spec = fault("*", FaultKind::Hang, None);
+    spec.probability = Some(1.0);
+    h.fake.control().add_fault(spec).unwrap();
+    let msg = json!({ "chat_id": h.chat(), "text": "held" });
+    for method in ["sendMessage", "getUpdates"] {
+        let held = h
+            .http
+            .post(h.url(method))
+            .json(&msg)
+            .timeout(Duration::from_millis(400))
+            .send()
+            .await;
+        let err = held.expect_err("a held request is never answered");
+        assert!(
+            err.is_timeout(),
+            "{method}: expected the client's timeout, got {err:?}"
+        );
+    }
+    assert_eq!(bot_messages(&h), 0, "a held request does nothing");
+    let log = h.fake.control().requests(0, None);
+    assert!(
+        log.iter()
+            .all(|e| e.fault.as_deref() == Some("hang") && e.status.is_none() && !e.committed),
+        "{log:?}"
+    );
+    // The network is back: new requests are answered.
+    h.fake.control().clear_faults();
+    assert!(h.call("sendMessage", msg).await.ok());
+    assert_eq!(bot_messages(&h), 1);
+}
+
+#[tokio::test]
 async fn commit_then_drop_applies_the_effect_but_the_client_sees_a_broken_connection() {
     let h = Harness::start().await;
     h.enable_topics();

@@ -5,5 +5,6 @@
 
 pub mod handlers;
 pub mod poller;
+pub mod reach;
 pub mod webhook;
 pub mod worker;

@@ -4,10 +4,9 @@
 //! updates already on disk; handling does not wait for the disk (its effects reach another
 //! machine only after a later sync).
 
-use crate::db::Durability;
 use std::time::Duration;
 
-use store::{incidents, journal};
+use store::journal;
 use telegram::view::{UpdateKind, UpdateView};
 use telegram::{ApiErrorKind, CallError, RawUpdate};
 use tokio::sync::watch;
@@ -17,6 +16,7 @@ use crate::bot_api::Api;
 use crate::crashpoint;
 use crate::db::Db;
 use crate::error::HubError;
+use crate::incoming::reach::{self, Polled, Reach};
 use crate::incoming::webhook;
 use crate::incoming::worker::{self, WorkerSettings};
 use crate::wakes::Wakes;
@@ -58,6 +58,11 @@ pub fn kind_name(raw: &str) -> String {
 }
 
 /// Polls until `stop` or a fatal error (sustained conflict, revoked token, broken store).
+///
+/// After a failed poll the next one is a short probe (`timeout` 0): Telegram answers it at
+/// once, so the hub knows within a round trip that it is back (and says so), rather than a
+/// long poll later. Every poll has a deadline of its timeout plus [`reach::HUNG_MARGIN`]: a
+/// connection that hangs silently is given up then, and polled again at once.
 pub async fn run(
     db: Db,
     client: Api,
@@ -68,52 +73,73 @@ pub async fn run(
 ) -> Result<(), HubError> {
     let mut offset = db.read(journal::offset).await?;
     let mut failures = Failures::default();
+    let mut reach = Reach::new(settings.timeout);
+    reach.started(&db).await?;
     loop {
+        let timeout = if reach.probe() {
+            Duration::ZERO
+        } else {
+            settings.timeout
+        };
+        let sent_ms = db.now_ms();
+        let poll = client.get_updates(offset, POLL_LIMIT, timeout, &ALLOWED_UPDATES);
         let polled = tokio::select! {
             // Dropping an in-flight poll is safe: nothing it returned was confirmed.
             _ = stop.changed() => return Ok(()),
-            r = client.get_updates(offset, POLL_LIMIT, settings.timeout, &ALLOWED_UPDATES) => r,
+            r = tokio::time::timeout(timeout + reach::HUNG_MARGIN, poll) => r,
         };
         let error = match polled {
-            Ok(batch) => {
+            Ok(Ok(batch)) => {
                 failures.cleared();
-                if let Some(next) = journal_polled(&db, handling, wakes, batch).await? {
+                let full = batch.len() >= POLL_LIMIT as usize;
+                let mut messages = 0;
+                if let Some(next) =
+                    journal_polled(&db, handling, wakes, batch, &mut messages).await?
+                {
                     offset = Some(next);
                 }
+                reach.ok(&db, wakes, Polled { messages, full }).await?;
                 continue;
             }
-            Err(e) => e,
+            Ok(Err(e)) => e,
+            Err(_) => {
+                // The hang was the wait: poll again at once, with a short probe.
+                reach.failed(&db, wakes, sent_ms, None).await?;
+                continue;
+            }
         };
         if failures.judge(&error, &client, &db, &settings).await? {
             continue;
         }
-        let message = error.to_string();
-        let now = db.now_ms();
-        db.write(Durability::OnDisk, move |tx| {
-            incidents::record(tx, now, "poll", &message)
-        })
-        .await?;
+        reach.failed(&db, wakes, sent_ms, Some(&error)).await?;
         tokio::select! {
             _ = stop.changed() => return Ok(()),
             () = tokio::time::sleep(failures.backoff) => {}
         }
-        // A conflict is retried quickly so a blip clears fast; other failures back off further.
+        // A conflict is retried quickly so a blip clears fast. Other failures back off too, but
+        // never beyond what lets polling resume within 5 s of the network's return.
         let cap = if error.api_kind() == Some(ApiErrorKind::Conflict) {
             5
         } else {
-            30
+            VISIBLE_FAILURE_CAP_SECS
         };
         failures.backoff = (failures.backoff * 2).min(Duration::from_secs(cap));
     }
 }
 
+/// The longest wait between polls that fail at once (refused, reset, unresolvable, 5xx): a
+/// poll every 3 s while Telegram is out of reach is one small request, and the hub hears it
+/// again within 3 s and a round trip of its return.
+const VISIBLE_FAILURE_CAP_SECS: u64 = 3;
+
 /// Journals a polled batch (handled at once when small) and syncs it to disk. Returns the
-/// offset that confirms it, `None` for an empty batch.
+/// offset that confirms it, `None` for an empty batch; counts its messages into `messages`.
 async fn journal_polled(
     db: &Db,
     handling: &WorkerSettings,
     wakes: &Wakes,
     batch: Vec<RawUpdate>,
+    messages: &mut usize,
 ) -> Result<Option<i64>, HubError> {
     let Some(last) = batch.iter().map(|u| u.update_id).max() else {
         return Ok(None);
@@ -124,6 +150,7 @@ async fn journal_polled(
         .into_iter()
         .map(|u| (u.update_id, kind_name(&u.json), u.json))
         .collect();
+    *messages = rows.iter().filter(|r| r.1 == "message").count();
     let count = rows.len();
     // A full batch says more are waiting: it is only journaled, and the worker handles it
     // while the next batch comes (a backlog's pace); a smaller one is what a person just sent,
@@ -225,9 +252,8 @@ impl Failures {
             CallError::Flood { retry_after, .. } => {
                 self.backoff = *retry_after;
             }
-            other => {
-                tracing::warn!(error = %other, "getUpdates failed; retrying");
-            }
+            // Logged by `Reach::failed`, once per run of failures.
+            _ => {}
         }
         Ok(false)
     }

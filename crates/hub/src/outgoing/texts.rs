@@ -745,6 +745,35 @@ pub fn folder_refused(why: &str) -> String {
     format!("Not started: {why}.")
 }
 
+/// Said to the owner when polling works again after an outage of a minute or more, once the
+/// updates that waited are in: `away_ms` since the first poll that failed, `messages` the
+/// messages caught up.
+pub fn back_after(away_ms: i64, messages: usize) -> String {
+    let caught = match messages {
+        0 => "nothing waited".to_owned(),
+        1 => "1 message caught up".to_owned(),
+        n => format!("{n} messages caught up"),
+    };
+    format!(
+        "Back after {} without Telegram; {caught}.",
+        crate::when::duration(away_ms)
+    )
+}
+
+/// pi's footer for an extension instance: connected, whether the hub reaches Telegram
+/// (`down_since`: since when it does not, Unix ms), how many messages wait for this pi.
+pub fn footer(queued: i64, down_since: Option<i64>) -> String {
+    let mut t = match down_since.and_then(crate::when::Local::at) {
+        Some(at) => format!("telegram: hub cannot reach Telegram since {}", at.clock()),
+        None if down_since.is_some() => "telegram: hub cannot reach Telegram".to_owned(),
+        None => "telegram: connected".to_owned(),
+    };
+    if queued > 0 {
+        t.push_str(&format!(" · {queued} queued"));
+    }
+    t
+}
+
 /// Said to the owner by a hub that stops because its own binary was removed (`pi remove`).
 pub fn binary_removed(binary: &Path, config: &Path, state: &Path) -> String {
     format!(
@@ -955,6 +984,30 @@ mod tests {
             go_on_in_terminal("/home/me/my app", "/s/it's.jsonl"),
             "To go on in a terminal: cd '/home/me/my app' && pi --session '/s/it'\\''s.jsonl'"
         );
+    }
+
+    #[test]
+    fn the_back_line_and_the_footer_read_as_a_person_reads_them() {
+        assert_eq!(
+            back_after(12 * 60_000 + 5_000, 3),
+            "Back after 12 min without Telegram; 3 messages caught up."
+        );
+        assert_eq!(
+            back_after(61_000, 1),
+            "Back after 1 min without Telegram; 1 message caught up."
+        );
+        assert_eq!(
+            back_after(90_000, 0),
+            "Back after 1 min without Telegram; nothing waited."
+        );
+        assert_eq!(footer(0, None), "telegram: connected");
+        assert_eq!(footer(2, None), "telegram: connected · 2 queued");
+        let down = footer(1, Some(1_700_000_000_000));
+        assert!(
+            down.starts_with("telegram: hub cannot reach Telegram since "),
+            "{down}"
+        );
+        assert!(down.ends_with(" · 1 queued"), "{down}");
     }
 
     #[test]

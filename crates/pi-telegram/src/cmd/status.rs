@@ -73,6 +73,9 @@ pub fn render(st: &Status) -> String {
         st.journal.handled,
         st.offset.map_or_else(|| "none".into(), |o| o.to_string())
     ));
+    if let Some(p) = &st.poll {
+        out.push_str(&format!("telegram     {}\n", p.summary()));
+    }
     out.push_str(&format!(
         "queued       {} owner message(s) waiting for pi\n",
         st.held

@@ -4,6 +4,8 @@
 //! held and asked about instead (`stale`); and the extension's footer status of how many turns
 //! wait.
 
+use std::sync::atomic::Ordering;
+
 use store::outbox::Purpose;
 use store::turns::{self, Turn};
 use store::{Connection, StoreError};
@@ -167,11 +169,16 @@ impl Conductor {
         Ok(())
     }
 
-    /// Footer status of extension instances: connected, and how many messages wait for them.
+    /// Footer status of extension instances: connected, whether the hub reaches Telegram, and
+    /// how many messages wait for them.
     pub(super) async fn update_statuses(&mut self) -> Result<(), HubError> {
         if !self.live.values().any(|l| l.transport == Transport::Shim) {
             return Ok(());
         }
+        let down_since = match self.wakes.telegram_down_since.load(Ordering::SeqCst) {
+            0 => None,
+            since => Some(since),
+        };
         let counts = self.db.read(turns::queued_counts).await?;
         for l in self
             .live
@@ -182,11 +189,7 @@ impl Conductor {
                 .iter()
                 .find(|(i, _)| i.as_deref() == Some(l.identity.as_str()))
                 .map_or(0, |(_, n)| *n);
-            let status = if queued > 0 {
-                format!("telegram: connected · {queued} queued")
-            } else {
-                "telegram: connected".to_owned()
-            };
+            let status = texts::footer(queued, down_since);
             if l.last_status.as_deref() != Some(status.as_str()) {
                 let _ = l
                     .commands

@@ -11,6 +11,7 @@ use super::{Check, Ctx, profile_flag};
 const OWNER: (&str, &str) = ("owner", "Owner");
 const FLOOD: (&str, &str) = ("flood_waits", "Flood waits");
 const INTENTS: (&str, &str) = ("intents", "Topic intents");
+const HEARING: (&str, &str) = ("hearing", "Hub hears Telegram");
 
 /// Runs the state checks.
 pub(crate) fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
@@ -22,6 +23,7 @@ pub(crate) fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
         return;
     };
     let now = now_ms();
+    hearing(ctx, store, now, checks);
     match store.read(|c| flood::active(c, now)) {
         Ok(waits) if waits.is_empty() => {
             checks.push(Check::pass(FLOOD.0, FLOOD.1, "none running"));
@@ -108,6 +110,52 @@ pub(crate) fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
             INTENTS.0,
             INTENTS.1,
             format!("cannot read: {e}"),
+        )),
+    }
+}
+
+/// `hearing`: a running hub completed a `getUpdates` within its long-poll timeout and a margin
+/// (else it is deaf: messages wait at Telegram).
+fn hearing(ctx: &Ctx, store: &store::Store, now: i64, checks: &mut Vec<Check>) {
+    if ctx.hub_pid.is_none() {
+        checks.push(Check::skip(HEARING.0, HEARING.1, "no hub runs"));
+        return;
+    }
+    let read = store.read(|c| {
+        let started = kv::get_i64(c, kv::HUB_STARTED_MS)?;
+        Ok::<_, store::StoreError>((hub::status::poll_status(c, true, now)?, started))
+    });
+    let (poll, started) = match read {
+        Ok((Some(p), started)) => (p, started),
+        Ok((None, _)) => {
+            checks.push(Check::skip(
+                HEARING.0,
+                HEARING.1,
+                "the hub recorded no poll yet",
+            ));
+            return;
+        }
+        Err(e) => {
+            checks.push(Check::skip(
+                HEARING.0,
+                HEARING.1,
+                format!("cannot read: {e}"),
+            ));
+            return;
+        }
+    };
+    match poll.deaf_ms(started, now) {
+        None => checks.push(Check::pass(HEARING.0, HEARING.1, poll.summary())),
+        Some(ms) => checks.push(Check::warn(
+            HEARING.0,
+            HEARING.1,
+            format!(
+                "the hub has heard nothing from Telegram for {} (its long poll lasts {}): {}",
+                hub::status::PollStatus::duration(ms),
+                hub::status::PollStatus::duration(i64::try_from(poll.timeout_ms).unwrap_or(0)),
+                poll.summary()
+            ),
+            "messages wait at Telegram meanwhile (none is lost): check this machine's network, proxy (HTTPS_PROXY) and DNS; the hub polls again within seconds of their return and says \"Back after …\" in Telegram",
         )),
     }
 }
