@@ -111,6 +111,11 @@ pub enum Button {
         /// `true`: run them; `false`: skip them.
         run: bool,
     },
+    /// Stop the turn pi works on (the working card's ⏹): an abort bound to that turn.
+    Stop {
+        /// The turn.
+        turn: i64,
+    },
     /// An answer to one of pi's dialogs (`store::dialogs`).
     Dialog {
         /// The dialog.
@@ -296,6 +301,7 @@ mod tests {
                 dialog: 4,
                 choice: DialogChoice::Cancel,
             },
+            Button::Stop { turn: 9 },
             Button::Menu {
                 identity: Some("/a".into()),
                 section: Section::Queue,

@@ -110,3 +110,88 @@ fn steer_reaches_the_running_turn_and_retry_runs_the_last_prompt_again() {
     });
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn a_long_turn_shows_a_working_card_whose_stop_aborts_it() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    env.spawn_pi(&project(&s.pi, "web"));
+    wait_for("the connected notice", 30, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("pi connected: web"))
+    });
+    // A quick answer gets no card.
+    env.say("quick");
+    wait_for("the quick answer", 30, || {
+        env.bot_texts(OWNER).iter().any(|t| t == "echo: quick")
+    });
+    let cards = |env: &common::Env| {
+        env.fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .filter(|m| {
+                m.from_bot
+                    && m.text
+                        .as_deref()
+                        .is_some_and(|t| t.starts_with("✍ pi is working on it"))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(cards(env).is_empty());
+    // About 12 s of streaming: the card comes after 5 s, silent, with ⏹ Stop.
+    let words: Vec<String> = (1..=80).map(|n| format!("w{n}")).collect();
+    env.say(&format!("[[slow]] {}", words.join(" ")));
+    wait_for("the working card", 30, || !cards(env).is_empty());
+    let card = cards(env).remove(0);
+    let sent = env
+        .fake
+        .control()
+        .requests(0, Some("sendMessage"))
+        .into_iter()
+        .find(|r| {
+            r.params["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("✍ pi is working on it"))
+        })
+        .unwrap();
+    assert_eq!(sent.params["disable_notification"], true);
+    let stop = card.reply_markup.as_ref().unwrap()["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: card.message_id,
+            data: stop,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    // The run stops well before its 80 words: the answer so far comes marked aborted, and the
+    // card is gone.
+    wait_for("the aborted answer", 30, || {
+        env.status()["turns"]["done"] == serde_json::json!(2)
+    });
+    let texts = env.bot_texts(OWNER);
+    assert!(
+        !texts.iter().any(|t| t.contains("w80")),
+        "the run was not stopped: {texts:?}"
+    );
+    wait_for("the card deleted", 30, || {
+        env.fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .any(|m| m.message_id == card.message_id && m.deleted)
+    });
+    assert_eq!(hub.stop(), Some(0));
+}

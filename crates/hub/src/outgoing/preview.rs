@@ -44,6 +44,13 @@ pub enum PreviewMsg {
     },
     /// One of pi's events for that turn.
     Event { turn: i64, event: PiEvent },
+    /// The working card's ⏹ Stop for a turn (its token bound by the conductor, off the way
+    /// to pi): shown once the turn has run [`WORKING_CARD_AFTER`].
+    StopButton {
+        turn: i64,
+        /// `reply_markup` with the button.
+        markup: Value,
+    },
     /// The final answer is about to be queued: nothing more for this turn. Answered once no
     /// call for it is in flight.
     End {
@@ -67,6 +74,9 @@ const MIN_INTERVAL: Duration = Duration::from_millis(300);
 const MAX_INTERVAL: Duration = Duration::from_secs(2);
 /// After this long without a 429 the interval shrinks a step.
 const CALM: Duration = Duration::from_secs(10);
+/// A turn that has run this long gets the working card (⏹ Stop where the person looks; a
+/// draft cannot carry buttons). Shorter turns are answered before a card would help.
+pub const WORKING_CARD_AFTER: Duration = Duration::from_secs(5);
 /// A stream silent this long is given up.
 const ABANDONED: Duration = Duration::from_secs(600);
 /// Drafts are cut below Telegram's 4096 like answers.
@@ -98,6 +108,23 @@ struct Stream {
     no_drafts: bool,
     /// The last sign of life from pi for this turn.
     heard_at: Instant,
+    /// When the turn began.
+    begun: Instant,
+    /// The working card's buttons, once bound.
+    stop: Option<Value>,
+    /// The working card.
+    card: Card,
+}
+
+/// The working card of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Card {
+    /// Not sent.
+    None,
+    /// Sent as this message (deleted when the turn ends).
+    Sent(i64),
+    /// Tried and refused: not again.
+    Tried,
 }
 
 /// Pacing of one chat's previews.
@@ -191,6 +218,9 @@ impl Previews {
                     html_only: false,
                     no_drafts: false,
                     heard_at: Instant::now(),
+                    begun: Instant::now(),
+                    stop: None,
+                    card: Card::None,
                 });
             }
             PreviewMsg::Event { turn, event } => {
@@ -199,10 +229,30 @@ impl Previews {
                     reduce(s, &event);
                 }
             }
+            PreviewMsg::StopButton { turn, markup } => {
+                if let Some(s) = self.streams.get_mut(&turn) {
+                    s.stop = Some(markup);
+                }
+            }
             PreviewMsg::End { turn, fenced } => {
                 // Calls are made from this task only, so none is in flight now.
-                self.streams.remove(&turn);
+                let ended = self.streams.remove(&turn);
                 let _ = fenced.send(());
+                // After the fence: the answer does not wait for the card to go.
+                if let Some(Stream {
+                    chat,
+                    card: Card::Sent(message_id),
+                    ..
+                }) = ended
+                {
+                    let client = self.client.clone();
+                    tokio::spawn(async move {
+                        let params = json!({ "chat_id": chat, "message_id": message_id });
+                        if let Err(e) = client.call("deleteMessage", &params).await {
+                            tracing::debug!(error = %e, "a working card was not deleted");
+                        }
+                    });
+                }
             }
         }
     }
@@ -211,6 +261,7 @@ impl Previews {
     /// expire, a typing action to renew.
     fn next_due(&self) -> Option<Instant> {
         let drafts = self.settings.current().draft_previews;
+        let cards = self.streams.values().filter_map(card_due);
         self.streams
             .values()
             .filter_map(|s| {
@@ -226,6 +277,7 @@ impl Previews {
                     Some(s.typed_at.map_or_else(Instant::now, |t| t + TYPING_EVERY))
                 }
             })
+            .chain(cards)
             .min()
     }
 
@@ -242,6 +294,14 @@ impl Previews {
             .retain(|_, s| now.duration_since(s.heard_at) < ABANDONED);
         let turns: Vec<i64> = self.streams.keys().copied().collect();
         for turn in turns {
+            if self
+                .streams
+                .get(&turn)
+                .and_then(card_due)
+                .is_some_and(|at| at <= now)
+            {
+                self.send_card(turn).await;
+            }
             let Some(s) = self.streams.get(&turn) else {
                 continue;
             };
@@ -358,6 +418,37 @@ impl Previews {
         }
     }
 
+    /// The working card: a silent message with ⏹ Stop, under the person's message.
+    async fn send_card(&mut self, turn: i64) {
+        let Some(s) = self.streams.get_mut(&turn) else {
+            return;
+        };
+        let Some(markup) = s.stop.clone() else {
+            return;
+        };
+        s.card = Card::Tried;
+        let mut params = json!({
+            "chat_id": s.chat,
+            "text": crate::outgoing::texts::working(),
+            "reply_markup": markup,
+            "disable_notification": true,
+        });
+        if let Some(t) = s.thread {
+            params["message_thread_id"] = json!(t);
+        }
+        match self.client.call("sendMessage", &params).await {
+            Ok(sent) => {
+                if let (Some(s), Some(id)) = (
+                    self.streams.get_mut(&turn),
+                    sent.get("message_id").and_then(Value::as_i64),
+                ) {
+                    s.card = Card::Sent(id);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "a working card did not go out"),
+        }
+    }
+
     async fn send_typing(&mut self, turn: i64) {
         let Some(s) = self.streams.get_mut(&turn) else {
             return;
@@ -373,6 +464,11 @@ impl Previews {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// When the turn's working card is due, if it is to be sent.
+fn card_due(s: &Stream) -> Option<Instant> {
+    (s.stop.is_some() && s.card == Card::None).then_some(s.begun + WORKING_CARD_AFTER)
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -513,6 +609,9 @@ mod tests {
             html_only: false,
             no_drafts: false,
             heard_at: Instant::now(),
+            begun: Instant::now(),
+            stop: None,
+            card: Card::None,
         }
     }
 

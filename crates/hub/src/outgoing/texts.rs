@@ -681,6 +681,21 @@ pub fn pi_closed(label: &str) -> String {
     format!("Closed pi {label}. Its session is saved; /new starts pi again.")
 }
 
+/// The working card: shown while pi works on a turn for a while, with ⏹ Stop.
+pub fn working() -> String {
+    "✍ pi is working on it. ⏹ stops it; /steer adds to it.".to_owned()
+}
+
+/// The working card's ⏹ was tapped.
+pub fn stopping() -> String {
+    "⏹ Stopping: pi's answer so far comes marked as aborted.".to_owned()
+}
+
+/// A ⏹ on work that is over.
+pub fn work_over() -> String {
+    "→ That work is over.".to_owned()
+}
+
 /// `/steer` without words.
 pub fn steer_usage() -> String {
     "Write what pi should take into its current work after /steer, e.g. /steer use the staging database. \

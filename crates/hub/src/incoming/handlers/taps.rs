@@ -183,6 +183,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         Button::Intent { id, create } => intent(say, at, *id, *create),
         Button::Stale { question, run } => stale_answer(say, at, *question, *run),
         Button::Dialog { dialog, choice } => dialog_answer(say, at, *dialog, *choice),
+        Button::Stop { turn } => stop_turn(say, at, *turn),
         Button::Menu { identity, section } => {
             menu_section(say, at, identity.as_deref(), *section, None)
         }
@@ -380,6 +381,34 @@ fn stale_answer(
         Outcome::StaleSkip
     };
     Ok(Tap::answer(line.trim_start_matches("→ "), outcome).with_edit(at.settled(line)))
+}
+
+/// The working card's ⏹: the turn it shows is aborted, if pi still works on it (the same
+/// control as `/abort`, bound to that turn, so a late tap stops nothing else).
+fn stop_turn(say: &mut Say<'_>, at: &Tapped<'_, '_>, turn: i64) -> Result<Tap, StoreError> {
+    let running = turns::outstanding(say.tx)?
+        .into_iter()
+        .find(|t| t.id == turn);
+    let Some(t) = running else {
+        return Ok(Tap::answer(texts::work_over(), Outcome::ButtonSettled)
+            .with_edit(at.settled(texts::work_over())));
+    };
+    say.control(controls::NewControl {
+        source_update_id: None,
+        kind: "abort",
+        identity: t.identity.as_deref(),
+        turn_id: Some(t.id),
+        chat_id: at.chat,
+        thread_id: at.thread_id(),
+        message_id: at.message_id(),
+        params: &json!({}),
+    })?;
+    Ok(
+        Tap::answer(texts::stopping(), Outcome::AbortRunning).with_edit(Some(Edit {
+            text: texts::stopping(),
+            markup: None,
+        })),
+    )
 }
 
 /// A button of one of pi's dialogs: its answer, if the dialog still waits for one.

@@ -155,6 +155,7 @@ impl Conductor {
             chat: place.chat,
             thread: place.thread,
         });
+        self.bind_stop_button(turn.id);
         tracing::debug!(instance = %id, turn = turn.id, "dispatched");
         crate::latency::mark(crate::latency::Step::Dispatched, turn.id);
         crashpoint::hit(crashpoint::CrashPoint::DispatchAfterSend);
@@ -376,5 +377,41 @@ fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
             ..,
         ] => Some("image/webp"),
         _ => None,
+    }
+}
+
+impl Conductor {
+    /// The working card's ⏹ Stop for `turn`, bound to the owner in a commit of its own, after
+    /// the prompt left (the card shows only after [`WORKING_CARD_AFTER`]; nothing on the way to
+    /// pi waits for it).
+    ///
+    /// [`WORKING_CARD_AFTER`]: crate::outgoing::preview::WORKING_CARD_AFTER
+    fn bind_stop_button(&self, turn: i64) {
+        let db = self.db.clone();
+        let previews = self.previews.clone();
+        tokio::spawn(async move {
+            let now = db.now_ms();
+            let clock = db.clock().clone();
+            let bound = db
+                .write(crate::db::Durability::Lazy, move |tx| {
+                    let Some(owner) = store::kv::get_i64(tx, store::kv::OWNER)? else {
+                        return Ok(None);
+                    };
+                    let ttl = crate::outgoing::outbound::BUTTON_TTL_MS;
+                    let stop = crate::buttons::Button::Stop { turn };
+                    let button = crate::outgoing::outbound::button(
+                        tx, &clock, owner, "⏹ Stop", &stop, now, ttl,
+                    )?;
+                    Ok(Some(serde_json::json!({ "inline_keyboard": [[button]] })))
+                })
+                .await;
+            match bound {
+                Ok(Some(markup)) => {
+                    let _ = previews.try_send(PreviewMsg::StopButton { turn, markup });
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!(turn, error = %e, "the stop button was not bound"),
+            }
+        });
     }
 }
