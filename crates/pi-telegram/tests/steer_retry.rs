@@ -52,6 +52,17 @@ fn steer_reaches_the_running_turn_and_retry_runs_the_last_prompt_again() {
             .any(|t| t.starts_with("↪ pi web takes this into the work")),
         "{texts:?}"
     );
+    // What pi had answered before it took the steer in is not lost under the last answer:
+    // it arrives first.
+    let earlier = texts
+        .iter()
+        .position(|t| t.contains("w1 w2 w3") && t.contains("w40"))
+        .unwrap_or_else(|| panic!("the answer before the steer is lost: {texts:?}"));
+    let last = texts
+        .iter()
+        .position(|t| t == "echo: use the staging database")
+        .unwrap();
+    assert!(earlier < last, "{texts:?}");
     // Inside the run: the request with the steer carries the streamed answer before it, and
     // the hub made no turn of its own of it (one prompt request for each).
     let requests = s.llm.requests();

@@ -144,6 +144,7 @@ impl Conductor {
             tools: Vec::new(),
             tool_args: std::collections::HashMap::new(),
             tools_token,
+            answered_before: None,
         };
         let id = InstanceId(registered.id);
         self.go_live(id, live, registered.done_acks, registered.resumed, reply);

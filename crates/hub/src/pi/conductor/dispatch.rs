@@ -150,6 +150,7 @@ impl Conductor {
         }
         // Busy-ness comes from pi's own events; `outstanding` alone keeps a second turn out.
         l.outstanding = Some(turn.id);
+        l.answered_before = None;
         let _ = self.previews.try_send(PreviewMsg::Begin {
             turn: turn.id,
             chat: place.chat,

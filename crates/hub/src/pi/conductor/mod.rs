@@ -70,6 +70,9 @@ struct Live {
     tool_args: std::collections::HashMap<String, Value>,
     /// A headless child's token for its tools connection.
     tools_token: Option<String>,
+    /// The text and time of an answer pi finished in the current Telegram turn: the turn's
+    /// answer, unless pi goes on (a steer), when it becomes commentary.
+    answered_before: Option<(String, i64)>,
 }
 
 impl Live {

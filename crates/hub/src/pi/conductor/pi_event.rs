@@ -57,6 +57,13 @@ impl Conductor {
                 event: event.clone(),
             });
         }
+        if let (Some(n), EventKind::TurnStart) = (turn, &kind)
+            && let Some(said) = l.answered_before.take()
+        {
+            // pi goes on after an answer (the person steered it): that answer is not the
+            // turn's last, and would be lost under the next; it arrives as commentary.
+            return self.write_earlier_answer(id, n, said).await;
+        }
         if kind != EventKind::MessageEnd {
             return Ok(());
         }
@@ -99,6 +106,10 @@ impl Conductor {
         let show_tools = settings.activity.tools() && !tools.is_empty();
         let show_thinking = settings.activity.thinking() && !thinking.trim().is_empty();
         let commentary = stop.as_deref() == Some("toolUse") && said;
+        if turn.is_some() && stop.as_deref() == Some("stop") && said {
+            // The turn's answer, unless pi goes on (`TurnStart`, above).
+            l.answered_before = Some((text.clone(), at));
+        }
         let push =
             settings.proactive_push && matches!(stop.as_deref(), Some("stop" | "toolUse")) && said;
         let shown = match turn {
@@ -132,6 +143,42 @@ impl Conductor {
                     let label = several.then_some(label.as_str());
                     write_local_work(tx, &identity, label, &lasting, now)
                 }
+            })
+            .await?;
+        if written > 0 {
+            self.wakes.sender.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl Conductor {
+    /// An answer pi wrote before it went on in the same turn, as that turn's commentary.
+    async fn write_earlier_answer(
+        &mut self,
+        id: &InstanceId,
+        turn: i64,
+        (text, at): (String, i64),
+    ) -> Result<(), HubError> {
+        let Some(l) = self.live.get(id) else {
+            return Ok(());
+        };
+        let identity = l.identity.clone();
+        let lasting = Lasting {
+            text,
+            thinking: String::new(),
+            tools: Vec::new(),
+            at,
+            show_tools: false,
+            show_thinking: false,
+            commentary: true,
+            rendering: self.assistant.current().rendering,
+        };
+        let now = self.db.now_ms();
+        let written = self
+            .db
+            .write(Durability::Lazy, move |tx| {
+                write_turn_activity(tx, turn, &identity, &lasting, now)
             })
             .await?;
         if written > 0 {
