@@ -127,7 +127,9 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
     let purpose = Purpose::NoticeGone { key: d.key.clone() };
     let (label, why) = (d.label.as_str(), d.why.as_str());
     // A pi whose process is gone: how to go on with its session in a terminal.
-    let resume = if d.final_turns || d.disconnected {
+    // (Not when the hub closed it: `/close`'s own reply says it.)
+    let closed = matches!(d.reason, GoneReason::Closed(_));
+    let resume = if (d.final_turns || d.disconnected) && !closed {
         session_of(tx, d)?
             .map(|file| format!("\n{}", texts::go_on_in_terminal(&d.cwd, &file)))
             .unwrap_or_default()
