@@ -247,7 +247,15 @@ impl Outcome {
                     format!("reaction:{}", parts.join("+")).into()
                 }
             }
-            Self::IgnoredKind(kind) => format!("ignored:{kind}").into(),
+            Self::IgnoredKind(kind) => {
+                let text = format!("ignored:{kind}");
+                // A kind named like one of the hub's own outcomes (`edit`) would read back as it.
+                if Self::unit(&text).is_some() {
+                    format!("ignored:update:{kind}").into()
+                } else {
+                    text.into()
+                }
+            }
             Self::Failed(message) => format!("failed: {message}").into(),
             Self::Other(text) => text.clone().into(),
             unit => unit.unit_text().unwrap_or_default().into(),
@@ -265,8 +273,10 @@ impl Outcome {
         } else if let Some(message) = text.strip_prefix("failed: ") {
             Some(Self::Failed(message.to_owned()))
         } else {
-            text.strip_prefix("ignored:")
-                .map(|kind| Self::IgnoredKind(kind.to_owned()))
+            let kind = text
+                .strip_prefix("ignored:update:")
+                .or_else(|| text.strip_prefix("ignored:"));
+            kind.map(|kind| Self::IgnoredKind(kind.to_owned()))
         };
         // Only a parse that writes the same text back counts (`reaction:skip+priority` is no
         // text this release writes).
@@ -476,6 +486,12 @@ mod tests {
                 skip: Some(true)
             }
         );
+        // An update kind named like one of the hub's outcomes keeps its own meaning (found by
+        // the update fuzzer: a kind `edit` read back as `ignored:edit`, an edit ignored).
+        for kind in ["edit", "bot", "malformed"] {
+            let o = Outcome::IgnoredKind(kind.into());
+            assert_eq!(Outcome::parse(&o.to_string()), o, "{kind}");
+        }
         // Texts of older hubs, and ones no parse writes back the same, stay as they are.
         for text in ["turn", "reaction:skip+priority", "reaction:", ""] {
             assert_eq!(Outcome::parse(text), Outcome::Other(text.into()), "{text}");
