@@ -29,7 +29,7 @@ use tokio::io::AsyncWriteExt;
 // ---------------------------------------------------------------------------------------------
 
 /// The fault kinds, in the table's column order.
-const KINDS: [FaultKind; 7] = [
+const KINDS: [FaultKind; 8] = [
     FaultKind::Http500,
     FaultKind::Delay,
     FaultKind::DropBefore,
@@ -37,6 +37,7 @@ const KINDS: [FaultKind; 7] = [
     FaultKind::Flood,
     FaultKind::ThreadNotFound,
     FaultKind::BadRequest,
+    FaultKind::Hang,
 ];
 
 /// `retry_after` of an injected 429: long enough that a call made before it ends (a plain
@@ -49,6 +50,28 @@ const FLOOD_S: u64 = 2;
 const TOPIC_FLOOD_S: u64 = 5;
 /// The `delay` fault's wait.
 const DELAY_MS: u64 = 500;
+/// The hub's client timeout here (30 s in production, `PI_TELEGRAM_CLIENT_TIMEOUT_SECS`): a
+/// `hang` is given up after it, so a hung call costs a cell this long, not half a minute.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The test hub's tuning with [`CLIENT_TIMEOUT`].
+fn tuned() -> hub::serve::Tuning {
+    hub::serve::Tuning {
+        client_timeout: CLIENT_TIMEOUT,
+        ..common::tuning()
+    }
+}
+
+/// A hub on a fresh fake with `config` and `extra` profile settings, tuned for the matrix.
+async fn hub_with(config: FakeConfig, extra: Value) -> TestHub {
+    let mut hub = TestHub::prepare(config, extra).await;
+    hub.launch_tuned(tuned()).await;
+    hub
+}
+
+async fn plain_hub() -> TestHub {
+    hub_with(FakeConfig::default(), json!({})).await
+}
 
 /// What the hub does about one fault on one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +112,12 @@ enum Expected {
     WebhookLater,
     /// The cleanup is done: Telegram says the topic is not there.
     CleanupDone,
+    /// A best-effort outbox call (a pin): not tried again after a retryable failure; the row
+    /// is `failed`; what it decorates goes on as ever.
+    TriedOnce,
+    /// A best-effort call straight to the client (a reaction): that state is not shown (or
+    /// late); the next one is set, so the message ends showing its final fate.
+    Superseded,
     /// Not a fault Telegram gives for this call (see the sentence): not tested.
     NotApplicable,
 }
@@ -111,6 +140,8 @@ impl Expected {
             Self::FileFailed => "file failed, told",
             Self::WebhookLater => "removed later",
             Self::CleanupDone => "cleanup done",
+            Self::TriedOnce => "tried once",
+            Self::Superseded => "superseded",
             Self::NotApplicable => "n/a",
         }
     }
@@ -136,6 +167,8 @@ enum Test {
     FilesIn,
     FilesOut,
     Voice,
+    Pins,
+    Reactions,
     None,
 }
 
@@ -159,6 +192,8 @@ impl Test {
             Self::FilesIn => "files_in",
             Self::FilesOut => "files_out",
             Self::Voice => "voice",
+            Self::Pins => "pins",
+            Self::Reactions => "reactions",
             Self::None => "",
         }
     }
@@ -187,7 +222,7 @@ const fn na(why: &'static str) -> Cell {
 struct Row {
     method: &'static str,
     site: &'static str,
-    cells: [Cell; 7],
+    cells: [Cell; 8],
 }
 
 use Expected as E;
@@ -230,6 +265,11 @@ const MATRIX: &[Row] = &[
                 Test::Polling,
                 "a refused poll is retried after a back-off; no update is lost",
             ),
+            c(
+                E::Retried,
+                Test::Polling,
+                "the poll hangs: given up at its deadline (the long-poll timeout + 3 s), polled again at once from the same offset; each update once",
+            ),
         ],
     },
     Row {
@@ -258,6 +298,11 @@ const MATRIX: &[Row] = &[
                 E::StartStops,
                 Test::StartUp,
                 "Telegram refused the bot's own description: the hub stops with the error instead of guessing",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout; start-up asks again",
             ),
         ],
     },
@@ -296,6 +341,11 @@ const MATRIX: &[Row] = &[
                 Test::StartUp,
                 "refused: start-up goes on; the first poll's 409 names the webhook and the poller removes it",
             ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout, asked again; removed and recorded",
+            ),
         ],
     },
     Row {
@@ -320,6 +370,11 @@ const MATRIX: &[Row] = &[
                 E::WebhookLater,
                 Test::StartUp,
                 "refused: start-up goes on; the poller's 409 tries again and removes it",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout; removed on the next try and recorded",
             ),
         ],
     },
@@ -349,6 +404,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::StartUp,
                 "refused: recorded as an incident, the menu keeps its old list until the next change",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout (repeatable): set again after a back-off",
             ),
         ],
     },
@@ -387,6 +447,11 @@ const MATRIX: &[Row] = &[
                 Test::AnswersHtml,
                 "HTML refused: the same words as plain text",
             ),
+            c(
+                E::ResentMarked,
+                Test::AnswersHtml,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -419,6 +484,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::OwnTexts,
                 "plain text refused: nothing else to try, an incident",
+            ),
+            c(
+                E::Ambiguous,
+                Test::OwnTexts,
+                "given up at the client's timeout, the outcome unknown: not resent",
             ),
         ],
     },
@@ -457,6 +527,11 @@ const MATRIX: &[Row] = &[
                 Test::PromptTexts,
                 "plain text refused: nothing else to try, an incident",
             ),
+            c(
+                E::ResentMarked,
+                Test::PromptTexts,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -490,6 +565,11 @@ const MATRIX: &[Row] = &[
                 Test::AnswersRich,
                 "rich refused: the same words as HTML (`sendMessage`)",
             ),
+            c(
+                E::ResentMarked,
+                Test::AnswersRich,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -522,6 +602,11 @@ const MATRIX: &[Row] = &[
                 E::FellBack,
                 Test::Voice,
                 "the voice refused: the answer is written instead (rich)",
+            ),
+            c(
+                E::ResentMarked,
+                Test::Voice,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
             ),
         ],
     },
@@ -564,6 +649,11 @@ const MATRIX: &[Row] = &[
                 Test::PreviewsHtml,
                 "HTML drafts refused: drafts stop for the turn, typing instead",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::PreviewsHtml,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -605,6 +695,11 @@ const MATRIX: &[Row] = &[
                 Test::PreviewsRich,
                 "rich drafts refused: HTML drafts from then on",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::PreviewsRich,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -642,6 +737,11 @@ const MATRIX: &[Row] = &[
                 Test::Typing,
                 "no indicator; the answer goes its own way",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::Typing,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -671,6 +771,11 @@ const MATRIX: &[Row] = &[
                 Test::Taps,
                 "refused: the message keeps its old text, an incident",
             ),
+            c(
+                E::Retried,
+                Test::Taps,
+                "given up at the client's timeout (repeatable): edited again",
+            ),
         ],
     },
     Row {
@@ -695,6 +800,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::Taps,
                 "refused: the button stops spinning on its own; an incident",
+            ),
+            c(
+                E::Retried,
+                Test::Taps,
+                "given up at the client's timeout (repeatable): answered again; the toast shows once",
             ),
         ],
     },
@@ -724,6 +834,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::PromptButtons,
                 "refused: the buttons keep their look (an incident); the prompt still reaches pi once",
+            ),
+            c(
+                E::Retried,
+                Test::PromptButtons,
+                "given up at the client's timeout (repeatable): restyled again; the prompt reaches pi once",
             ),
         ],
     },
@@ -762,6 +877,11 @@ const MATRIX: &[Row] = &[
                 Test::TopicCreation,
                 "refused: the pi works in the main chat and the person is told; asked again when it reconnects",
             ),
+            c(
+                E::AskedAboutTopic,
+                Test::TopicCreation,
+                "given up at the client's timeout, the topic may exist: the person decides",
+            ),
         ],
     },
     Row {
@@ -795,6 +915,11 @@ const MATRIX: &[Row] = &[
                 Test::TopicCleanup,
                 "refused: retried later with back-off (a minute, doubling), never in a loop",
             ),
+            c(
+                E::Retried,
+                Test::TopicCleanup,
+                "given up at the client's timeout (repeatable): the cleanup is retried with back-off",
+            ),
         ],
     },
     Row {
@@ -819,6 +944,11 @@ const MATRIX: &[Row] = &[
                 E::FileFailed,
                 Test::FilesIn,
                 "refused: the file is marked failed, the person told, pi gets the message with the failure",
+            ),
+            c(
+                E::Retried,
+                Test::FilesIn,
+                "given up at the client's timeout (repeatable): asked again; saved once",
             ),
         ],
     },
@@ -849,6 +979,11 @@ const MATRIX: &[Row] = &[
                 Test::FilesIn,
                 "refused: the file is marked failed, the person told, pi gets the message with the failure",
             ),
+            c(
+                E::Retried,
+                Test::FilesIn,
+                "given up at four times the client's timeout; downloaded again, saved once",
+            ),
         ],
     },
     Row {
@@ -878,6 +1013,11 @@ const MATRIX: &[Row] = &[
                 Test::FilesOut,
                 "refused: nothing else to try, an incident",
             ),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
         ],
     },
     Row {
@@ -899,6 +1039,11 @@ const MATRIX: &[Row] = &[
                 "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
         ],
     },
     Row {
@@ -920,6 +1065,121 @@ const MATRIX: &[Row] = &[
                 "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
+        ],
+    },
+    Row {
+        method: "pinChatMessage",
+        site: "outbox (chat 0, best effort): a question that waits for the person is pinned once it is there",
+        cells: [
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "best effort: not pinned, not tried again (a retry would hold up the taps behind it); the question works as ever",
+            ),
+            c(E::Late, Test::Pins, "pinned once, late"),
+            c(E::TriedOnce, Test::Pins, "not pinned, not tried again"),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "pinned, the answer lost: not tried again; unpinned when the question is settled",
+            ),
+            c(
+                E::FloodWaited,
+                Test::Pins,
+                "pinned once the wait is over",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::Dropped,
+                Test::Pins,
+                "refused: not pinned, an incident; the question works as ever",
+            ),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "given up at the client's timeout: not pinned, not tried again",
+            ),
+        ],
+    },
+    Row {
+        method: "unpinChatMessage",
+        site: "outbox (chat 0, best effort): a pinned question is unpinned once settled",
+        cells: [
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "best effort: still pinned, not tried again; the tap's prompt reaches pi once",
+            ),
+            c(E::Late, Test::Pins, "unpinned once, late"),
+            c(E::TriedOnce, Test::Pins, "still pinned, not tried again"),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "unpinned, the answer lost: not tried again",
+            ),
+            c(
+                E::FloodWaited,
+                Test::Pins,
+                "unpinned once the wait is over",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::Dropped,
+                Test::Pins,
+                "refused: still pinned, an incident",
+            ),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "given up at the client's timeout: still pinned, not tried again",
+            ),
+        ],
+    },
+    Row {
+        method: "setMessageReaction",
+        site: "reactions task (best effort, straight to the client): the person's message shows its fate",
+        cells: [
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "that fate (✍, running) is not shown; the next one (👌, answered) is set",
+            ),
+            c(
+                E::Late,
+                Test::Reactions,
+                "✍ shows late, then 👌",
+            ),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "✍ is lost; 👌 is set",
+            ),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "✍ was set, the answer lost: not repeated; 👌 replaces it",
+            ),
+            c(
+                E::FloodWaited,
+                Test::Reactions,
+                "the task waits `retry_after`; meanwhile 👌 replaced ✍, so 👌 is the one call after the wait",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "refused: ✍ is not shown; 👌 is set",
+            ),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "given up at the client's timeout: ✍ is not shown; 👌 is set after it",
+            ),
         ],
     },
 ];
@@ -946,6 +1206,18 @@ fn document() -> String {
          group side by side, `FAULT_MATRIX_ONLY=<group>` one of them), which drives the real hub \
          (in-process) against tg-fake with that fault armed once on that call and asserts the \
          outcome from tg-fake's request log and transcript and the hub's status.\n\n",
+    );
+    out.push_str(
+        "A `hang` is a request Telegram takes and never answers (a connection that died \
+         silently): the hub gives up on it at its client's timeout (30 s, \
+         `PI_TELEGRAM_CLIENT_TIMEOUT_SECS`; 3 s in these tests; four times that for a download) \
+         or, for a long poll, at the poll's deadline (its timeout + 3 s), and takes it as any \
+         failure after the request left: of unknown outcome. While an outbox call hangs the \
+         sender waits for it, so a hang holds up the whole outbox for that long.\n\n",
+    );
+    out.push_str(
+        "Best-effort calls count too: the preview task's (drafts, typing) and the reactions \
+         task's go straight to the client, pins and unpins through the outbox, tried once.\n\n",
     );
     out.push_str(
         "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test \
@@ -997,6 +1269,8 @@ fn document() -> String {
         E::FileFailed,
         E::WebhookLater,
         E::CleanupDone,
+        E::TriedOnce,
+        E::Superseded,
         E::NotApplicable,
     ] {
         out.push_str(&format!("| {} | {} |\n", e.name(), meaning(e)));
@@ -1048,6 +1322,12 @@ fn meaning(e: Expected) -> &'static str {
         E::FileFailed => "the file is not saved, the person is told, pi still gets the message",
         E::WebhookLater => "start-up goes on; the poll's 409 removes the webhook; updates arrive",
         E::CleanupDone => "Telegram says the topic is not there: the cleanup is recorded done",
+        E::TriedOnce => {
+            "best effort (outbox): not tried again after a retryable failure, the row `failed`; what it decorates goes on"
+        }
+        E::Superseded => {
+            "best effort (straight to the client): that state is lost or late; the next one is set, the last one shows"
+        }
         E::NotApplicable => "Telegram does not give this answer to this call: not tested",
     }
 }
@@ -1055,7 +1335,7 @@ fn meaning(e: Expected) -> &'static str {
 #[test]
 fn the_document_is_the_table() {
     // Every kind tg-fake has is a column.
-    assert_eq!(KINDS.len(), 7, "a new FaultKind needs a column");
+    assert_eq!(KINDS.len(), 8, "a new FaultKind needs a column");
     for r in MATRIX {
         for (k, cell) in KINDS.iter().zip(&r.cells) {
             assert_eq!(
@@ -1207,6 +1487,7 @@ fn assert_fired(calls: &[RequestEntry], kind: FaultKind, what: &str) {
             .any(|c| c.fault.as_deref() == Some(name.as_str())),
         "{what}: the {name} fault never fired: {calls:#?}"
     );
+    assert_held(calls, kind, what);
 }
 
 /// The `retry_after` of a 429 injected on `method`.
@@ -1233,6 +1514,38 @@ fn assert_waited(calls: &[RequestEntry], what: &str) {
         gap + 150 >= wait * 1000,
         "{what}: called again {gap} ms after a 429 with retry_after {wait} s"
     );
+}
+
+/// The least time a hung call of `method` is held before the hub gives up on it: the client's
+/// timeout (four times it for a download), or the poll's margin past its long-poll timeout.
+fn held_ms(method: &str) -> u64 {
+    let t = u64::try_from(CLIENT_TIMEOUT.as_millis()).unwrap();
+    match method {
+        "download" => 4 * t,
+        "getUpdates" => u64::try_from(hub::incoming::reach::HUNG_MARGIN.as_millis()).unwrap(),
+        _ => t,
+    }
+}
+
+/// A hung call was given up only at its deadline: the next call of `calls` after it (if any)
+/// came no sooner. Every other kind passes.
+fn assert_held(calls: &[RequestEntry], kind: FaultKind, what: &str) {
+    if kind != FaultKind::Hang {
+        return;
+    }
+    let hung = calls
+        .iter()
+        .position(|c| c.fault.as_deref() == Some("hang"))
+        .unwrap_or_else(|| panic!("{what}: nothing hung"));
+    assert_eq!(calls[hung].status, None, "{what}: a hung call is never answered");
+    if let Some(next) = calls.get(hung + 1) {
+        let gap = next.at_ms - calls[hung].at_ms;
+        let held = held_ms(&next.method);
+        assert!(
+            gap + 150 >= held,
+            "{what}: called again {gap} ms after a hung call (held at least {held} ms)"
+        );
+    }
 }
 
 fn what(row: &Row, kind: FaultKind) -> String {
@@ -1465,6 +1778,8 @@ async fn fault_matrix() {
         (Test::FilesIn, Box::pin(files_in())),
         (Test::FilesOut, Box::pin(files_out())),
         (Test::Voice, Box::pin(voice())),
+        (Test::Pins, Box::pin(pins())),
+        (Test::Reactions, Box::pin(reactions())),
     ];
     // Every cell that names a test is run by one of these.
     for r in MATRIX {
@@ -1523,7 +1838,7 @@ async fn answers(test: Test, rendering: &str) {
         json!({ "assistant": { "rendering": rendering, "draftPreviews": false } }),
     )
     .await;
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5101, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
         // Nothing else in flight: the fault is for this cell's call.
@@ -1557,7 +1872,7 @@ async fn answers_rich() {
 }
 
 async fn own_texts() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (row, kind, cell) in cells_of(Test::OwnTexts) {
         settle(&hub).await;
         let b = before(&hub);
@@ -1577,7 +1892,7 @@ async fn own_texts() {
 /// The reply to a command nobody knows stands for every text that is all a person learns of
 /// their message (they are queued alike: `outbound::Text::resend`).
 async fn prompt_texts() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (n, (row, kind, cell)) in cells_of(Test::PromptTexts).into_iter().enumerate() {
         settle(&hub).await;
         let b = before(&hub);
@@ -1614,7 +1929,7 @@ async fn topics() {
         if row.method == "sendVoice" {
             enable_voice(&hub);
         }
-        hub.launch().await;
+        hub.launch_tuned(tuned()).await;
         let pi = Pi::start(&hub, "/work/web", 5201 + n as i64, Style::Plain).await;
         let old = until_topic(&hub, None).await;
         settle(&hub).await;
@@ -1713,7 +2028,7 @@ async fn until_topic(hub: &TestHub, not: Option<i64>) -> i64 {
 }
 
 async fn polling() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 5301, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::Polling).into_iter().enumerate() {
         let w = what(row, kind);
@@ -1820,7 +2135,7 @@ async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'sta
         assert_eq!(calls(&hub, since, row.method).len(), 1, "{w}: not repeated");
         return;
     }
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5401 + n as i64, Style::Plain).await;
     let floor = floor(&hub);
     hub.say("hello");
@@ -1882,7 +2197,7 @@ async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'sta
 /// The rows of one preview test, with the hub's settings for them.
 async fn previews(test: Test, assistant: Value) {
     let mut hub = TestHub::prepare(FakeConfig::default(), json!({ "assistant": assistant })).await;
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5501, Style::Streaming).await;
     for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
         let w = what(row, kind);
@@ -1976,7 +2291,7 @@ fn button(hub: &TestHub, id: i64, label: &str) -> Option<String> {
 }
 
 async fn taps() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (row, kind, cell) in cells_of(Test::Taps) {
         let w = what(row, kind);
         let sent = hub.say("/start");
@@ -2078,7 +2393,7 @@ async fn taps() {
 /// pi answers with a button; the person taps it: the tapped button is restyled
 /// (`editMessageReplyMarkup`) and its prompt goes to pi.
 async fn prompt_buttons() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 6001, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::PromptButtons).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2172,7 +2487,7 @@ async fn prompt_buttons() {
 async fn voice() {
     let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
     enable_voice(&hub);
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 6101, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::Voice).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2245,7 +2560,7 @@ async fn topic_creation() {
         // for it.
         hub.launch_tuned(hub::serve::Tuning {
             probe_every: Duration::from_secs(600),
-            ..common::tuning()
+            ..tuned()
         })
         .await;
         arm(&hub, row.method, kind);
@@ -2375,7 +2690,14 @@ fn pending_cleanups(hub: &TestHub) -> usize {
 }
 
 async fn topic_cleanup() {
-    let mut hub = TestHub::threaded().await;
+    let mut hub = hub_with(
+        FakeConfig {
+            has_topics_enabled: true,
+            ..FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
     for (n, (row, kind, cell)) in cells_of(Test::TopicCleanup).into_iter().enumerate() {
         let w = what(row, kind);
         let cwd = format!("/work/p{n}");
@@ -2460,7 +2782,7 @@ async fn topic_cleanup() {
 }
 
 async fn files_in() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 5801, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::FilesIn).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2588,7 +2910,7 @@ const PNG: [u8; 70] = [
 ];
 
 async fn files_out() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let pi = Pi::start(&hub, "/work/web", 5901, Style::Plain).await;
     let files = tempfile::tempdir().unwrap();
     for (n, (row, kind, cell)) in cells_of(Test::FilesOut).into_iter().enumerate() {
@@ -2655,6 +2977,200 @@ async fn files_out() {
                 assert_eq!(arrived(), 1, "{w}");
                 assert_waited(&made, &w);
             }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+    }
+    hub.stop().await;
+}
+
+/// Two pis in Threaded Mode: a message in the main chat waits for the person's choice, and its
+/// chooser (a question that waits for the person) is pinned once it is there and unpinned
+/// when a tap settles it. The pin's cells fault the pin, the unpin's cells the unpin.
+async fn pins() {
+    let mut hub = hub_with(
+        FakeConfig {
+            has_topics_enabled: true,
+            ..FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
+    let _web = Pi::start(&hub, "/work/web", 6201, Style::Plain).await;
+    let _api = Pi::start(&hub, "/work/api", 6202, Style::Plain).await;
+    until("two topics", || live_topics(&hub) >= 2).await;
+    for (n, (row, kind, cell)) in cells_of(Test::Pins).into_iter().enumerate() {
+        let w = what(row, kind);
+        let pin = row.method == "pinChatMessage";
+        settle(&hub).await;
+        let mut b = before(&hub);
+        let mut since = last_seq(&hub);
+        let floor = floor(&hub);
+        if pin {
+            arm(&hub, row.method, kind);
+        }
+        let text = format!("job {n}");
+        say_in(&hub, None, &text);
+        let mut chooser = None;
+        until(&format!("{w}: the chooser"), || {
+            chooser = transcript(&hub)
+                .into_iter()
+                .filter(|m| m.from_bot && m.message_id > floor)
+                .find_map(|m| button(&hub, m.message_id, "Send to web").map(|d| (m.message_id, d)));
+            chooser.is_some()
+        })
+        .await;
+        let (chooser, data) = chooser.unwrap();
+        let pinned = || {
+            transcript(&hub)
+                .iter()
+                .any(|m| m.message_id == chooser && m.pinned)
+        };
+        let made = |since: u64| {
+            calls(&hub, since, row.method)
+                .into_iter()
+                .filter(|r| r.params["message_id"].as_i64() == Some(chooser))
+                .collect::<Vec<_>>()
+        };
+        if pin {
+            until(&format!("{w}: the pin tried"), || !made(since).is_empty()).await;
+        } else {
+            until(&format!("{w}: pinned"), pinned).await;
+            settle(&hub).await;
+            b = before(&hub);
+            since = last_seq(&hub);
+            arm(&hub, row.method, kind);
+        }
+        let answer = format!("answer to {text}");
+        let is = ends_with(&answer);
+        let want = Want { floor, is: &is };
+        let press = || {
+            hub.fake
+                .control()
+                .press(Press {
+                    message_id: chooser,
+                    data: data.clone(),
+                    user_id: None,
+                    token: None,
+                })
+                .unwrap();
+        };
+        if !pin {
+            press();
+            until(&format!("{w}: the prompt answered"), || {
+                !copies(&hub, &want).is_empty()
+            })
+            .await;
+            until(&format!("{w}: the unpin tried"), || !made(since).is_empty()).await;
+        }
+        settle(&hub).await;
+        // A pin (or an unpin) that went through: the chooser's state as it should be after it.
+        let done = pin == pinned();
+        let made = made(since);
+        assert_fired(&made, kind, &w);
+        let failed = outbox(&hub, "failed") - b.2;
+        match cell.expected {
+            E::TriedOnce => {
+                assert_eq!(made.len(), 1, "{w}: not tried again: {made:#?}");
+                assert_eq!(failed, 1, "{w}: the row failed");
+                assert_eq!(done, kind == FaultKind::CommitThenDrop, "{w}");
+            }
+            E::Dropped => {
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+                assert_eq!(failed, 1, "{w}: the row failed");
+                assert!(!done, "{w}");
+            }
+            E::Late => {
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+                assert_eq!(failed, 0, "{w}");
+                assert!(done, "{w}");
+            }
+            E::FloodWaited => {
+                assert_waited(&made, &w);
+                assert_eq!(made.len(), 2, "{w}: {made:#?}");
+                assert!(done, "{w}");
+            }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+        hub.fake.control().clear_faults();
+        if pin {
+            // The question works as ever: the tap's prompt reaches pi, and a pinned chooser
+            // is unpinned.
+            press();
+            until(&format!("{w}: the prompt answered"), || {
+                !copies(&hub, &want).is_empty()
+            })
+            .await;
+            until(&format!("{w}: not pinned once settled"), || !pinned()).await;
+        }
+        settle(&hub).await;
+        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the prompt answered once");
+    }
+    hub.stop().await;
+}
+
+/// A turn that streams for a while: its message shows ✍ (running) at once and 👌 (answered)
+/// after it; the fault meets the ✍.
+async fn reactions() {
+    let mut hub = hub_with(
+        FakeConfig::default(),
+        json!({ "assistant": { "draftPreviews": false } }),
+    )
+    .await;
+    let _pi = Pi::start(&hub, "/work/web", 6301, Style::Streaming).await;
+    let emoji = |r: &RequestEntry| {
+        r.params
+            .pointer("/reaction/0/emoji")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (n, (row, kind, cell)) in cells_of(Test::Reactions).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let since = last_seq(&hub);
+        arm(&hub, row.method, kind);
+        let q = format!("question {n}");
+        let a = format!("answer to {q}");
+        let is = ends_with(&a);
+        let want = Want {
+            floor: floor(&hub),
+            is: &is,
+        };
+        let sent = hub.say(&q);
+        let shown = || {
+            transcript(&hub)
+                .into_iter()
+                .find(|m| m.message_id == sent.message_id)
+                .and_then(|m| {
+                    m.bot_reactions
+                        .first()
+                        .and_then(|r| r["emoji"].as_str().map(str::to_owned))
+                })
+        };
+        until(&format!("{w}: answered, 👌 shown"), || {
+            !copies(&hub, &want).is_empty() && shown().as_deref() == Some("👌")
+        })
+        .await;
+        settle(&hub).await;
+        hub.fake.control().clear_faults();
+        let made: Vec<_> = calls(&hub, since, row.method)
+            .into_iter()
+            .filter(|r| r.params["message_id"].as_i64() == Some(sent.message_id))
+            .collect();
+        assert_fired(&made, kind, &w);
+        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the answer once");
+        let faulted = made
+            .iter()
+            .find(|c| c.fault.as_deref() == Some(kind_name(kind).as_str()))
+            .unwrap();
+        assert_eq!(emoji(faulted), "✍", "{w}: the fault met the running fate");
+        let last = made.last().unwrap();
+        assert_eq!((emoji(last).as_str(), last.status), ("👌", Some(200)), "{w}");
+        assert_eq!(made.len(), 2, "{w}: ✍ then 👌, nothing repeated: {made:#?}");
+        match cell.expected {
+            E::Superseded => assert_ne!(faulted.status, Some(200), "{w}"),
+            E::Late => assert_eq!(faulted.status, Some(200), "{w}"),
+            E::FloodWaited => assert_waited(&made, &w),
             other => panic!("{w}: no check for {other:?}"),
         }
     }
