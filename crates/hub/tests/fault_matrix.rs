@@ -118,6 +118,8 @@ enum Expected {
     /// A best-effort call straight to the client (a reaction): that state is not shown (or
     /// late); the next one is set, so the message ends showing its final fate.
     Superseded,
+    /// The working card stays in the chat after the answer: the hub cannot remove it.
+    CardStays,
     /// Not a fault Telegram gives for this call (see the sentence): not tested.
     NotApplicable,
 }
@@ -142,6 +144,7 @@ impl Expected {
             Self::CleanupDone => "cleanup done",
             Self::TriedOnce => "tried once",
             Self::Superseded => "superseded",
+            Self::CardStays => "card stays",
             Self::NotApplicable => "n/a",
         }
     }
@@ -169,6 +172,8 @@ enum Test {
     Voice,
     Pins,
     Reactions,
+    CardSent,
+    CardDeleted,
     None,
 }
 
@@ -194,6 +199,8 @@ impl Test {
             Self::Voice => "voice",
             Self::Pins => "pins",
             Self::Reactions => "reactions",
+            Self::CardSent => "card_sent",
+            Self::CardDeleted => "card_deleted",
             Self::None => "",
         }
     }
@@ -1088,11 +1095,7 @@ const MATRIX: &[Row] = &[
                 Test::Pins,
                 "pinned, the answer lost: not tried again; unpinned when the question is settled",
             ),
-            c(
-                E::FloodWaited,
-                Test::Pins,
-                "pinned once the wait is over",
-            ),
+            c(E::FloodWaited, Test::Pins, "pinned once the wait is over"),
             na(NO_TOPIC),
             c(
                 E::Dropped,
@@ -1122,17 +1125,9 @@ const MATRIX: &[Row] = &[
                 Test::Pins,
                 "unpinned, the answer lost: not tried again",
             ),
-            c(
-                E::FloodWaited,
-                Test::Pins,
-                "unpinned once the wait is over",
-            ),
+            c(E::FloodWaited, Test::Pins, "unpinned once the wait is over"),
             na(NO_TOPIC),
-            c(
-                E::Dropped,
-                Test::Pins,
-                "refused: still pinned, an incident",
-            ),
+            c(E::Dropped, Test::Pins, "refused: still pinned, an incident"),
             c(
                 E::TriedOnce,
                 Test::Pins,
@@ -1149,16 +1144,8 @@ const MATRIX: &[Row] = &[
                 Test::Reactions,
                 "that fate (✍, running) is not shown; the next one (👌, answered) is set",
             ),
-            c(
-                E::Late,
-                Test::Reactions,
-                "✍ shows late, then 👌",
-            ),
-            c(
-                E::Superseded,
-                Test::Reactions,
-                "✍ is lost; 👌 is set",
-            ),
+            c(E::Late, Test::Reactions, "✍ shows late, then 👌"),
+            c(E::Superseded, Test::Reactions, "✍ is lost; 👌 is set"),
             c(
                 E::Superseded,
                 Test::Reactions,
@@ -1179,6 +1166,86 @@ const MATRIX: &[Row] = &[
                 E::Superseded,
                 Test::Reactions,
                 "given up at the client's timeout: ✍ is not shown; 👌 is set after it",
+            ),
+        ],
+    },
+    Row {
+        method: "sendMessage",
+        site: "preview task (best effort, straight to the client): the working card, a silent message with ⏹ Stop for a turn that runs 5 s",
+        cells: [
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card for this turn (not tried again); the answer arrives once",
+            ),
+            c(
+                E::Late,
+                Test::CardSent,
+                "the card shows late and is deleted after the answer",
+            ),
+            c(E::PreviewSkipped, Test::CardSent, "no card for this turn"),
+            c(
+                E::CardStays,
+                Test::CardSent,
+                "the card arrived, the hub never learnt its id: it stays after the answer (a message is not repeatable, so it is not sent again either)",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card for this turn; the answer waits out the chat's wait",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "refused: no card for this turn",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "refused: no card for this turn",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card; the fence waits for the hung call 2 s at most, then the answer goes out once",
+            ),
+        ],
+    },
+    Row {
+        method: "deleteMessage",
+        site: "preview task: the working card deleted after the answer's fence",
+        cells: [
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "repeatable: deleted on a later try (was: tried once, the card stayed)",
+            ),
+            c(E::Late, Test::CardDeleted, "deleted once, late"),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "deleted on a later try (was: the card stayed)",
+            ),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "deleted, the answer lost: the repeat finds no message and ends",
+            ),
+            c(
+                E::FloodWaited,
+                Test::CardDeleted,
+                "deleted once the wait is over (was: the card stayed)",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::CardStays,
+                Test::CardDeleted,
+                "refused (as a card too old to delete would be): the card stays, not tried again",
+            ),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "given up at the client's timeout: deleted on a later try",
             ),
         ],
     },
@@ -1216,8 +1283,9 @@ fn document() -> String {
          sender waits for it, so a hang holds up the whole outbox for that long.\n\n",
     );
     out.push_str(
-        "Best-effort calls count too: the preview task's (drafts, typing) and the reactions \
-         task's go straight to the client, pins and unpins through the outbox, tried once.\n\n",
+        "Best-effort calls count too: the preview task's (drafts, typing, the working card) and \
+         the reactions task's go straight to the client, pins and unpins through the outbox, \
+         tried once.\n\n",
     );
     out.push_str(
         "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test \
@@ -1271,6 +1339,7 @@ fn document() -> String {
         E::CleanupDone,
         E::TriedOnce,
         E::Superseded,
+        E::CardStays,
         E::NotApplicable,
     ] {
         out.push_str(&format!("| {} | {} |\n", e.name(), meaning(e)));
@@ -1327,6 +1396,9 @@ fn meaning(e: Expected) -> &'static str {
         }
         E::Superseded => {
             "best effort (straight to the client): that state is lost or late; the next one is set, the last one shows"
+        }
+        E::CardStays => {
+            "the working card stays in the chat after the answer: the hub cannot remove it"
         }
         E::NotApplicable => "Telegram does not give this answer to this call: not tested",
     }
@@ -1537,7 +1609,10 @@ fn assert_held(calls: &[RequestEntry], kind: FaultKind, what: &str) {
         .iter()
         .position(|c| c.fault.as_deref() == Some("hang"))
         .unwrap_or_else(|| panic!("{what}: nothing hung"));
-    assert_eq!(calls[hung].status, None, "{what}: a hung call is never answered");
+    assert_eq!(
+        calls[hung].status, None,
+        "{what}: a hung call is never answered"
+    );
     if let Some(next) = calls.get(hung + 1) {
         let gap = next.at_ms - calls[hung].at_ms;
         let held = held_ms(&next.method);
@@ -1564,6 +1639,8 @@ enum Style {
     Plain,
     /// Stream text for a while (previews), then answer.
     Streaming,
+    /// Stream for longer than `preview::WORKING_CARD_AFTER` (the working card), then answer.
+    Long,
 }
 
 impl Pi {
@@ -1620,13 +1697,14 @@ fn answer_lines(prompt: &Value, style: Style) -> Vec<Value> {
         json!({ "type": "ack", "turn_id": turn, "disposition": "started" }),
         ev(json!({ "type": "agent_start" })),
     ];
-    if style == Style::Streaming {
+    if style != Style::Plain {
+        let pause = if style == Style::Long { 3000 } else { 450 };
         out.push(ev(
             json!({ "type": "message_start", "message": { "role": "assistant", "content": [] } }),
         ));
         for part in ["answer ", "to "] {
             out.push(ev(json!({ "type": "message_update", "assistantMessageEvent": { "type": "text_delta", "delta": part } })));
-            out.push(json!({ "sleep_ms": 450 }));
+            out.push(json!({ "sleep_ms": pause }));
         }
     }
     out.push(ev(
@@ -1780,6 +1858,8 @@ async fn fault_matrix() {
         (Test::Voice, Box::pin(voice())),
         (Test::Pins, Box::pin(pins())),
         (Test::Reactions, Box::pin(reactions())),
+        (Test::CardSent, Box::pin(cards(Test::CardSent))),
+        (Test::CardDeleted, Box::pin(cards(Test::CardDeleted))),
     ];
     // Every cell that names a test is run by one of these.
     for r in MATRIX {
@@ -3103,7 +3183,11 @@ async fn pins() {
             until(&format!("{w}: not pinned once settled"), || !pinned()).await;
         }
         settle(&hub).await;
-        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the prompt answered once");
+        assert_eq!(
+            copies(&hub, &want).len(),
+            1,
+            "{w}: the prompt answered once"
+        );
     }
     hub.stop().await;
 }
@@ -3165,13 +3249,97 @@ async fn reactions() {
             .unwrap();
         assert_eq!(emoji(faulted), "✍", "{w}: the fault met the running fate");
         let last = made.last().unwrap();
-        assert_eq!((emoji(last).as_str(), last.status), ("👌", Some(200)), "{w}");
+        assert_eq!(
+            (emoji(last).as_str(), last.status),
+            ("👌", Some(200)),
+            "{w}"
+        );
         assert_eq!(made.len(), 2, "{w}: ✍ then 👌, nothing repeated: {made:#?}");
         match cell.expected {
             E::Superseded => assert_ne!(faulted.status, Some(200), "{w}"),
             E::Late => assert_eq!(faulted.status, Some(200), "{w}"),
             E::FloodWaited => assert_waited(&made, &w),
             other => panic!("{w}: no check for {other:?}"),
+        }
+    }
+    hub.stop().await;
+}
+
+/// A turn that runs 6 s gets the working card (a silent message with ⏹ Stop), deleted after
+/// the answer; `test`'s cells fault the card's `sendMessage` or its `deleteMessage`.
+async fn cards(test: Test) {
+    let mut hub = plain_hub().await;
+    let _pi = Pi::start(&hub, "/work/web", 6401, Style::Long).await;
+    let working = hub::outgoing::texts::working();
+    for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let since = last_seq(&hub);
+        let floor = floor(&hub);
+        arm(&hub, row.method, kind);
+        let q = format!("long question {n}");
+        let a = format!("answer to {q}");
+        let is = ends_with(&a);
+        let want = Want { floor, is: &is };
+        hub.say(&q);
+        until(&format!("{w}: the answer"), || {
+            !copies(&hub, &want).is_empty()
+        })
+        .await;
+        let card_calls = || {
+            calls(&hub, since, "sendMessage")
+                .into_iter()
+                .filter(|r| r.params["text"].as_str() == Some(working.as_str()))
+                .collect::<Vec<_>>()
+        };
+        let cards = || {
+            transcript(&hub)
+                .into_iter()
+                .filter(|m| m.from_bot && m.message_id > floor)
+                .filter(|m| m.text.as_deref() == Some(working.as_str()))
+                .collect::<Vec<_>>()
+        };
+        let live = || cards().iter().filter(|m| !m.deleted).count();
+        // The card's fate: shown and deleted, or the faulted call made.
+        until(&format!("{w}: the card settled"), || match cell.expected {
+            E::PreviewSkipped | E::CardStays => !calls(&hub, since, row.method).is_empty(),
+            _ => !cards().is_empty() && live() == 0,
+        })
+        .await;
+        settle(&hub).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        hub.fake.control().clear_faults();
+        let made = calls(&hub, since, row.method);
+        assert_fired(&made, kind, &w);
+        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the answer once");
+        let sent = card_calls();
+        assert_eq!(sent.len(), 1, "{w}: one card: {sent:#?}");
+        if test == Test::CardSent {
+            assert_eq!(
+                sent[0].fault.as_deref(),
+                Some(kind_name(kind).as_str()),
+                "{w}: the fault met the card"
+            );
+        }
+        match cell.expected {
+            E::PreviewSkipped => {
+                assert!(cards().is_empty(), "{w}: no card: {:#?}", cards());
+            }
+            E::CardStays => assert_eq!(live(), 1, "{w}: the card stays"),
+            E::Late | E::Retried | E::FloodWaited => {
+                assert_eq!(cards().len(), 1, "{w}: the card showed");
+                assert_eq!(live(), 0, "{w}: the card deleted");
+                let deletes = calls(&hub, since, "deleteMessage");
+                match cell.expected {
+                    E::Late => assert_eq!(deletes.len(), 1, "{w}: {deletes:#?}"),
+                    E::Retried => assert!(deletes.len() >= 2, "{w}: {deletes:#?}"),
+                    _ => assert_waited(&deletes, &w),
+                }
+            }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+        if cell.expected == E::CardStays && test == Test::CardDeleted {
+            assert_eq!(made.len(), 1, "{w}: not tried again: {made:#?}");
         }
     }
     hub.stop().await;
