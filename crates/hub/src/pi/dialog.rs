@@ -97,6 +97,7 @@ pub fn response(request_id: &str, answer: &Value) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
