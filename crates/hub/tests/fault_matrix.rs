@@ -29,7 +29,7 @@ use tokio::io::AsyncWriteExt;
 // ---------------------------------------------------------------------------------------------
 
 /// The fault kinds, in the table's column order.
-const KINDS: [FaultKind; 7] = [
+const KINDS: [FaultKind; 8] = [
     FaultKind::Http500,
     FaultKind::Delay,
     FaultKind::DropBefore,
@@ -37,6 +37,7 @@ const KINDS: [FaultKind; 7] = [
     FaultKind::Flood,
     FaultKind::ThreadNotFound,
     FaultKind::BadRequest,
+    FaultKind::Hang,
 ];
 
 /// `retry_after` of an injected 429: long enough that a call made before it ends (a plain
@@ -49,6 +50,28 @@ const FLOOD_S: u64 = 2;
 const TOPIC_FLOOD_S: u64 = 5;
 /// The `delay` fault's wait.
 const DELAY_MS: u64 = 500;
+/// The hub's client timeout here (30 s in production, `PI_TELEGRAM_CLIENT_TIMEOUT_SECS`): a
+/// `hang` is given up after it, so a hung call costs a cell this long, not half a minute.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The test hub's tuning with [`CLIENT_TIMEOUT`].
+fn tuned() -> hub::serve::Tuning {
+    hub::serve::Tuning {
+        client_timeout: CLIENT_TIMEOUT,
+        ..common::tuning()
+    }
+}
+
+/// A hub on a fresh fake with `config` and `extra` profile settings, tuned for the matrix.
+async fn hub_with(config: FakeConfig, extra: Value) -> TestHub {
+    let mut hub = TestHub::prepare(config, extra).await;
+    hub.launch_tuned(tuned()).await;
+    hub
+}
+
+async fn plain_hub() -> TestHub {
+    hub_with(FakeConfig::default(), json!({})).await
+}
 
 /// What the hub does about one fault on one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +112,14 @@ enum Expected {
     WebhookLater,
     /// The cleanup is done: Telegram says the topic is not there.
     CleanupDone,
+    /// A best-effort outbox call (a pin): not tried again after a retryable failure; the row
+    /// is `failed`; what it decorates goes on as ever.
+    TriedOnce,
+    /// A best-effort call straight to the client (a reaction): that state is not shown (or
+    /// late); the next one is set, so the message ends showing its final fate.
+    Superseded,
+    /// The working card stays in the chat after the answer: the hub cannot remove it.
+    CardStays,
     /// Not a fault Telegram gives for this call (see the sentence): not tested.
     NotApplicable,
 }
@@ -111,6 +142,9 @@ impl Expected {
             Self::FileFailed => "file failed, told",
             Self::WebhookLater => "removed later",
             Self::CleanupDone => "cleanup done",
+            Self::TriedOnce => "tried once",
+            Self::Superseded => "superseded",
+            Self::CardStays => "card stays",
             Self::NotApplicable => "n/a",
         }
     }
@@ -136,6 +170,10 @@ enum Test {
     FilesIn,
     FilesOut,
     Voice,
+    Pins,
+    Reactions,
+    CardSent,
+    CardDeleted,
     None,
 }
 
@@ -159,6 +197,10 @@ impl Test {
             Self::FilesIn => "files_in",
             Self::FilesOut => "files_out",
             Self::Voice => "voice",
+            Self::Pins => "pins",
+            Self::Reactions => "reactions",
+            Self::CardSent => "card_sent",
+            Self::CardDeleted => "card_deleted",
             Self::None => "",
         }
     }
@@ -187,7 +229,7 @@ const fn na(why: &'static str) -> Cell {
 struct Row {
     method: &'static str,
     site: &'static str,
-    cells: [Cell; 7],
+    cells: [Cell; 8],
 }
 
 use Expected as E;
@@ -230,6 +272,11 @@ const MATRIX: &[Row] = &[
                 Test::Polling,
                 "a refused poll is retried after a back-off; no update is lost",
             ),
+            c(
+                E::Retried,
+                Test::Polling,
+                "the poll hangs: given up at its deadline (the long-poll timeout + 3 s), polled again at once from the same offset; each update once",
+            ),
         ],
     },
     Row {
@@ -258,6 +305,11 @@ const MATRIX: &[Row] = &[
                 E::StartStops,
                 Test::StartUp,
                 "Telegram refused the bot's own description: the hub stops with the error instead of guessing",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout; start-up asks again",
             ),
         ],
     },
@@ -296,6 +348,11 @@ const MATRIX: &[Row] = &[
                 Test::StartUp,
                 "refused: start-up goes on; the first poll's 409 names the webhook and the poller removes it",
             ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout, asked again; removed and recorded",
+            ),
         ],
     },
     Row {
@@ -320,6 +377,11 @@ const MATRIX: &[Row] = &[
                 E::WebhookLater,
                 Test::StartUp,
                 "refused: start-up goes on; the poller's 409 tries again and removes it",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout; removed on the next try and recorded",
             ),
         ],
     },
@@ -349,6 +411,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::StartUp,
                 "refused: recorded as an incident, the menu keeps its old list until the next change",
+            ),
+            c(
+                E::Retried,
+                Test::StartUp,
+                "given up at the client's timeout (repeatable): set again after a back-off",
             ),
         ],
     },
@@ -387,6 +454,11 @@ const MATRIX: &[Row] = &[
                 Test::AnswersHtml,
                 "HTML refused: the same words as plain text",
             ),
+            c(
+                E::ResentMarked,
+                Test::AnswersHtml,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -419,6 +491,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::OwnTexts,
                 "plain text refused: nothing else to try, an incident",
+            ),
+            c(
+                E::Ambiguous,
+                Test::OwnTexts,
+                "given up at the client's timeout, the outcome unknown: not resent",
             ),
         ],
     },
@@ -457,6 +534,11 @@ const MATRIX: &[Row] = &[
                 Test::PromptTexts,
                 "plain text refused: nothing else to try, an incident",
             ),
+            c(
+                E::ResentMarked,
+                Test::PromptTexts,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -490,6 +572,11 @@ const MATRIX: &[Row] = &[
                 Test::AnswersRich,
                 "rich refused: the same words as HTML (`sendMessage`)",
             ),
+            c(
+                E::ResentMarked,
+                Test::AnswersRich,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
+            ),
         ],
     },
     Row {
@@ -522,6 +609,11 @@ const MATRIX: &[Row] = &[
                 E::FellBack,
                 Test::Voice,
                 "the voice refused: the answer is written instead (rich)",
+            ),
+            c(
+                E::ResentMarked,
+                Test::Voice,
+                "given up at the client's timeout, the outcome unknown: sent again, marked",
             ),
         ],
     },
@@ -564,6 +656,11 @@ const MATRIX: &[Row] = &[
                 Test::PreviewsHtml,
                 "HTML drafts refused: drafts stop for the turn, typing instead",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::PreviewsHtml,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -605,6 +702,11 @@ const MATRIX: &[Row] = &[
                 Test::PreviewsRich,
                 "rich drafts refused: HTML drafts from then on",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::PreviewsRich,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -642,6 +744,11 @@ const MATRIX: &[Row] = &[
                 Test::Typing,
                 "no indicator; the answer goes its own way",
             ),
+            c(
+                E::PreviewSkipped,
+                Test::Typing,
+                "the call hangs: the fence waits for it 2 s at most, then the answer goes out once; the call is given up at the client's timeout and nothing preview-like follows",
+            ),
         ],
     },
     Row {
@@ -671,6 +778,11 @@ const MATRIX: &[Row] = &[
                 Test::Taps,
                 "refused: the message keeps its old text, an incident",
             ),
+            c(
+                E::Retried,
+                Test::Taps,
+                "given up at the client's timeout (repeatable): edited again",
+            ),
         ],
     },
     Row {
@@ -695,6 +807,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::Taps,
                 "refused: the button stops spinning on its own; an incident",
+            ),
+            c(
+                E::Retried,
+                Test::Taps,
+                "given up at the client's timeout (repeatable): answered again; the toast shows once",
             ),
         ],
     },
@@ -724,6 +841,11 @@ const MATRIX: &[Row] = &[
                 E::Dropped,
                 Test::PromptButtons,
                 "refused: the buttons keep their look (an incident); the prompt still reaches pi once",
+            ),
+            c(
+                E::Retried,
+                Test::PromptButtons,
+                "given up at the client's timeout (repeatable): restyled again; the prompt reaches pi once",
             ),
         ],
     },
@@ -762,6 +884,11 @@ const MATRIX: &[Row] = &[
                 Test::TopicCreation,
                 "refused: the pi works in the main chat and the person is told; asked again when it reconnects",
             ),
+            c(
+                E::AskedAboutTopic,
+                Test::TopicCreation,
+                "given up at the client's timeout, the topic may exist: the person decides",
+            ),
         ],
     },
     Row {
@@ -795,6 +922,11 @@ const MATRIX: &[Row] = &[
                 Test::TopicCleanup,
                 "refused: retried later with back-off (a minute, doubling), never in a loop",
             ),
+            c(
+                E::Retried,
+                Test::TopicCleanup,
+                "given up at the client's timeout (repeatable): the cleanup is retried with back-off",
+            ),
         ],
     },
     Row {
@@ -819,6 +951,11 @@ const MATRIX: &[Row] = &[
                 E::FileFailed,
                 Test::FilesIn,
                 "refused: the file is marked failed, the person told, pi gets the message with the failure",
+            ),
+            c(
+                E::Retried,
+                Test::FilesIn,
+                "given up at the client's timeout (repeatable): asked again; saved once",
             ),
         ],
     },
@@ -849,6 +986,11 @@ const MATRIX: &[Row] = &[
                 Test::FilesIn,
                 "refused: the file is marked failed, the person told, pi gets the message with the failure",
             ),
+            c(
+                E::Retried,
+                Test::FilesIn,
+                "given up at four times the client's timeout; downloaded again, saved once",
+            ),
         ],
     },
     Row {
@@ -878,6 +1020,11 @@ const MATRIX: &[Row] = &[
                 Test::FilesOut,
                 "refused: nothing else to try, an incident",
             ),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
         ],
     },
     Row {
@@ -899,6 +1046,11 @@ const MATRIX: &[Row] = &[
                 "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
         ],
     },
     Row {
@@ -920,6 +1072,181 @@ const MATRIX: &[Row] = &[
                 "in a topic: held with the pi's other output, uploaded once in its new topic",
             ),
             c(E::Dropped, Test::FilesOut, "refused: an incident"),
+            c(
+                E::Ambiguous,
+                Test::FilesOut,
+                "given up at the client's timeout, the outcome unknown: not repeated",
+            ),
+        ],
+    },
+    Row {
+        method: "pinChatMessage",
+        site: "outbox (chat 0, best effort): a question that waits for the person is pinned once it is there",
+        cells: [
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "best effort: not pinned, not tried again (a retry would hold up the taps behind it); the question works as ever",
+            ),
+            c(E::Late, Test::Pins, "pinned once, late"),
+            c(E::TriedOnce, Test::Pins, "not pinned, not tried again"),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "pinned, the answer lost: not tried again; unpinned when the question is settled",
+            ),
+            c(E::FloodWaited, Test::Pins, "pinned once the wait is over"),
+            na(NO_TOPIC),
+            c(
+                E::Dropped,
+                Test::Pins,
+                "refused: not pinned, an incident; the question works as ever",
+            ),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "given up at the client's timeout: not pinned, not tried again",
+            ),
+        ],
+    },
+    Row {
+        method: "unpinChatMessage",
+        site: "outbox (chat 0, best effort): a pinned question is unpinned once settled",
+        cells: [
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "best effort: still pinned, not tried again; the tap's prompt reaches pi once",
+            ),
+            c(E::Late, Test::Pins, "unpinned once, late"),
+            c(E::TriedOnce, Test::Pins, "still pinned, not tried again"),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "unpinned, the answer lost: not tried again",
+            ),
+            c(E::FloodWaited, Test::Pins, "unpinned once the wait is over"),
+            na(NO_TOPIC),
+            c(E::Dropped, Test::Pins, "refused: still pinned, an incident"),
+            c(
+                E::TriedOnce,
+                Test::Pins,
+                "given up at the client's timeout: still pinned, not tried again",
+            ),
+        ],
+    },
+    Row {
+        method: "setMessageReaction",
+        site: "reactions task (best effort, straight to the client): the person's message shows its fate",
+        cells: [
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "that fate (✍, running) is not shown; the next one (👌, answered) is set",
+            ),
+            c(E::Late, Test::Reactions, "✍ shows late, then 👌"),
+            c(E::Superseded, Test::Reactions, "✍ is lost; 👌 is set"),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "✍ was set, the answer lost: not repeated; 👌 replaces it",
+            ),
+            c(
+                E::FloodWaited,
+                Test::Reactions,
+                "the task waits `retry_after`; meanwhile 👌 replaced ✍, so 👌 is the one call after the wait",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "refused: ✍ is not shown; 👌 is set",
+            ),
+            c(
+                E::Superseded,
+                Test::Reactions,
+                "given up at the client's timeout: ✍ is not shown; 👌 is set after it",
+            ),
+        ],
+    },
+    Row {
+        method: "sendMessage",
+        site: "preview task (best effort, straight to the client): the working card, a silent message with ⏹ Stop for a turn that runs 5 s",
+        cells: [
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card for this turn (not tried again); the answer arrives once",
+            ),
+            c(
+                E::Late,
+                Test::CardSent,
+                "the card shows late and is deleted after the answer",
+            ),
+            c(E::PreviewSkipped, Test::CardSent, "no card for this turn"),
+            c(
+                E::CardStays,
+                Test::CardSent,
+                "the card arrived, the hub never learnt its id: it stays after the answer (a message is not repeatable, so it is not sent again either)",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card for this turn; the answer waits out the chat's wait",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "refused: no card for this turn",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "refused: no card for this turn",
+            ),
+            c(
+                E::PreviewSkipped,
+                Test::CardSent,
+                "no card; the fence waits for the hung call 2 s at most, then the answer goes out once",
+            ),
+        ],
+    },
+    Row {
+        method: "deleteMessage",
+        site: "preview task: the working card deleted after the answer's fence",
+        cells: [
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "repeatable: deleted on a later try (was: tried once, the card stayed)",
+            ),
+            c(E::Late, Test::CardDeleted, "deleted once, late"),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "deleted on a later try (was: the card stayed)",
+            ),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "deleted, the answer lost: the repeat finds no message and ends",
+            ),
+            c(
+                E::FloodWaited,
+                Test::CardDeleted,
+                "deleted once the wait is over (was: the card stayed)",
+            ),
+            na(NO_TOPIC),
+            c(
+                E::CardStays,
+                Test::CardDeleted,
+                "refused (as a card too old to delete would be): the card stays, not tried again",
+            ),
+            c(
+                E::Retried,
+                Test::CardDeleted,
+                "given up at the client's timeout: deleted on a later try",
+            ),
         ],
     },
 ];
@@ -946,6 +1273,19 @@ fn document() -> String {
          group side by side, `FAULT_MATRIX_ONLY=<group>` one of them), which drives the real hub \
          (in-process) against tg-fake with that fault armed once on that call and asserts the \
          outcome from tg-fake's request log and transcript and the hub's status.\n\n",
+    );
+    out.push_str(
+        "A `hang` is a request Telegram takes and never answers (a connection that died \
+         silently): the hub gives up on it at its client's timeout (30 s, \
+         `PI_TELEGRAM_CLIENT_TIMEOUT_SECS`; 3 s in these tests; four times that for a download) \
+         or, for a long poll, at the poll's deadline (its timeout + 3 s), and takes it as any \
+         failure after the request left: of unknown outcome. While an outbox call hangs the \
+         sender waits for it, so a hang holds up the whole outbox for that long.\n\n",
+    );
+    out.push_str(
+        "Best-effort calls count too: the preview task's (drafts, typing, the working card) and \
+         the reactions task's go straight to the client, pins and unpins through the outbox, \
+         tried once.\n\n",
     );
     out.push_str(
         "GENERATED from the table `MATRIX` in that file: `FAULT_MATRIX_WRITE=1 cargo test \
@@ -997,6 +1337,9 @@ fn document() -> String {
         E::FileFailed,
         E::WebhookLater,
         E::CleanupDone,
+        E::TriedOnce,
+        E::Superseded,
+        E::CardStays,
         E::NotApplicable,
     ] {
         out.push_str(&format!("| {} | {} |\n", e.name(), meaning(e)));
@@ -1048,6 +1391,15 @@ fn meaning(e: Expected) -> &'static str {
         E::FileFailed => "the file is not saved, the person is told, pi still gets the message",
         E::WebhookLater => "start-up goes on; the poll's 409 removes the webhook; updates arrive",
         E::CleanupDone => "Telegram says the topic is not there: the cleanup is recorded done",
+        E::TriedOnce => {
+            "best effort (outbox): not tried again after a retryable failure, the row `failed`; what it decorates goes on"
+        }
+        E::Superseded => {
+            "best effort (straight to the client): that state is lost or late; the next one is set, the last one shows"
+        }
+        E::CardStays => {
+            "the working card stays in the chat after the answer: the hub cannot remove it"
+        }
         E::NotApplicable => "Telegram does not give this answer to this call: not tested",
     }
 }
@@ -1055,7 +1407,7 @@ fn meaning(e: Expected) -> &'static str {
 #[test]
 fn the_document_is_the_table() {
     // Every kind tg-fake has is a column.
-    assert_eq!(KINDS.len(), 7, "a new FaultKind needs a column");
+    assert_eq!(KINDS.len(), 8, "a new FaultKind needs a column");
     for r in MATRIX {
         for (k, cell) in KINDS.iter().zip(&r.cells) {
             assert_eq!(
@@ -1207,6 +1559,7 @@ fn assert_fired(calls: &[RequestEntry], kind: FaultKind, what: &str) {
             .any(|c| c.fault.as_deref() == Some(name.as_str())),
         "{what}: the {name} fault never fired: {calls:#?}"
     );
+    assert_held(calls, kind, what);
 }
 
 /// The `retry_after` of a 429 injected on `method`.
@@ -1235,6 +1588,41 @@ fn assert_waited(calls: &[RequestEntry], what: &str) {
     );
 }
 
+/// The least time a hung call of `method` is held before the hub gives up on it: the client's
+/// timeout (four times it for a download), or the poll's margin past its long-poll timeout.
+fn held_ms(method: &str) -> u64 {
+    let t = u64::try_from(CLIENT_TIMEOUT.as_millis()).unwrap();
+    match method {
+        "download" => 4 * t,
+        "getUpdates" => u64::try_from(hub::incoming::reach::HUNG_MARGIN.as_millis()).unwrap(),
+        _ => t,
+    }
+}
+
+/// A hung call was given up only at its deadline: the next call of `calls` after it (if any)
+/// came no sooner. Every other kind passes.
+fn assert_held(calls: &[RequestEntry], kind: FaultKind, what: &str) {
+    if kind != FaultKind::Hang {
+        return;
+    }
+    let hung = calls
+        .iter()
+        .position(|c| c.fault.as_deref() == Some("hang"))
+        .unwrap_or_else(|| panic!("{what}: nothing hung"));
+    assert_eq!(
+        calls[hung].status, None,
+        "{what}: a hung call is never answered"
+    );
+    if let Some(next) = calls.get(hung + 1) {
+        let gap = next.at_ms - calls[hung].at_ms;
+        let held = held_ms(&next.method);
+        assert!(
+            gap + 150 >= held,
+            "{what}: called again {gap} ms after a hung call (held at least {held} ms)"
+        );
+    }
+}
+
 fn what(row: &Row, kind: FaultKind) -> String {
     format!("{} ({}) × {}", row.method, row.site, kind_name(kind))
 }
@@ -1251,6 +1639,8 @@ enum Style {
     Plain,
     /// Stream text for a while (previews), then answer.
     Streaming,
+    /// Stream for longer than `preview::WORKING_CARD_AFTER` (the working card), then answer.
+    Long,
 }
 
 impl Pi {
@@ -1307,13 +1697,14 @@ fn answer_lines(prompt: &Value, style: Style) -> Vec<Value> {
         json!({ "type": "ack", "turn_id": turn, "disposition": "started" }),
         ev(json!({ "type": "agent_start" })),
     ];
-    if style == Style::Streaming {
+    if style != Style::Plain {
+        let pause = if style == Style::Long { 3000 } else { 450 };
         out.push(ev(
             json!({ "type": "message_start", "message": { "role": "assistant", "content": [] } }),
         ));
         for part in ["answer ", "to "] {
             out.push(ev(json!({ "type": "message_update", "assistantMessageEvent": { "type": "text_delta", "delta": part } })));
-            out.push(json!({ "sleep_ms": 450 }));
+            out.push(json!({ "sleep_ms": pause }));
         }
     }
     out.push(ev(
@@ -1465,6 +1856,10 @@ async fn fault_matrix() {
         (Test::FilesIn, Box::pin(files_in())),
         (Test::FilesOut, Box::pin(files_out())),
         (Test::Voice, Box::pin(voice())),
+        (Test::Pins, Box::pin(pins())),
+        (Test::Reactions, Box::pin(reactions())),
+        (Test::CardSent, Box::pin(cards(Test::CardSent))),
+        (Test::CardDeleted, Box::pin(cards(Test::CardDeleted))),
     ];
     // Every cell that names a test is run by one of these.
     for r in MATRIX {
@@ -1523,7 +1918,7 @@ async fn answers(test: Test, rendering: &str) {
         json!({ "assistant": { "rendering": rendering, "draftPreviews": false } }),
     )
     .await;
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5101, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
         // Nothing else in flight: the fault is for this cell's call.
@@ -1557,7 +1952,7 @@ async fn answers_rich() {
 }
 
 async fn own_texts() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (row, kind, cell) in cells_of(Test::OwnTexts) {
         settle(&hub).await;
         let b = before(&hub);
@@ -1577,7 +1972,7 @@ async fn own_texts() {
 /// The reply to a command nobody knows stands for every text that is all a person learns of
 /// their message (they are queued alike: `outbound::Text::resend`).
 async fn prompt_texts() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (n, (row, kind, cell)) in cells_of(Test::PromptTexts).into_iter().enumerate() {
         settle(&hub).await;
         let b = before(&hub);
@@ -1614,7 +2009,7 @@ async fn topics() {
         if row.method == "sendVoice" {
             enable_voice(&hub);
         }
-        hub.launch().await;
+        hub.launch_tuned(tuned()).await;
         let pi = Pi::start(&hub, "/work/web", 5201 + n as i64, Style::Plain).await;
         let old = until_topic(&hub, None).await;
         settle(&hub).await;
@@ -1713,7 +2108,7 @@ async fn until_topic(hub: &TestHub, not: Option<i64>) -> i64 {
 }
 
 async fn polling() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 5301, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::Polling).into_iter().enumerate() {
         let w = what(row, kind);
@@ -1820,7 +2215,7 @@ async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'sta
         assert_eq!(calls(&hub, since, row.method).len(), 1, "{w}: not repeated");
         return;
     }
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5401 + n as i64, Style::Plain).await;
     let floor = floor(&hub);
     hub.say("hello");
@@ -1882,7 +2277,7 @@ async fn start_up_cell(n: usize, row: &'static Row, kind: FaultKind, cell: &'sta
 /// The rows of one preview test, with the hub's settings for them.
 async fn previews(test: Test, assistant: Value) {
     let mut hub = TestHub::prepare(FakeConfig::default(), json!({ "assistant": assistant })).await;
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 5501, Style::Streaming).await;
     for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
         let w = what(row, kind);
@@ -1976,7 +2371,7 @@ fn button(hub: &TestHub, id: i64, label: &str) -> Option<String> {
 }
 
 async fn taps() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     for (row, kind, cell) in cells_of(Test::Taps) {
         let w = what(row, kind);
         let sent = hub.say("/start");
@@ -2078,7 +2473,7 @@ async fn taps() {
 /// pi answers with a button; the person taps it: the tapped button is restyled
 /// (`editMessageReplyMarkup`) and its prompt goes to pi.
 async fn prompt_buttons() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 6001, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::PromptButtons).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2172,7 +2567,7 @@ async fn prompt_buttons() {
 async fn voice() {
     let mut hub = TestHub::prepare(FakeConfig::default(), json!({})).await;
     enable_voice(&hub);
-    hub.launch().await;
+    hub.launch_tuned(tuned()).await;
     let _pi = Pi::start(&hub, "/work/web", 6101, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::Voice).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2245,7 +2640,7 @@ async fn topic_creation() {
         // for it.
         hub.launch_tuned(hub::serve::Tuning {
             probe_every: Duration::from_secs(600),
-            ..common::tuning()
+            ..tuned()
         })
         .await;
         arm(&hub, row.method, kind);
@@ -2375,7 +2770,14 @@ fn pending_cleanups(hub: &TestHub) -> usize {
 }
 
 async fn topic_cleanup() {
-    let mut hub = TestHub::threaded().await;
+    let mut hub = hub_with(
+        FakeConfig {
+            has_topics_enabled: true,
+            ..FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
     for (n, (row, kind, cell)) in cells_of(Test::TopicCleanup).into_iter().enumerate() {
         let w = what(row, kind);
         let cwd = format!("/work/p{n}");
@@ -2460,7 +2862,7 @@ async fn topic_cleanup() {
 }
 
 async fn files_in() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let _pi = Pi::start(&hub, "/work/web", 5801, Style::Plain).await;
     for (n, (row, kind, cell)) in cells_of(Test::FilesIn).into_iter().enumerate() {
         let w = what(row, kind);
@@ -2588,7 +2990,7 @@ const PNG: [u8; 70] = [
 ];
 
 async fn files_out() {
-    let mut hub = TestHub::start().await;
+    let mut hub = plain_hub().await;
     let pi = Pi::start(&hub, "/work/web", 5901, Style::Plain).await;
     let files = tempfile::tempdir().unwrap();
     for (n, (row, kind, cell)) in cells_of(Test::FilesOut).into_iter().enumerate() {
@@ -2656,6 +3058,288 @@ async fn files_out() {
                 assert_waited(&made, &w);
             }
             other => panic!("{w}: no check for {other:?}"),
+        }
+    }
+    hub.stop().await;
+}
+
+/// Two pis in Threaded Mode: a message in the main chat waits for the person's choice, and its
+/// chooser (a question that waits for the person) is pinned once it is there and unpinned
+/// when a tap settles it. The pin's cells fault the pin, the unpin's cells the unpin.
+async fn pins() {
+    let mut hub = hub_with(
+        FakeConfig {
+            has_topics_enabled: true,
+            ..FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
+    let _web = Pi::start(&hub, "/work/web", 6201, Style::Plain).await;
+    let _api = Pi::start(&hub, "/work/api", 6202, Style::Plain).await;
+    until("two topics", || live_topics(&hub) >= 2).await;
+    for (n, (row, kind, cell)) in cells_of(Test::Pins).into_iter().enumerate() {
+        let w = what(row, kind);
+        let pin = row.method == "pinChatMessage";
+        settle(&hub).await;
+        let mut b = before(&hub);
+        let mut since = last_seq(&hub);
+        let floor = floor(&hub);
+        if pin {
+            arm(&hub, row.method, kind);
+        }
+        let text = format!("job {n}");
+        say_in(&hub, None, &text);
+        let mut chooser = None;
+        until(&format!("{w}: the chooser"), || {
+            chooser = transcript(&hub)
+                .into_iter()
+                .filter(|m| m.from_bot && m.message_id > floor)
+                .find_map(|m| button(&hub, m.message_id, "Send to web").map(|d| (m.message_id, d)));
+            chooser.is_some()
+        })
+        .await;
+        let (chooser, data) = chooser.unwrap();
+        let pinned = || {
+            transcript(&hub)
+                .iter()
+                .any(|m| m.message_id == chooser && m.pinned)
+        };
+        let made = |since: u64| {
+            calls(&hub, since, row.method)
+                .into_iter()
+                .filter(|r| r.params["message_id"].as_i64() == Some(chooser))
+                .collect::<Vec<_>>()
+        };
+        if pin {
+            until(&format!("{w}: the pin tried"), || !made(since).is_empty()).await;
+        } else {
+            until(&format!("{w}: pinned"), pinned).await;
+            settle(&hub).await;
+            b = before(&hub);
+            since = last_seq(&hub);
+            arm(&hub, row.method, kind);
+        }
+        let answer = format!("answer to {text}");
+        let is = ends_with(&answer);
+        let want = Want { floor, is: &is };
+        let press = || {
+            hub.fake
+                .control()
+                .press(Press {
+                    message_id: chooser,
+                    data: data.clone(),
+                    user_id: None,
+                    token: None,
+                })
+                .unwrap();
+        };
+        if !pin {
+            press();
+            until(&format!("{w}: the prompt answered"), || {
+                !copies(&hub, &want).is_empty()
+            })
+            .await;
+            until(&format!("{w}: the unpin tried"), || !made(since).is_empty()).await;
+        }
+        settle(&hub).await;
+        // A pin (or an unpin) that went through: the chooser's state as it should be after it.
+        let done = pin == pinned();
+        let made = made(since);
+        assert_fired(&made, kind, &w);
+        let failed = outbox(&hub, "failed") - b.2;
+        match cell.expected {
+            E::TriedOnce => {
+                assert_eq!(made.len(), 1, "{w}: not tried again: {made:#?}");
+                assert_eq!(failed, 1, "{w}: the row failed");
+                assert_eq!(done, kind == FaultKind::CommitThenDrop, "{w}");
+            }
+            E::Dropped => {
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+                assert_eq!(failed, 1, "{w}: the row failed");
+                assert!(!done, "{w}");
+            }
+            E::Late => {
+                assert_eq!(made.len(), 1, "{w}: {made:#?}");
+                assert_eq!(failed, 0, "{w}");
+                assert!(done, "{w}");
+            }
+            E::FloodWaited => {
+                assert_waited(&made, &w);
+                assert_eq!(made.len(), 2, "{w}: {made:#?}");
+                assert!(done, "{w}");
+            }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+        hub.fake.control().clear_faults();
+        if pin {
+            // The question works as ever: the tap's prompt reaches pi, and a pinned chooser
+            // is unpinned.
+            press();
+            until(&format!("{w}: the prompt answered"), || {
+                !copies(&hub, &want).is_empty()
+            })
+            .await;
+            until(&format!("{w}: not pinned once settled"), || !pinned()).await;
+        }
+        settle(&hub).await;
+        assert_eq!(
+            copies(&hub, &want).len(),
+            1,
+            "{w}: the prompt answered once"
+        );
+    }
+    hub.stop().await;
+}
+
+/// A turn that streams for a while: its message shows ✍ (running) at once and 👌 (answered)
+/// after it; the fault meets the ✍.
+async fn reactions() {
+    let mut hub = hub_with(
+        FakeConfig::default(),
+        json!({ "assistant": { "draftPreviews": false } }),
+    )
+    .await;
+    let _pi = Pi::start(&hub, "/work/web", 6301, Style::Streaming).await;
+    let emoji = |r: &RequestEntry| {
+        r.params
+            .pointer("/reaction/0/emoji")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (n, (row, kind, cell)) in cells_of(Test::Reactions).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let since = last_seq(&hub);
+        arm(&hub, row.method, kind);
+        let q = format!("question {n}");
+        let a = format!("answer to {q}");
+        let is = ends_with(&a);
+        let want = Want {
+            floor: floor(&hub),
+            is: &is,
+        };
+        let sent = hub.say(&q);
+        let shown = || {
+            transcript(&hub)
+                .into_iter()
+                .find(|m| m.message_id == sent.message_id)
+                .and_then(|m| {
+                    m.bot_reactions
+                        .first()
+                        .and_then(|r| r["emoji"].as_str().map(str::to_owned))
+                })
+        };
+        until(&format!("{w}: answered, 👌 shown"), || {
+            !copies(&hub, &want).is_empty() && shown().as_deref() == Some("👌")
+        })
+        .await;
+        settle(&hub).await;
+        hub.fake.control().clear_faults();
+        let made: Vec<_> = calls(&hub, since, row.method)
+            .into_iter()
+            .filter(|r| r.params["message_id"].as_i64() == Some(sent.message_id))
+            .collect();
+        assert_fired(&made, kind, &w);
+        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the answer once");
+        let faulted = made
+            .iter()
+            .find(|c| c.fault.as_deref() == Some(kind_name(kind).as_str()))
+            .unwrap();
+        assert_eq!(emoji(faulted), "✍", "{w}: the fault met the running fate");
+        let last = made.last().unwrap();
+        assert_eq!(
+            (emoji(last).as_str(), last.status),
+            ("👌", Some(200)),
+            "{w}"
+        );
+        assert_eq!(made.len(), 2, "{w}: ✍ then 👌, nothing repeated: {made:#?}");
+        match cell.expected {
+            E::Superseded => assert_ne!(faulted.status, Some(200), "{w}"),
+            E::Late => assert_eq!(faulted.status, Some(200), "{w}"),
+            E::FloodWaited => assert_waited(&made, &w),
+            other => panic!("{w}: no check for {other:?}"),
+        }
+    }
+    hub.stop().await;
+}
+
+/// A turn that runs 6 s gets the working card (a silent message with ⏹ Stop), deleted after
+/// the answer; `test`'s cells fault the card's `sendMessage` or its `deleteMessage`.
+async fn cards(test: Test) {
+    let mut hub = plain_hub().await;
+    let _pi = Pi::start(&hub, "/work/web", 6401, Style::Long).await;
+    let working = hub::outgoing::texts::working();
+    for (n, (row, kind, cell)) in cells_of(test).into_iter().enumerate() {
+        let w = what(row, kind);
+        settle(&hub).await;
+        let since = last_seq(&hub);
+        let floor = floor(&hub);
+        arm(&hub, row.method, kind);
+        let q = format!("long question {n}");
+        let a = format!("answer to {q}");
+        let is = ends_with(&a);
+        let want = Want { floor, is: &is };
+        hub.say(&q);
+        until(&format!("{w}: the answer"), || {
+            !copies(&hub, &want).is_empty()
+        })
+        .await;
+        let card_calls = || {
+            calls(&hub, since, "sendMessage")
+                .into_iter()
+                .filter(|r| r.params["text"].as_str() == Some(working.as_str()))
+                .collect::<Vec<_>>()
+        };
+        let cards = || {
+            transcript(&hub)
+                .into_iter()
+                .filter(|m| m.from_bot && m.message_id > floor)
+                .filter(|m| m.text.as_deref() == Some(working.as_str()))
+                .collect::<Vec<_>>()
+        };
+        let live = || cards().iter().filter(|m| !m.deleted).count();
+        // The card's fate: shown and deleted, or the faulted call made.
+        until(&format!("{w}: the card settled"), || match cell.expected {
+            E::PreviewSkipped | E::CardStays => !calls(&hub, since, row.method).is_empty(),
+            _ => !cards().is_empty() && live() == 0,
+        })
+        .await;
+        settle(&hub).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        hub.fake.control().clear_faults();
+        let made = calls(&hub, since, row.method);
+        assert_fired(&made, kind, &w);
+        assert_eq!(copies(&hub, &want).len(), 1, "{w}: the answer once");
+        let sent = card_calls();
+        assert_eq!(sent.len(), 1, "{w}: one card: {sent:#?}");
+        if test == Test::CardSent {
+            assert_eq!(
+                sent[0].fault.as_deref(),
+                Some(kind_name(kind).as_str()),
+                "{w}: the fault met the card"
+            );
+        }
+        match cell.expected {
+            E::PreviewSkipped => {
+                assert!(cards().is_empty(), "{w}: no card: {:#?}", cards());
+            }
+            E::CardStays => assert_eq!(live(), 1, "{w}: the card stays"),
+            E::Late | E::Retried | E::FloodWaited => {
+                assert_eq!(cards().len(), 1, "{w}: the card showed");
+                assert_eq!(live(), 0, "{w}: the card deleted");
+                let deletes = calls(&hub, since, "deleteMessage");
+                match cell.expected {
+                    E::Late => assert_eq!(deletes.len(), 1, "{w}: {deletes:#?}"),
+                    E::Retried => assert!(deletes.len() >= 2, "{w}: {deletes:#?}"),
+                    _ => assert_waited(&deletes, &w),
+                }
+            }
+            other => panic!("{w}: no check for {other:?}"),
+        }
+        if cell.expected == E::CardStays && test == Test::CardDeleted {
+            assert_eq!(made.len(), 1, "{w}: not tried again: {made:#?}");
         }
     }
     hub.stop().await;

@@ -246,12 +246,7 @@ impl Previews {
                 }) = ended
                 {
                     let client = self.client.clone();
-                    tokio::spawn(async move {
-                        let params = json!({ "chat_id": chat, "message_id": message_id });
-                        if let Err(e) = client.call("deleteMessage", &params).await {
-                            tracing::debug!(error = %e, "a working card was not deleted");
-                        }
-                    });
+                    tokio::spawn(async move { delete_card(&client, chat, message_id).await });
                 }
             }
         }
@@ -464,6 +459,35 @@ impl Previews {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// How often a working card's delete is tried: a card left behind shows ⏹ Stop under an answered
+/// message, so a failure that may pass is tried again (a delete is repeatable).
+const CARD_DELETE_TRIES: u32 = 4;
+
+/// Deletes a working card: after a failure that may pass (a 5xx, a broken or hung connection)
+/// again after a back-off, after a 429 once Telegram's wait is over (60 s at most); a refusal
+/// (already gone, too old to delete) ends it.
+async fn delete_card(client: &Client, chat: i64, message_id: i64) {
+    let params = json!({ "chat_id": chat, "message_id": message_id });
+    let mut backoff = Duration::from_secs(1);
+    for _ in 0..CARD_DELETE_TRIES {
+        let wait = match client.call("deleteMessage", &params).await {
+            Ok(_) => return,
+            Err(CallError::Api(e)) => {
+                tracing::debug!(error = %e, "a working card was not deleted");
+                return;
+            }
+            Err(CallError::Flood { retry_after, .. }) => retry_after.min(Duration::from_secs(60)),
+            Err(e) => {
+                tracing::debug!(error = %e, "a working card's delete failed; trying again");
+                backoff
+            }
+        };
+        tokio::time::sleep(wait).await;
+        backoff *= 2;
+    }
+    tracing::debug!("a working card was not deleted");
 }
 
 /// When the turn's working card is due, if it is to be sent.

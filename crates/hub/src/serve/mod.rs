@@ -65,6 +65,11 @@ pub struct Tuning {
     /// How often the hub checks that its profile folder and lock file are still there
     /// (`PI_TELEGRAM_PROFILE_CHECK_SECS`, default 60): a hub whose folder was deleted stops.
     pub profile_check_every: Duration,
+    /// How long an ordinary Bot API call may take before the hub gives up on it
+    /// (`PI_TELEGRAM_CLIENT_TIMEOUT_SECS`, default 30): a call whose connection hangs counts
+    /// as failed then (of unknown outcome once the request left); a download may take four
+    /// times as long, a long poll its own deadline.
+    pub client_timeout: Duration,
 }
 
 impl Tuning {
@@ -89,6 +94,9 @@ impl Tuning {
             retention_age: num("PI_TELEGRAM_HISTORY_RETENTION_SECS").map(Duration::from_secs),
             profile_check_every: Duration::from_secs(
                 num("PI_TELEGRAM_PROFILE_CHECK_SECS").unwrap_or(60).max(1),
+            ),
+            client_timeout: Duration::from_secs(
+                num("PI_TELEGRAM_CLIENT_TIMEOUT_SECS").unwrap_or(30).max(1),
             ),
         }
     }

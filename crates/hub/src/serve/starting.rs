@@ -34,13 +34,16 @@ pub(super) struct Started {
 /// Opens the store, takes the lease, meets the bot and binds the listeners.
 pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started, HubError> {
     let (db, epoch) = open_store(p, opts.version).await?;
-    let client =
-        Client::new(&p.api_base, p.token.clone(), ClientOptions::default()).map_err(|source| {
-            HubError::Telegram {
-                context: "starting the Telegram client".into(),
-                source,
-            }
-        })?;
+    let options = ClientOptions {
+        timeout: opts.tuning.client_timeout,
+        ..ClientOptions::default()
+    };
+    let client = Client::new(&p.api_base, p.token.clone(), options).map_err(|source| {
+        HubError::Telegram {
+            context: "starting the Telegram client".into(),
+            source,
+        }
+    })?;
     let username = meet_the_bot(&client, &db, opts, p).await?;
     // A webhook makes every poll fail: remove it (the poller checks again on a 409).
     if let Err(e) = webhook::clear(&client, &db).await {

@@ -46,6 +46,7 @@ pub fn tuning() -> Tuning {
         retention_every: Duration::from_secs(600),
         retention_age: None,
         profile_check_every: Duration::from_millis(200),
+        client_timeout: Duration::from_secs(30),
     }
 }
 
