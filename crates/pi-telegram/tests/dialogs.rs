@@ -1,7 +1,8 @@
 //! pi's questions on the phone, end to end with real pi against the fake model: a test
 //! extension's tool asks (confirm, select of three, input, a confirm with a timeout) and
 //! returns what it got, which the fake model's next request carries. A headless pi's dialogs
-//! are questions the person answers with a tap or a reply; a second tap does nothing; a timed-out one says so; a hub killed while one waits leaves it saying its pi is
+//! are questions the person answers with a tap or a reply; a stranger's or a replayed tap does
+//! nothing; a timed-out one says so; a hub killed while one waits leaves it saying its pi is
 //! gone; a question notifies and is pinned until it is settled. A pi with the extension
 //! waiting at its terminal is told, until it stops waiting.
 #![allow(clippy::unwrap_used)]
@@ -119,6 +120,20 @@ fn press_as(env: &Env, m: &TranscriptEntry, data: &str, user: Option<i64>) -> bo
         .is_ok()
 }
 
+/// A press tg-fake makes whether or not the message shows the button, from anyone (what a
+/// stranger's or a replaying client could send).
+fn forge(env: &Env, m: &TranscriptEntry, data: &str, user: Option<i64>) {
+    env.fake
+        .control()
+        .forge_press(Press {
+            message_id: m.message_id,
+            data: data.to_owned(),
+            user_id: user,
+            token: None,
+        })
+        .unwrap();
+}
+
 fn data_of(m: &TranscriptEntry, label: &str) -> String {
     buttons(m)
         .into_iter()
@@ -213,10 +228,21 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     assert_eq!(asked.get("disable_notification"), None, "{asked}");
     let yes = data_of(&q, "Yes");
     let no = data_of(&q, "No");
-    // A stranger cannot tap in the owner's private chat (tg-fake, like Telegram, refuses it);
-    // forged data from one is the owner gate's (crates/hub/tests/handlers.rs, every button
-    // bound to its owner by `callbacks::lookup`).
-    assert!(!press_as(env, &q, &yes, Some(4242)));
+    // A stranger's tap (forged: Telegram shows nobody else the owner's private chat) is
+    // answered and does nothing.
+    let answers = || calls(env, "answerCallbackQuery").len();
+    let before = answers();
+    forge(env, &q, &yes, Some(OWNER + 1));
+    wait_for("the stranger's tap answered", 20, || {
+        answers() == before + 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        tool_results_with(&s, "ANSWER="),
+        0,
+        "a stranger's tap answered pi"
+    );
+    assert!(!buttons(&now_reads(env, q.message_id)).is_empty());
     // The owner's Yes, and a No tapped right after it (a double tap, before the edit).
     assert!(press_as(env, &q, &yes, None));
     let _ = press_as(env, &q, &no, None);
@@ -235,8 +261,13 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
         !now_reads(env, q.message_id).pinned
     });
     assert!(buttons(&settled).is_empty(), "{:?}", settled.reply_markup);
-    // The question lost its buttons; the second tap changed nothing: pi got one answer.
+    // The question lost its buttons; a second tap, and the Yes replayed by a client that kept
+    // it, change nothing: pi got one answer.
     assert!(!press_as(env, &q, &yes, None));
+    let before = answers();
+    forge(env, &q, &yes, None);
+    forge(env, &q, &no, None);
+    wait_for("the replays answered", 20, || answers() == before + 2);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(tool_results_with(&s, "ANSWER=true"), 1);
     assert_eq!(tool_results_with(&s, "ANSWER=false"), 0);
@@ -295,8 +326,13 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     });
     assert!(
         !press_as(env, &q, &data_of(&q, "Yes"), None),
-        "the buttons stay after the timeout"
+        "the buttons are gone after the timeout"
     );
+    let before = answers();
+    forge(env, &q, &data_of(&q, "Yes"), None);
+    wait_for("the late tap answered", 20, || answers() == before + 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(text(&now_reads(env, q.message_id)).contains("No answer within 2 s"));
     assert_eq!(
         tool_results_with(&s, "ANSWER=true"),
         1,
@@ -317,8 +353,15 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     });
     assert!(
         !press_as(env, &q, &data_of(&q, "Cancel"), None),
-        "the buttons stay after the restart"
+        "the buttons are gone after the restart"
     );
+    let before = answers();
+    forge(env, &q, &data_of(&q, "Cancel"), None);
+    wait_for("the tap into the void answered", 20, || {
+        answers() == before + 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(text(&now_reads(env, q.message_id)).contains("The pi that asked is gone"));
     let st = env.status();
     assert_eq!(st["dialogs_open"], json!(0), "{st}");
     assert_eq!(hub.stop(), Some(0));
