@@ -652,7 +652,9 @@ async fn an_operand_that_would_be_an_option_is_refused_unless_options_end_first(
     let mut perms = std::fs::metadata(&argv).expect("the script").permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&argv, perms).expect("make it executable");
-    let argv = path_str(&argv);
+    // Run by sh, not executed itself: a script just written is busy (ETXTBSY) while a child
+    // another test forks meanwhile still holds the writing descriptor.
+    let argv = format!("/bin/sh {}", path_str(&argv));
     let opts = RunOptions {
         operands: vec!["text".into()],
         ..RunOptions::default()

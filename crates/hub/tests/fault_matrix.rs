@@ -2977,7 +2977,9 @@ fn enable_voice(hub: &TestHub) {
     let path = hub.dir.path().join("telegram.json");
     let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     cfg["outboundHandlers"] =
-        json!([{ "type": "voice", "template": format!("{} {{ogg}}", tts.display()) }]);
+        // Run by sh: a script just written can be busy (ETXTBSY) while another test's child
+        // still holds the writing descriptor.
+        json!([{ "type": "voice", "template": format!("/bin/sh {} {{ogg}}", tts.display()) }]);
     cfg["voice"] = json!({ "replyMode": "always", "sendTranscript": true });
     std::fs::write(&path, cfg.to_string()).unwrap();
 }
