@@ -164,7 +164,7 @@ fn two_headless_instances_each_answer_their_own_messages_and_an_exit_is_noticed(
 }
 
 #[test]
-fn extension_dialogs_are_declined_and_pi_commands_finish_their_turn() {
+fn an_extension_commands_dialog_is_asked_and_the_command_finishes_its_turn() {
     let Some(s) = setup() else { return };
     let env = &s.env;
     // An extension in pi's agent dir whose command asks for a confirmation.
@@ -196,10 +196,44 @@ fn extension_dialogs_are_declined_and_pi_commands_finish_their_turn() {
             .any(|t| t.starts_with("pi connected"))
     });
     env.say("/probe");
+    // The command's dialog is the person's question (tests/dialogs.rs has every kind).
+    let mut question = None;
+    wait_for("the command's question", 30, || {
+        question = env
+            .fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .find(|m| {
+                m.from_bot
+                    && m.text
+                        .as_deref()
+                        .is_some_and(|t| t.contains("asks: Really?"))
+            });
+        question.is_some()
+    });
+    let question = question.unwrap();
+    let yes = question.reply_markup.as_ref().unwrap()["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: question.message_id,
+            data: yes,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
     wait_for("the command's turn to finish", 30, || {
         env.bot_texts(OWNER)
             .iter()
             .any(|t| t == "✓ pi ran /probe (a command: what it shows, it shows in pi)")
+    });
+    wait_for("pi got the answer", 30, || {
+        env.bot_texts(OWNER).iter().any(|t| t.contains("→ ✅ Yes"))
     });
     // The instance is free again: the next message is answered.
     env.say("after the dialog");
