@@ -70,9 +70,11 @@ struct Live {
     tool_args: std::collections::HashMap<String, Value>,
     /// A headless child's token for its tools connection.
     tools_token: Option<String>,
-    /// The text and time of an answer pi finished in the current Telegram turn: the turn's
-    /// answer, unless pi goes on (a steer), when it becomes commentary.
-    answered_before: Option<(String, i64)>,
+    /// The turn, text and time of an answer pi finished in a Telegram turn: the turn's
+    /// answer, unless pi goes on in that same turn (a steer), when it becomes commentary. (A
+    /// pi with the extension runs turns it holds after a hub restart without a dispatch
+    /// here: only the same turn's start counts.)
+    answered_before: Option<(i64, String, i64)>,
 }
 
 impl Live {

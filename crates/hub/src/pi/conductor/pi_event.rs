@@ -58,8 +58,10 @@ impl Conductor {
             });
         }
         if let (Some(n), EventKind::TurnStart) = (turn, &kind)
-            && let Some(said) = l.answered_before.take()
+            && l.answered_before.as_ref().is_some_and(|(t, ..)| *t == n)
+            && let Some((_, text, at)) = l.answered_before.take()
         {
+            let said = (text, at);
             // pi goes on after an answer (the person steered it): that answer is not the
             // turn's last, and would be lost under the next; it arrives as commentary.
             return self.write_earlier_answer(id, n, said).await;
@@ -108,7 +110,7 @@ impl Conductor {
         let commentary = stop.as_deref() == Some("toolUse") && said;
         if turn.is_some() && stop.as_deref() == Some("stop") && said {
             // The turn's answer, unless pi goes on (`TurnStart`, above).
-            l.answered_before = Some((text.clone(), at));
+            l.answered_before = turn.map(|n| (n, text.clone(), at));
         }
         let push =
             settings.proactive_push && matches!(stop.as_deref(), Some("stop" | "toolUse")) && said;
