@@ -813,16 +813,7 @@ pub fn stale_question(held: &[(i64, &str)], now_ms: i64) -> String {
         _ => "earlier".to_owned(),
     };
     let waited = duration(now_ms - first);
-    let preview = |words: &str| {
-        let one_line = words.split_whitespace().collect::<Vec<_>>().join(" ");
-        let short: String = one_line.chars().take(60).collect();
-        let more = if one_line.chars().count() > 60 {
-            "…"
-        } else {
-            ""
-        };
-        format!("\"{short}{more}\"")
-    };
+    let preview = |words: &str| format!("\"{}\"", excerpt(words, 60));
     let mut text = if held.len() == 1 {
         format!(
             "⏳ This waited {waited} (sent {sent}) while pi was away. Run it now?\n{}",

@@ -38,19 +38,17 @@ pub(super) fn of_choice(d: &Dialog, choice: DialogChoice) -> Option<Value> {
     })
 }
 
-/// Records `answer` to dialog `id` if it is open, with the control that takes it to pi.
+/// Records `answer` to dialog `d` (as read in this transaction) if it is open, with the control
+/// that takes it to pi.
 pub(super) fn answer(
     say: &mut Say<'_>,
-    id: i64,
+    d: &Dialog,
     answer: Option<Value>,
     thread: Option<i64>,
     message_id: Option<i64>,
 ) -> Result<Answered, StoreError> {
-    let Some(d) = dialogs::get(say.tx, id)? else {
-        return Ok(Answered::Over(texts::dialog_unknown(), None));
-    };
     if d.state != State::Open {
-        let now = texts::dialog_over(&d, &over_of(&d));
+        let now = texts::dialog_over(d, &over_of(d));
         return Ok(Answered::Over(texts::dialog_answered_before(), Some(now)));
     }
     let Some(answer) = answer else {
@@ -69,9 +67,9 @@ pub(super) fn answer(
         message_id,
         params: &json!({ "dialog": d.id }),
     })?;
-    let shown = dialog_answer_shown(&d, &answer);
+    let shown = dialog_answer_shown(d, &answer);
     Ok(Answered::Taken(texts::dialog_over(
-        &d,
+        d,
         &DialogOver::Answered(shown),
     )))
 }
@@ -103,7 +101,7 @@ pub(super) fn replied(
         say.reply(msg, &told, None, &Purpose::ReplyDialog)?;
         return Ok(Outcome::DialogOver);
     };
-    match self::answer(say, d.id, Some(answer), msg.thread_id(), Some(question))? {
+    match self::answer(say, d, Some(answer), msg.thread_id(), Some(question))? {
         Answered::Taken(text) => {
             say.edit(d.chat_id, question, &text, None)?;
             crate::outgoing::outbound::unpin_question(say.tx, d.chat_id, question, say.ctx.now_ms)?;

@@ -418,10 +418,12 @@ fn dialog_answer(
     dialog: i64,
     choice: DialogChoice,
 ) -> Result<Tap, StoreError> {
-    let answer =
-        store::dialogs::get(say.tx, dialog)?.and_then(|d| super::dialogs::of_choice(&d, choice));
+    let Some(d) = store::dialogs::get(say.tx, dialog)? else {
+        return Ok(Tap::answer(texts::dialog_unknown(), Outcome::DialogOver));
+    };
+    let answer = super::dialogs::of_choice(&d, choice);
     Ok(
-        match super::dialogs::answer(say, dialog, answer, at.thread_id(), at.message_id())? {
+        match super::dialogs::answer(say, &d, answer, at.thread_id(), at.message_id())? {
             super::dialogs::Answered::Taken(text) => {
                 Tap::answer("Sent to pi", Outcome::DialogAnswered)
                     .with_edit(Some(Edit { text, markup: None }))
