@@ -367,6 +367,40 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     assert_eq!(hub.stop(), Some(0));
 }
 
+#[test]
+fn a_hub_killed_between_the_answer_and_pi_leaves_the_question_saying_so() {
+    let Some(s) = setup() else { return };
+    with_ask_extension(&s);
+    let env = &s.env;
+    let q = env.crash_at("control.before_effect", || {
+        wait_for("the hub", 20, || {
+            std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+        });
+        env.spawn_pi(&project(&s.pi, "web"));
+        wait_message(env, "the connected notice", |m| {
+            text(m).starts_with("pi connected: web")
+        });
+        ask(env, "confirm", None);
+        let q = wait_message(env, "the question", |m| {
+            text(m).contains("asks: Deploy now?")
+        });
+        // The answer commits with its control; the hub dies before pi is told.
+        assert!(press_as(env, &q, &data_of(&q, "Yes"), None));
+        q
+    });
+    let mut hub = start(env);
+    wait_for("the question voided", 30, || {
+        text(&now_reads(env, q.message_id)).contains("The pi that asked is gone")
+    });
+    assert_eq!(
+        tool_results_with(&s, "ANSWER="),
+        0,
+        "pi never had the answer"
+    );
+    assert_eq!(env.status()["dialogs_open"], json!(0));
+    assert_eq!(hub.stop(), Some(0));
+}
+
 /// pi with the extension in `dir` (an RPC host plays the terminal), connected.
 fn pi_in(s: &PiSetup, dir: &str) -> PiRpc {
     let mut cmd = s.pi.command(["--mode", "rpc", "--no-session"]);

@@ -152,6 +152,8 @@ impl Conductor {
     /// link sends it only while pi still waits, and says so otherwise: [`Ended`]).
     pub(super) async fn deliver_answer(&mut self, c: Control) -> Result<(), HubError> {
         let dialog = c.params.get("dialog").and_then(Value::as_i64);
+        // The answer is journaled, pi does not have it: a restarted hub finds its pi gone.
+        crate::crashpoint::hit(crate::crashpoint::CrashPoint::ControlBeforeEffect);
         let now = self.db.now_ms();
         let live: Vec<(String, tokio::sync::mpsc::Sender<Command>)> = self
             .live
