@@ -161,17 +161,22 @@ fn a_long_turn_shows_a_working_card_whose_stop_aborts_it() {
     env.say(&format!("[[slow]] {}", words.join(" ")));
     wait_for("the working card", 30, || !cards(env).is_empty());
     let card = cards(env).remove(0);
-    let sent = env
-        .fake
-        .control()
-        .requests(0, Some("sendMessage"))
-        .into_iter()
-        .find(|r| {
-            r.params["text"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("✍ pi is working on it"))
-        })
-        .unwrap();
+    // tg-fake shows the message before its request log has the call: wait for both.
+    let logged = || {
+        env.fake
+            .control()
+            .requests(0, Some("sendMessage"))
+            .into_iter()
+            .find(|r| {
+                r.params["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✍ pi is working on it"))
+            })
+    };
+    wait_for("the card's call in the request log", 10, || {
+        logged().is_some()
+    });
+    let sent = logged().unwrap();
     assert_eq!(sent.params["disable_notification"], true);
     let stop = card.reply_markup.as_ref().unwrap()["inline_keyboard"][0][0]["callback_data"]
         .as_str()
