@@ -255,11 +255,14 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
             .trim_end_matches(['"', '}', ']', '\\']),
         "true"
     );
-    let settled = now_reads(env, q.message_id);
-    assert!(text(&settled).contains("→ ✅ Yes"), "{:?}", settled.text);
+    // The question's edit is its own delivery: pi may have the answer before the edit lands.
+    wait_for("the question settled", 30, || {
+        text(&now_reads(env, q.message_id)).contains("→ ✅ Yes")
+    });
     wait_for("the question unpinned", 30, || {
         !now_reads(env, q.message_id).pinned
     });
+    let settled = now_reads(env, q.message_id);
     assert!(buttons(&settled).is_empty(), "{:?}", settled.reply_markup);
     // The question lost its buttons; a second tap, and the Yes replayed by a client that kept
     // it, change nothing: pi got one answer.
@@ -306,7 +309,9 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     wait_for("the name", 30, || {
         tool_results_with(&s, r#"ANSWER=\"Ada Lovelace\""#) == 1
     });
-    assert!(text(&now_reads(env, q.message_id)).contains("→ ✅ Ada Lovelace"));
+    wait_for("the input question settled", 30, || {
+        text(&now_reads(env, q.message_id)).contains("→ ✅ Ada Lovelace")
+    });
     // The reply was an answer, not a prompt.
     assert_eq!(common::pi::prompts_containing(&s.llm, "Ada Lovelace"), 0);
 
