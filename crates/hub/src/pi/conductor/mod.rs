@@ -26,6 +26,7 @@ use wire::TurnId;
 
 mod answers;
 mod attach;
+mod compaction;
 mod controls;
 mod dialogs;
 mod dispatch;
@@ -75,11 +76,15 @@ struct Live {
     /// pi with the extension runs turns it holds after a hub restart without a dispatch
     /// here: only the same turn's start counts.)
     answered_before: Option<(i64, String, i64)>,
+    /// pi compacts its context: no prompt goes to it until it is done.
+    compacting: Option<compaction::Compacting>,
+    /// How a compaction that ended before its turn's answer was written ended: said after it.
+    compaction_ended: Option<String>,
 }
 
 impl Live {
     fn ready(&self) -> bool {
-        self.idle && !self.pending && self.outstanding.is_none()
+        self.idle && !self.pending && self.outstanding.is_none() && self.compacting.is_none()
     }
 }
 

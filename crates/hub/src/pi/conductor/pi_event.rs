@@ -57,6 +57,19 @@ impl Conductor {
                 event: event.clone(),
             });
         }
+        match kind {
+            EventKind::CompactionStart => return self.compaction_started(id, &event).await,
+            EventKind::CompactionEnd => return self.compaction_ended(id, &event).await,
+            _ => {}
+        }
+        let Some(l) = self.live.get_mut(id) else {
+            return Ok(());
+        };
+        if kind == EventKind::AgentSettled {
+            // pi compacts inside a run and settles after it: a compaction whose end this hub
+            // missed must not hold dispatch for good.
+            l.compacting = None;
+        }
         if let (Some(n), EventKind::TurnStart) = (turn, &kind)
             && l.answered_before.as_ref().is_some_and(|(t, ..)| *t == n)
             && let Some((_, text, at)) = l.answered_before.take()
