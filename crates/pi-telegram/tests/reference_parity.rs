@@ -9,10 +9,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::pi::{PiSetup, project, setup};
+use common::pi::{PiSetup, project, setup, setup_threaded};
 use common::{Env, OWNER, wait_for};
 use serde_json::{Value, json};
+use pi_testkit::PiRpc;
 use tg_fake::control::{ThreadFilter, TranscriptEntry};
+use tg_fake::world::TopicState;
 
 fn start(s: &PiSetup) -> common::Hub {
     let hub = s.env.serve();
@@ -132,4 +134,146 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
         }
     }
     assert_eq!(hub.stop(), Some(0));
+}
+
+fn install(s: &PiSetup) {
+    let out = s.env.run(&["install-extension"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// pi with the extension in `dir` (an RPC host plays its terminal), connected.
+fn pi_in(s: &PiSetup, dir: &str) -> PiRpc {
+    let mut cmd = s.pi.command(["--mode", "rpc", "--no-session"]);
+    cmd.current_dir(dir);
+    let mut pi = PiRpc::spawn(cmd).unwrap();
+    pi.send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
+        .unwrap();
+    pi.read_until(
+        Duration::from_secs(60),
+        "the connect command",
+        |v: &Value| v["type"] == "response" && v["id"] == "connect",
+    )
+    .unwrap();
+    pi
+}
+
+/// The state of the topic `thread` at Telegram.
+fn topic_state(env: &Env, thread: i64) -> TopicState {
+    env.fake
+        .control()
+        .topics(Some(OWNER), None)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.thread_id == thread)
+        .map(|t| t.state)
+        .unwrap()
+}
+
+/// `threads.automaticCleanup` in telegram.json (the Settings button writes the same key).
+fn set_cleanup(env: &Env, on: bool) {
+    let path = env.config_path();
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v["threads"] = json!({ "automaticCleanup": on });
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
+    let Some(s) = setup_threaded() else { return };
+    install(&s);
+    let env = &s.env;
+    let mut hub = start(&s);
+
+    // pi quits (its terminal closes: stdin ends) after an answer: the answer arrives, then the
+    // topic goes, and the main chat says so.
+    let web = project(&s.pi, "web");
+    let mut pi = pi_in(&s, &web);
+    let topic = env.bound_topic("web", 60);
+    send_in(env, topic, "last words");
+    wait_message(env, "the answer in the topic", 60, |t| t == "echo: last words");
+    pi.close(Duration::from_secs(30)).unwrap();
+    wait_message(env, "the notice in the main chat", 60, |t| {
+        t.starts_with("pi web is gone: pi quit.") && t.contains("Its thread is removed.")
+    });
+    wait_for("the topic deleted", 60, || {
+        topic_state(env, topic) == TopicState::Deleted
+    });
+    // The answer was delivered before the topic went.
+    let requests = env.fake.control().requests(0, None);
+    let answered = requests
+        .iter()
+        .position(|r| r.params.to_string().contains("echo: last words"))
+        .unwrap();
+    let deleted = requests
+        .iter()
+        .position(|r| r.method == "deleteForumTopic")
+        .unwrap();
+    assert!(answered < deleted);
+
+    // A pi that crashes keeps its topic (offline, as before).
+    let api = project(&s.pi, "api");
+    let pi = pi_in(&s, &api);
+    let topic = env.bound_topic("api", 60);
+    drop(pi); // SIGKILL
+    wait_offline(env, topic);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_ne!(topic_state(env, topic), TopicState::Deleted);
+
+    // With the setting off, a quit keeps the topic too.
+    set_cleanup(env, false);
+    let docs = project(&s.pi, "docs");
+    let pi = pi_in(&s, &docs);
+    let topic = env.bound_topic("docs", 60);
+    pi.close(Duration::from_secs(30)).unwrap();
+    wait_offline(env, topic);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_ne!(topic_state(env, topic), TopicState::Deleted);
+    let deletes = || {
+        env.fake
+            .control()
+            .requests(0, None)
+            .iter()
+            .filter(|r| r.method == "deleteForumTopic")
+            .count()
+    };
+    assert_eq!(deletes(), 1);
+
+    // A headless pi closed from Telegram (the setting on again): its topic goes once /close's
+    // reply there is delivered.
+    set_cleanup(env, true);
+    env.spawn_pi(&project(&s.pi, "ops"));
+    let topic = env.bound_topic("ops", 60);
+    send_in(env, topic, "/close");
+    wait_for("the topic deleted", 60, || {
+        topic_state(env, topic) == TopicState::Deleted
+    });
+    assert_eq!(deletes(), 2);
+    assert_eq!(hub.stop(), Some(0));
+}
+
+/// Waits until the binding of topic `thread` is offline (its pi gone, the topic kept).
+fn wait_offline(env: &Env, thread: i64) {
+    wait_for("the topic's pi offline", 60, || {
+        env.status()["threads"].as_array().is_some_and(|bs| {
+            bs.iter()
+                .any(|b| b["thread_id"] == json!(thread) && b["state"] == json!("offline"))
+        })
+    });
+}
+
+/// Writes `text` in topic `thread` as the owner.
+fn send_in(env: &Env, thread: i64, text: &str) {
+    env.fake
+        .control()
+        .send_text(tg_fake::control::SendText {
+            text: text.into(),
+            thread_id: Some(thread),
+            user_id: Some(OWNER),
+            ..Default::default()
+        })
+        .unwrap();
 }

@@ -780,6 +780,18 @@ pub fn of_purpose(conn: &Connection, purpose: &Purpose) -> Result<Vec<OutboxRow>
     )
 }
 
+/// Whether a message is still on its way into topic `thread_id` of `chat_id` (pending or
+/// being sent): a topic is not deleted under it.
+pub fn on_its_way(conn: &Connection, chat_id: i64, thread_id: i64) -> Result<bool> {
+    conn.row(
+        "SELECT EXISTS(SELECT 1 FROM outbox WHERE state IN ('pending', 'sending')
+             AND chat_id = ?1 AND thread_id = ?2)",
+        params![chat_id, thread_id],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading the outbox of a topic"))
+}
+
 /// A row by id.
 pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
     Ok(select(conn, "WHERE id = ?1", [id])?.pop())

@@ -25,6 +25,28 @@ pub fn disconnected(
     epoch: Epoch,
     now_ms: i64,
 ) -> Result<Option<Binding>, StoreError> {
+    released(tx, identity, epoch, "disconnected", now_ms)
+}
+
+/// The instance quit on purpose and `threads.automaticCleanup` is on: like
+/// [`disconnected`], its binding goes and its topic is deleted (proof `quit:<identity>`); the
+/// identity gets a new topic when it comes back.
+pub fn quit(
+    tx: &Connection,
+    identity: &str,
+    epoch: Epoch,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
+    released(tx, identity, epoch, "quit", now_ms)
+}
+
+fn released(
+    tx: &Connection,
+    identity: &str,
+    epoch: Epoch,
+    why: &str,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
     if !lease::is_current(tx, epoch)? {
         return Ok(None);
     }
@@ -37,7 +59,7 @@ pub fn disconnected(
             tx,
             b.chat_id,
             b.thread_id,
-            &format!("disconnected:{identity}"),
+            &format!("{why}:{identity}"),
             now_ms,
         )?;
     }

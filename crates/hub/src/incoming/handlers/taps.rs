@@ -530,6 +530,7 @@ fn setting(
             | "staleAfterMinutes"
             | "notifications"
             | "assistant.reactions"
+            | "threads.automaticCleanup"
     );
     if !known || value.is_null() {
         return Ok(Tap::answer(
