@@ -277,3 +277,77 @@ fn send_in(env: &Env, thread: i64, text: &str) {
         })
         .unwrap();
 }
+
+/// Presses the button labelled `label` on bot message `m`.
+fn press(env: &Env, m: &TranscriptEntry, label: &str) {
+    let data = m
+        .reply_markup
+        .as_ref()
+        .and_then(|r| r["inline_keyboard"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+        .find(|b| b["text"] == json!(label))
+        .and_then(|b| b["callback_data"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no button {label:?} on {:?}", m.text));
+    env.fake
+        .control()
+        .press(tg_fake::control::Press {
+            message_id: m.message_id,
+            data,
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+}
+
+#[test]
+fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
+    let Some(s) = setup_threaded() else { return };
+    install(&s);
+    let env = &s.env;
+    // Retention 0 days: every offline topic is past it at the next start.
+    let path = env.config_path();
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v["threadRetentionDays"] = json!(0);
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let mut hub = start(&s);
+    let mut topics = Vec::new();
+    for name in ["old", "older"] {
+        let pi = pi_in(&s, &project(&s.pi, name));
+        let topic = env.bound_topic(name, 60);
+        drop(pi); // a crash: the topic stays, offline
+        wait_offline(env, topic);
+        topics.push(topic);
+    }
+    assert_eq!(hub.stop(), Some(0));
+    let mut hub = start(&s);
+    let offer = wait_message(env, "the offer", 60, |t| t.starts_with("🧹 2 topics"));
+    assert!(text(&offer).contains("A · old"), "{:?}", offer.text);
+    assert!(text(&offer).contains("B · older"), "{:?}", offer.text);
+    assert_eq!(offer.thread_id, None, "in the main chat");
+    for t in &topics {
+        assert_ne!(topic_state(env, *t), TopicState::Deleted);
+    }
+    press(env, &offer, "🗑 Delete them");
+    wait_for("both deleted", 60, || {
+        topics
+            .iter()
+            .all(|t| topic_state(env, *t) == TopicState::Deleted)
+    });
+    wait_for("the offer settled", 30, || {
+        bot_messages(env)
+            .iter()
+            .any(|m| m.message_id == offer.message_id && text(m).ends_with("→ Deleting 2."))
+    });
+    // One offer, not one per topic, and none again at the next start.
+    assert_eq!(hub.stop(), Some(0));
+    let mut hub = start(&s);
+    std::thread::sleep(Duration::from_secs(2));
+    let offers = bot_messages(env)
+        .iter()
+        .filter(|m| text(m).starts_with("🧹"))
+        .count();
+    assert_eq!(offers, 1);
+    assert_eq!(hub.stop(), Some(0));
+}

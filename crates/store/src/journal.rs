@@ -171,6 +171,10 @@ stored_text_enum! {
             IntentCreate = "intent:create",
             /// ... settled: forgotten.
             IntentForget = "intent:forget",
+            /// Topics offline past the retention: deleted.
+            RetentionDelete = "retention:delete",
+            /// ... kept.
+            RetentionKeep = "retention:keep",
             /// Prompts that waited while the hub or their pi was away: run now.
             StaleRun = "stale:run",
             /// ... skipped.

@@ -276,13 +276,14 @@ pub fn bind_topic(
 }
 
 /// Offline bindings older than `retention_ms` release their slot. Their topics are left alone
-/// (deleting them needs the person's consent). Returns the identities released.
+/// (deleting them needs the person's consent: the hub offers it). Returns the bindings
+/// released.
 pub fn release_stale(
     tx: &Connection,
     retention_ms: i64,
     epoch: Epoch,
     now_ms: i64,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<Binding>, StoreError> {
     if !lease::is_current(tx, epoch)? {
         return Ok(Vec::new());
     }
@@ -293,7 +294,7 @@ pub fn release_stale(
                 .is_some_and(|t| now_ms - t > retention_ms);
         if stale {
             threads::delete_binding(tx, &b.identity)?;
-            released.push(b.identity);
+            released.push(b);
         }
     }
     Ok(released)

@@ -613,6 +613,18 @@ pub fn compacted_by_pi(label: &str, how: &Compacted) -> String {
     }
 }
 
+/// The topics of pis offline for more than `days` days, offered for deletion.
+pub fn retention_offer(titles: &[&str], days: u64) -> String {
+    let n = titles.len();
+    let which = titles.join(", ");
+    let topics = if n == 1 { "topic" } else { "topics" };
+    format!(
+        "🧹 {n} {topics} of pis offline for more than {days} day(s): {which}. Their letters are \
+         free again. Delete the {topics}? What was written in them goes with them; a pi that \
+         comes back gets a new one."
+    )
+}
+
 /// A compaction that failed.
 pub fn compact_failed(label: &str, why: &str) -> String {
     format!("{label}'s session was not compacted: {why}")
