@@ -351,3 +351,71 @@ fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
     assert_eq!(offers, 1);
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
+    let Some(s) = setup() else { return };
+    install(&s);
+    let env = &s.env;
+    let mut hub = start(&s);
+    let mut pi = pi_in(&s, &project(&s.pi, "desk"));
+    wait_message(env, "the connected notice", 60, |t| {
+        t.starts_with("pi connected: desk")
+    });
+    // Typed at the terminal (the RPC host plays it): a slow answer, 20 words 150 ms apart.
+    let words: Vec<String> = (1..=20).map(|i| format!("t{i}")).collect();
+    let prompt = format!("[[slow]] typed here {}", words.join(" "));
+    pi.send(&json!({ "id": "typed", "type": "prompt", "message": prompt }))
+        .unwrap();
+    let pushed = wait_message(env, "the pushed answer", 60, |t| t.contains("typed here t1"));
+    let requests = env.fake.control().requests(0, None);
+    let drafts: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.method.ends_with("Draft")
+                && r.params["draft_id"].as_i64().is_some_and(|d| d >= 1 << 40)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!drafts.is_empty(), "no draft of the terminal's work");
+    assert!(
+        drafts.iter().any(|i| requests[*i].params.to_string().contains("t3")),
+        "the draft grew with the answer"
+    );
+    // No draft after the pushed answer.
+    let answer_at = requests
+        .iter()
+        .position(|r| {
+            !r.method.ends_with("Draft") && r.params.to_string().contains("typed here t1")
+        })
+        .unwrap();
+    assert!(drafts.iter().all(|i| *i < answer_at), "a draft after the answer");
+    assert_eq!(pushed.thread_id, None);
+
+    // Without drafts: typing while it works.
+    let path = env.config_path();
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v["assistant"] = json!({ "draftPreviews": false });
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let typing_before = env
+        .fake
+        .control()
+        .requests(0, None)
+        .iter()
+        .filter(|r| r.method == "sendChatAction")
+        .count();
+    pi.send(&json!({ "id": "typed2", "type": "prompt", "message": "[[slow]] again a b c d e f g h" }))
+        .unwrap();
+    wait_message(env, "the second pushed answer", 60, |t| t.contains("again a b"));
+    let typing = env
+        .fake
+        .control()
+        .requests(0, None)
+        .iter()
+        .filter(|r| r.method == "sendChatAction")
+        .count();
+    assert!(typing > typing_before, "no typing for the terminal's work");
+    drop(pi);
+    assert_eq!(hub.stop(), Some(0));
+}

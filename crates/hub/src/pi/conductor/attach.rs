@@ -147,6 +147,7 @@ impl Conductor {
             answered_before: None,
             compacting: None,
             compaction_ended: None,
+            local: Default::default(),
         };
         let id = InstanceId(registered.id);
         self.go_live(id, live, registered.done_acks, registered.resumed, reply);

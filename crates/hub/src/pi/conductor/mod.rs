@@ -32,6 +32,7 @@ mod dialogs;
 mod dispatch;
 mod fates;
 mod gone;
+mod local_work;
 mod pi_event;
 mod run;
 mod stale;
@@ -80,6 +81,8 @@ struct Live {
     compacting: Option<compaction::Compacting>,
     /// How a compaction that ended before its turn's answer was written ended: said after it.
     compaction_ended: Option<String>,
+    /// Work it does that did not come from Telegram, as the phone shows it.
+    local: local_work::LocalWork,
 }
 
 impl Live {
@@ -122,6 +125,8 @@ pub struct Conductor {
     told_time: std::collections::HashMap<String, i64>,
     /// What each person's message shows of its fate (`assistant.reactions`).
     fates: fates::Fates,
+    /// Counts the previews of pis' own work (`local_work::LOCAL_DRAFTS`).
+    local_seq: i64,
 }
 
 /// Busy/idle of instances, for `status`.
@@ -179,6 +184,7 @@ impl Conductor {
             unsaved_states: BTreeMap::new(),
             told_time: std::collections::HashMap::new(),
             fates: fates::Fates::default(),
+            local_seq: 0,
         }
     }
 

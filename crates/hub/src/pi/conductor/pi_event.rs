@@ -57,6 +57,9 @@ impl Conductor {
                 event: event.clone(),
             });
         }
+        if turn.is_none() {
+            self.local_event(id, &kind, &event).await?;
+        }
         match kind {
             EventKind::CompactionStart => return self.compaction_started(id, &event).await,
             EventKind::CompactionEnd => return self.compaction_ended(id, &event).await,
@@ -147,6 +150,10 @@ impl Conductor {
         let identity = l.identity.clone();
         let label = l.label.clone();
         let several = self.live.len() > 1;
+        if turn.is_none() {
+            // No draft of it after the message.
+            self.end_local_preview(id).await?;
+        }
         let now = self.db.now_ms();
         // Outbox rows only: they reach Telegram after the sender's synced mark.
         let written = self
