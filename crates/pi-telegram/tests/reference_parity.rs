@@ -419,3 +419,37 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
     drop(pi);
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn a_generative_app_button_is_refused_not_sent_to_pi() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    let mut hub = start(&s);
+    env.spawn_pi(&project(&s.pi, "web"));
+    wait_message(env, "the connected notice", 60, |t| {
+        t.starts_with("pi connected: web")
+    });
+    // The fake model echoes: its answer carries the buttons, one of them an app action.
+    env.say("pick\n\n<!-- telegram_button [{Add|todo::add(3)} {Plain|say hello}] -->");
+    let answer = wait_message(env, "the answer with buttons", 60, |t| t.starts_with("echo: pick"));
+    let requests = s.llm.requests().len();
+    let answers = || {
+        env.fake
+            .control()
+            .requests(0, None)
+            .into_iter()
+            .filter(|r| r.method == "answerCallbackQuery")
+            .map(|r| r.params["text"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    press(env, &answer, "Add");
+    wait_for("the tap answered", 30, || {
+        answers().iter().any(|t| t.contains("Generative App"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.llm.requests().len(), requests, "the app action reached pi");
+    // An ordinary button still sends its prompt.
+    press(env, &answer, "Plain");
+    wait_message(env, "the plain button's answer", 60, |t| t == "echo: say hello");
+    assert_eq!(hub.stop(), Some(0));
+}

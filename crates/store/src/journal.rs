@@ -211,6 +211,8 @@ stored_text_enum! {
             PromptAgain = "prompt:again",
             /// A prompt button without its message.
             PromptNoMessage = "prompt:no-message",
+            /// A button of a Generative App (`app::method`), which this hub does not run.
+            PromptAppAction = "prompt:app-action",
             /// Cancelled.
             Dismissed = "dismissed",
             /// A queue button of a turn the store does not know.

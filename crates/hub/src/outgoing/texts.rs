@@ -625,6 +625,13 @@ pub fn retention_offer(titles: &[&str], days: u64) -> String {
     )
 }
 
+/// A tapped button whose prompt is a Generative App's `app::method`.
+pub fn app_action_refused() -> String {
+    "This button calls a Generative App (app::method), which this hub does not run; nothing \
+     was sent to pi."
+        .to_owned()
+}
+
 /// A compaction that failed.
 pub fn compact_failed(label: &str, why: &str) -> String {
     format!("{label}'s session was not compacted: {why}")

@@ -668,6 +668,12 @@ fn prompt_button(
             Outcome::PromptNoMessage,
         ));
     };
+    if crate::outgoing::markup::buttons::is_app_action(prompt) {
+        return Ok(Tap::answer(
+            texts::app_action_refused(),
+            Outcome::PromptAppAction,
+        ));
+    }
     let created = turns::create(
         tx,
         &turns::NewTurn {
