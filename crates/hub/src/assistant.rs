@@ -195,7 +195,7 @@ impl Settings {
     /// understand.
     pub fn from_file(file: &ConfigFile, profile: &ProfileName) -> (Self, Vec<String>) {
         let mut s = Self::default();
-        let mut warnings = Vec::new();
+        let mut warnings = file.unused_keys();
         if let Some(v) = file.setting(profile, "voice").and_then(Value::as_object) {
             match v.get("replyMode").and_then(Value::as_str) {
                 None | Some("hidden" | "manual") => {}

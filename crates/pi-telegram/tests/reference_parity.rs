@@ -453,3 +453,47 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
     wait_message(env, "the plain button's answer", 60, |t| t == "echo: say hello");
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn a_reference_telegram_json_warns_once_per_key_this_hub_does_not_use() {
+    let env = Env::new();
+    env.preset_owner();
+    // Every key the reference 0.42 documents, beside the profile the test wrote.
+    let path = env.config_path();
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let profile = v["profiles"]["default"].as_object_mut().unwrap();
+    profile.insert("botUsername".into(), json!("my_bot"));
+    profile.insert("botId".into(), json!(123));
+    profile.insert("lastUpdateId".into(), json!(7));
+    for (k, val) in json!({
+        "inboundHandlers": [], "attachmentHandlers": [], "outboundHandlers": [],
+        "assistant": { "draftPreviews": true, "rendering": "rich", "activity": "verbose",
+                       "timeInjection": "interval", "activityVerbosity": "verbose" },
+        "voice": { "replyMode": "manual" },
+        "time": { "interval": 1_800_000 },
+        "threads": { "automaticCleanup": true },
+        "followerProbeTimeoutMs": 5000
+    })
+    .as_object()
+    .unwrap()
+    {
+        v[k] = val.clone();
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    // (The test's own write left it world-readable; that warning is not this test's.)
+    let private = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600);
+    std::fs::set_permissions(&path, private).unwrap();
+    let warnings: Vec<String> = env.status()["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(warnings.iter().any(|w| w.starts_with("assistant.activityVerbosity is not used")));
+    assert!(warnings.iter().any(|w| w.starts_with("followerProbeTimeoutMs is not used")));
+    // doctor says the same, as a warning, not a failure.
+    let out = env.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("followerProbeTimeoutMs is not used"), "{text}");
+}
