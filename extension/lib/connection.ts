@@ -16,6 +16,7 @@ import { binaryVersion, hubBinary, ownVersion } from "./release.ts";
 import { globalState } from "./state.ts";
 import { describeTarget, type HubTarget, isRemote, localTarget, openTransport, resolveTarget } from "./transport.ts";
 import {
+	type ByeReason,
 	type ClientMessage,
 	decodeHandshake,
 	decodeHubMessage,
@@ -173,7 +174,7 @@ export class HubConnection {
 	}
 
 	/** Stops for good, saying goodbye when connected and `bye` is given. */
-	stop(bye?: "disconnect" | "shutdown"): void {
+	stop(bye?: ByeReason): void {
 		const wasConnected = this.phase === "connected";
 		this.phase = "stopped";
 		this.detail = "disconnected";

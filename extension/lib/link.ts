@@ -6,7 +6,7 @@
 import { HubConnection, type SendOptions } from "./connection.ts";
 import type { Session } from "./session.ts";
 import { isRemote } from "./transport.ts";
-import type { ClientMessage, HubMessage, InstanceHelloFields, StateFields, ToolName } from "./wire.ts";
+import type { ByeReason, ClientMessage, HubMessage, InstanceHelloFields, StateFields, ToolName } from "./wire.ts";
 
 /** Sending to the hub: what the turn runner, the forwarder and the request answers need. */
 export interface Outbox {
@@ -69,7 +69,7 @@ export class InstanceLink implements Outbox {
 	}
 
 	/** Closes the current connection, if any, saying why to the hub. */
-	close(bye: "disconnect" | "shutdown"): void {
+	close(bye: ByeReason): void {
 		const hub = this.hub;
 		this.hub = undefined;
 		this.hubStatus = undefined;

@@ -126,6 +126,11 @@ export interface Response {
 	error?: string;
 }
 
+/** Why the extension leaves: `/telegram-disconnect`, pi quitting (its process ends), or its
+ * session being replaced (`/new`, `/resume`, `/fork`, `/reload`: another connects at once).
+ * A hub that does not know "quit" takes it as "shutdown". */
+export type ByeReason = "disconnect" | "quit" | "shutdown";
+
 /** pi started (`waiting: true`) or stopped waiting for the person at its terminal. */
 export interface UiPrompt {
 	type: "ui_prompt";
@@ -136,7 +141,7 @@ export interface UiPrompt {
 
 export interface Bye {
 	type: "bye";
-	reason: "disconnect" | "shutdown";
+	reason: ByeReason;
 }
 
 export interface ToolCall {

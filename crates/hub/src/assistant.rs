@@ -7,7 +7,8 @@
 //!                  "proactivePush": true, "timeInjection": "interval",
 //!                  "reactions": true },
 //!   "voice": { "replyMode": "manual" }, "time": { "interval": 1800000 },
-//!   "staleAfterMinutes": 30, "notifications": "smart" }
+//!   "staleAfterMinutes": 30, "notifications": "smart",
+//!   "threads": { "automaticCleanup": true } }
 //! ```
 //!
 //! A value the hub does not know is named in a warning (log and `status`) and the default is
@@ -158,6 +159,9 @@ pub struct Settings {
     /// `assistant.reactions` (default true): the bot reacts on the person's message to show
     /// its fate (queued, running, answered, skipped, interrupted).
     pub reactions: bool,
+    /// `threads.automaticCleanup` (default true): the topic of a pi that quits on purpose is
+    /// deleted once everything on its way there is delivered.
+    pub thread_cleanup: bool,
 }
 
 impl Settings {
@@ -181,6 +185,7 @@ impl Default for Settings {
             stale_after_ms: (DEFAULT_STALE_AFTER_MINUTES * 60_000.0) as i64,
             notifications: Notifications::Smart,
             reactions: true,
+            thread_cleanup: true,
         }
     }
 }
@@ -190,7 +195,7 @@ impl Settings {
     /// understand.
     pub fn from_file(file: &ConfigFile, profile: &ProfileName) -> (Self, Vec<String>) {
         let mut s = Self::default();
-        let mut warnings = Vec::new();
+        let mut warnings = file.unused_keys();
         if let Some(v) = file.setting(profile, "voice").and_then(Value::as_object) {
             match v.get("replyMode").and_then(Value::as_str) {
                 None | Some("hidden" | "manual") => {}
@@ -231,6 +236,15 @@ impl Settings {
                 Some("answers") => s.notifications = Notifications::Answers,
                 _ => warnings.push(format!(
                     "notifications is {v}, expected \"smart\", \"all\" or \"answers\"; using smart"
+                )),
+            }
+        }
+        if let Some(t) = file.setting(profile, "threads") {
+            match t.get("automaticCleanup") {
+                None => {}
+                Some(Value::Bool(b)) => s.thread_cleanup = *b,
+                Some(v) => warnings.push(format!(
+                    "threads.automaticCleanup is {v}, expected true or false; using true"
                 )),
             }
         }

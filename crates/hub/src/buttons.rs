@@ -111,6 +111,13 @@ pub enum Button {
         /// `true`: run them; `false`: skip them.
         run: bool,
     },
+    /// The answer to the offer to delete topics offline past `threadRetentionDays`.
+    Retention {
+        /// The topics offered, `(chat, thread)`.
+        topics: Vec<(i64, i64)>,
+        /// `true`: delete them; `false`: keep them.
+        delete: bool,
+    },
     /// Stop the turn pi works on (the working card's ⏹): an abort bound to that turn.
     Stop {
         /// The turn.

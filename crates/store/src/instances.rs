@@ -113,6 +113,8 @@ pub enum GoneReason {
     Disconnected,
     /// pi is shutting down (or replacing its session).
     Shutdown,
+    /// pi quit on purpose (`/quit`, Ctrl+D, SIGTERM): its process ends.
+    Quit,
     /// The process exited (RPC children).
     Exited(String),
     /// The connection dropped without a goodbye.
@@ -129,7 +131,10 @@ pub enum GoneReason {
 impl GoneReason {
     /// Whether the pi process behind it is known to be gone (its turns cannot come back).
     pub fn process_gone(&self) -> bool {
-        matches!(self, Self::Shutdown | Self::Exited(_) | Self::Disconnected)
+        matches!(
+            self,
+            Self::Shutdown | Self::Quit | Self::Exited(_) | Self::Disconnected
+        )
     }
 
     /// A short text for people: what happened, in plain words, without error details.
@@ -145,6 +150,7 @@ impl GoneReason {
         match self {
             Self::Disconnected => "disconnected from Telegram (/telegram-disconnect)",
             Self::Shutdown => "pi closed its session",
+            Self::Quit => "pi quit",
             Self::Exited(_) => "pi exited",
             Self::ConnectionLost(_) => "its connection to the hub was lost",
             Self::Closed(_) => "the hub closed its connection",
@@ -157,7 +163,11 @@ impl GoneReason {
     /// stored text.
     pub fn detail(&self) -> String {
         match self {
-            Self::Disconnected | Self::Shutdown | Self::HubRestarted | Self::Earlier(_) => {
+            Self::Disconnected
+            | Self::Shutdown
+            | Self::Quit
+            | Self::HubRestarted
+            | Self::Earlier(_) => {
                 self.describe()
             }
             Self::Exited(why) | Self::ConnectionLost(why) | Self::Closed(why) => {
@@ -169,7 +179,12 @@ impl GoneReason {
     /// From its stored text: the inverse of [`detail`](Self::detail), anything else kept as
     /// [`Earlier`](Self::Earlier).
     pub fn parse(text: &str) -> Self {
-        for plain in [Self::Disconnected, Self::Shutdown, Self::HubRestarted] {
+        for plain in [
+            Self::Disconnected,
+            Self::Shutdown,
+            Self::Quit,
+            Self::HubRestarted,
+        ] {
             if text == plain.words() {
                 return plain;
             }

@@ -171,6 +171,10 @@ stored_text_enum! {
             IntentCreate = "intent:create",
             /// ... settled: forgotten.
             IntentForget = "intent:forget",
+            /// Topics offline past the retention: deleted.
+            RetentionDelete = "retention:delete",
+            /// ... kept.
+            RetentionKeep = "retention:keep",
             /// Prompts that waited while the hub or their pi was away: run now.
             StaleRun = "stale:run",
             /// ... skipped.
@@ -207,6 +211,8 @@ stored_text_enum! {
             PromptAgain = "prompt:again",
             /// A prompt button without its message.
             PromptNoMessage = "prompt:no-message",
+            /// A button of a Generative App (`app::method`), which this hub does not run.
+            PromptAppAction = "prompt:app-action",
             /// Cancelled.
             Dismissed = "dismissed",
             /// A queue button of a turn the store does not know.

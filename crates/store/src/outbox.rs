@@ -180,6 +180,19 @@ stored_text_enum! {
             /// When this text of it was written.
             at: i64,
         },
+        /// `compaction:<identity>:<at>`: pi compacts its context (or did), as written at `at`.
+        Compaction {
+            /// The pi.
+            identity: String,
+            /// When this text of it was written.
+            at: i64,
+        },
+        /// `notice:retention:<at>`: topics offline past `threadRetentionDays`, offered for
+        /// deletion, as written at `at`.
+        NoticeRetention {
+            /// When.
+            at: i64,
+        },
         /// `dialog:<id>:<at>`: the question of one of pi's dialogs, as written at `at`.
         Dialog {
             /// The dialog.
@@ -377,6 +390,8 @@ impl Purpose {
             Self::Control { id } => format!("control:{id}").into(),
             Self::Stale { question, at } => format!("stale:{question}:{at}").into(),
             Self::Dialog { id, at } => format!("dialog:{id}:{at}").into(),
+            Self::Compaction { identity, at } => format!("compaction:{identity}:{at}").into(),
+            Self::NoticeRetention { at } => format!("notice:retention:{at}").into(),
             Self::File { id } => format!("file:{id}").into(),
             Self::FileLate { id } => format!("file-late:{id}").into(),
             Self::Transcript { id } => format!("transcript:{id}").into(),
@@ -462,6 +477,10 @@ impl Purpose {
                 let (id, at) = two(rest)?;
                 Self::Dialog { id, at }
             }
+            "compaction" => {
+                let (identity, at) = named(rest)?;
+                Self::Compaction { identity, at }
+            }
             "file" => Self::File { id: num(rest)? },
             "file-late" => Self::FileLate { id: num(rest)? },
             "transcript" => Self::Transcript { id: num(rest)? },
@@ -498,6 +517,7 @@ impl Purpose {
             "noslot" => Self::NoticeNoSlot { at: num(rest)? },
             "refused" => Self::NoticeRefused { at: num(rest)? },
             "back" => Self::NoticeBack { at: num(rest)? },
+            "retention" => Self::NoticeRetention { at: num(rest)? },
             "restored" => Self::NoticeRestored { at: num(rest)? },
             "moved" => {
                 let (identity, thread) = named(rest)?;
@@ -758,6 +778,18 @@ pub fn of_purpose(conn: &Connection, purpose: &Purpose) -> Result<Vec<OutboxRow>
         "WHERE source_update_id IS NULL AND purpose = ?1 ORDER BY id",
         params![purpose],
     )
+}
+
+/// Whether a message is still on its way into topic `thread_id` of `chat_id` (pending or
+/// being sent): a topic is not deleted under it.
+pub fn on_its_way(conn: &Connection, chat_id: i64, thread_id: i64) -> Result<bool> {
+    conn.row(
+        "SELECT EXISTS(SELECT 1 FROM outbox WHERE state IN ('pending', 'sending')
+             AND chat_id = ?1 AND thread_id = ?2)",
+        params![chat_id, thread_id],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading the outbox of a topic"))
 }
 
 /// A row by id.
@@ -1201,6 +1233,11 @@ mod tests {
                 at: 1_700,
             },
             Purpose::Dialog { id: 3, at: 1_700 },
+            Purpose::Compaction {
+                identity: "pi:a".into(),
+                at: 1_700,
+            },
+            Purpose::NoticeRetention { at: 1_700 },
             Purpose::File { id: 3 },
             Purpose::FileLate { id: 3 },
             Purpose::Transcript { id: 3 },

@@ -142,6 +142,16 @@ pub fn by_instance(conn: &Connection, instance_id: &str) -> Result<Option<Spawne
     .transpose()
 }
 
+/// Whether the person closed the pi that ran as instance `instance_id`.
+pub fn closed_by_person(conn: &Connection, instance_id: &str) -> Result<bool> {
+    conn.row(
+        "SELECT EXISTS(SELECT 1 FROM spawned WHERE instance_id = ?1 AND state = 'closed')",
+        [instance_id],
+        |r| r.get(0),
+    )
+    .map_err(StoreError::sqlite("reading a spawned instance"))
+}
+
 /// pi started: its instance and session file.
 pub fn started(
     conn: &Connection,

@@ -25,6 +25,28 @@ pub fn disconnected(
     epoch: Epoch,
     now_ms: i64,
 ) -> Result<Option<Binding>, StoreError> {
+    released(tx, identity, epoch, "disconnected", now_ms)
+}
+
+/// The instance quit on purpose and `threads.automaticCleanup` is on: like
+/// [`disconnected`], its binding goes and its topic is deleted (proof `quit:<identity>`); the
+/// identity gets a new topic when it comes back.
+pub fn quit(
+    tx: &Connection,
+    identity: &str,
+    epoch: Epoch,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
+    released(tx, identity, epoch, "quit", now_ms)
+}
+
+fn released(
+    tx: &Connection,
+    identity: &str,
+    epoch: Epoch,
+    why: &str,
+    now_ms: i64,
+) -> Result<Option<Binding>, StoreError> {
     if !lease::is_current(tx, epoch)? {
         return Ok(None);
     }
@@ -37,7 +59,7 @@ pub fn disconnected(
             tx,
             b.chat_id,
             b.thread_id,
-            &format!("disconnected:{identity}"),
+            &format!("{why}:{identity}"),
             now_ms,
         )?;
     }
@@ -254,13 +276,14 @@ pub fn bind_topic(
 }
 
 /// Offline bindings older than `retention_ms` release their slot. Their topics are left alone
-/// (deleting them needs the person's consent). Returns the identities released.
+/// (deleting them needs the person's consent: the hub offers it). Returns the bindings
+/// released.
 pub fn release_stale(
     tx: &Connection,
     retention_ms: i64,
     epoch: Epoch,
     now_ms: i64,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<Binding>, StoreError> {
     if !lease::is_current(tx, epoch)? {
         return Ok(Vec::new());
     }
@@ -271,7 +294,7 @@ pub fn release_stale(
                 .is_some_and(|t| now_ms - t > retention_ms);
         if stale {
             threads::delete_binding(tx, &b.identity)?;
-            released.push(b.identity);
+            released.push(b);
         }
     }
     Ok(released)

@@ -1,6 +1,7 @@
 //! The reconciler: the only code that deletes topics. Each cleanup carries its proof (the
 //! instance disconnected, the binding was replaced or moved, a duplicate); a topic that is
-//! bound, held by an intent, or was written in during the last 30 s is never touched. Local
+//! bound, held by an intent, or was written in during the last 30 s is never touched, nor one
+//! with messages still on their way into it. Local
 //! state is marked done only after Telegram confirms the delete or says the topic is gone; a
 //! failure is retried later with backoff, never in a hot loop.
 
@@ -51,8 +52,14 @@ fn backoff_ms(attempts: i64) -> i64 {
 enum Check {
     Protected(&'static str),
     Recent,
+    /// Messages are still on their way into it (a pi's last answer, its goodbye).
+    Delivering,
     Go,
 }
+
+/// How soon a cleanup whose topic still has messages on their way is looked at again. Not a
+/// poll of Telegram: one outbox read, and only while a deletion waits for the sender.
+pub const DELIVERING_RECHECK_MS: i64 = 1_000;
 
 /// Runs every due cleanup once (each store call through `store`, its own transaction).
 pub async fn reconcile<S: Storage, A: TopicApi>(
@@ -98,6 +105,10 @@ pub async fn reconcile<S: Storage, A: TopicApi>(
                     .write(move |tx| threads::retry_cleanup(tx, id, next, "written in recently"))
                     .await?;
                 report.postpone(next);
+                continue;
+            }
+            Check::Delivering => {
+                report.postpone(now_ms + DELIVERING_RECHECK_MS);
                 continue;
             }
             Check::Go => {}
@@ -152,6 +163,9 @@ fn protection(tx: &store::Connection, c: &Cleanup, now_ms: i64) -> Result<Check,
     }
     if threads::active_since(tx, c.chat_id, c.thread_id, now_ms - RECENTLY_OPEN_MS)? {
         return Ok(Check::Recent);
+    }
+    if store::outbox::on_its_way(tx, c.chat_id, c.thread_id)? {
+        return Ok(Check::Delivering);
     }
     Ok(Check::Go)
 }

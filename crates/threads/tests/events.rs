@@ -63,6 +63,7 @@ fn an_offline_binding_releases_its_slot_only_after_the_retention() {
     let released = store
         .write(|tx| events::release_stale(tx, retention, newer, 1_000 + retention + 1))
         .unwrap();
+    let released: Vec<String> = released.into_iter().map(|b| b.identity).collect();
     assert_eq!(released, vec!["/w/a".to_owned()]);
     let left = store.read(tables::bindings).unwrap();
     assert_eq!(left.len(), 1, "the live one stays");

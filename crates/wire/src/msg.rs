@@ -331,7 +331,8 @@ pub enum ClientMsg {
     },
     /// The instance leaves on purpose.
     Bye {
-        /// `disconnect` or `shutdown`.
+        /// `disconnect`, `quit` (pi's process ends) or `shutdown` (its session is replaced);
+        /// anything else reads as `shutdown`.
         #[serde(default)]
         reason: String,
     },

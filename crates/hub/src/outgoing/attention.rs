@@ -80,9 +80,10 @@ fn kind(purpose: &Purpose, part: usize) -> Kind {
             }
         }
         Purpose::Answer { .. } if part == 0 => Kind::Answer,
-        Purpose::NoticeInterrupted { .. } | Purpose::Message { .. } | Purpose::AttachOf { .. } => {
-            Kind::News
-        }
+        Purpose::NoticeInterrupted { .. }
+        | Purpose::Message { .. }
+        | Purpose::AttachOf { .. }
+        | Purpose::NoticeRetention { .. } => Kind::News,
         Purpose::Piece { of, .. }
             if matches!(**of, Purpose::Message { .. } | Purpose::AttachOf { .. }) =>
         {

@@ -374,7 +374,7 @@ pub fn settings(identity: Option<&str>, s: &Settings) -> View {
 /// What the settings are now, one line each.
 fn settings_text(s: &Settings) -> String {
     format!(
-        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}\nBuzzes: {}\nReactions on your messages: {}",
+        "Settings (telegram.json, for every pi)\nAnswers: {}\nLive previews: {}\nActivity: {}\nWork from the terminal: {}\nSpoken answers: {}\nTime told to pi: {}\nAsk before running prompts that waited: {}\nBuzzes: {}\nReactions on your messages: {}\nTopic of a pi that quits: {}",
         match s.rendering {
             Rendering::Rich => "rich messages",
             Rendering::Html => "HTML",
@@ -407,6 +407,11 @@ fn settings_text(s: &Settings) -> String {
             Notifications::Answers => "only answers (and questions)",
         },
         if s.reactions { "on" } else { "off" },
+        if s.thread_cleanup {
+            "deleted"
+        } else {
+            "kept"
+        },
     )
 }
 
@@ -488,6 +493,15 @@ fn settings_rows(identity: Option<&str>, s: &Settings) -> Vec<Vec<(String, Butto
             ],
         ),
         on_off("assistant.reactions", "Reactions on", s.reactions),
+        vec![
+            setting(
+                "🧹 delete topics of pis that quit",
+                s.thread_cleanup,
+                "threads.automaticCleanup",
+                "true",
+            ),
+            setting("keep", !s.thread_cleanup, "threads.automaticCleanup", "false"),
+        ],
         back(identity),
     ]
 }

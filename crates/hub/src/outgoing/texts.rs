@@ -542,6 +542,96 @@ pub fn compacted(label: &str, tokens_before: Option<u64>) -> String {
     }
 }
 
+/// How a compaction pi started of its own accord ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compacted {
+    /// It is done: the context's tokens before and after, as far as pi says; pi retries the
+    /// prompt that overflowed.
+    Done {
+        before: Option<u64>,
+        after: Option<u64>,
+        retry: bool,
+    },
+    /// It was stopped.
+    Stopped,
+    /// It failed.
+    Failed { why: String },
+}
+
+/// pi compacts its context of its own accord.
+pub fn compacting(label: &str, overflow: bool) -> String {
+    if overflow {
+        format!(
+            "🗜 {label}'s context overflowed: pi is compacting it (summarising the older part) \
+             and will try again. Messages wait until it is done."
+        )
+    } else {
+        format!(
+            "🗜 {label}'s context is nearly full: pi is compacting it (summarising the older \
+             part). Messages wait until it is done."
+        )
+    }
+}
+
+/// A thousands-separated count (`150,000`).
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How a compaction pi started of its own accord ended.
+pub fn compacted_by_pi(label: &str, how: &Compacted) -> String {
+    match how {
+        Compacted::Done {
+            before,
+            after,
+            retry,
+        } => {
+            let tokens = match (before, after) {
+                (Some(b), Some(a)) => format!(": {} → {} tokens", thousands(*b), thousands(*a)),
+                (Some(b), None) => format!(" (it had {} tokens)", thousands(*b)),
+                _ => String::new(),
+            };
+            let then = if *retry {
+                " pi tries the prompt again."
+            } else {
+                ""
+            };
+            format!("🗜 {label}'s context is compacted{tokens}.{then}")
+        }
+        Compacted::Stopped => format!("🗜 {label}'s compaction was stopped; the context is as it was."),
+        Compacted::Failed { why } => {
+            format!("🗜 {label}'s context could not be compacted: {why}")
+        }
+    }
+}
+
+/// The topics of pis offline for more than `days` days, offered for deletion.
+pub fn retention_offer(titles: &[&str], days: u64) -> String {
+    let n = titles.len();
+    let which = titles.join(", ");
+    let topics = if n == 1 { "topic" } else { "topics" };
+    format!(
+        "🧹 {n} {topics} of pis offline for more than {days} day(s): {which}. Their letters are \
+         free again. Delete the {topics}? What was written in them goes with them; a pi that \
+         comes back gets a new one."
+    )
+}
+
+/// A tapped button whose prompt is a Generative App's `app::method`.
+pub fn app_action_refused() -> String {
+    "This button calls a Generative App (app::method), which this hub does not run; nothing \
+     was sent to pi."
+        .to_owned()
+}
+
 /// A compaction that failed.
 pub fn compact_failed(label: &str, why: &str) -> String {
     format!("{label}'s session was not compacted: {why}")

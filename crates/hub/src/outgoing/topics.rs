@@ -232,13 +232,18 @@ async fn check_invariants(db: &Db) {
     }
 }
 
-/// Offline bindings past the retention give up their slot.
+/// Offline bindings past the retention give up their slot, and their topics are offered for
+/// deletion in one message (in the same commit: a crash neither loses the offer nor makes two).
 async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(), HubError> {
+    let days = retention.as_secs() / 86_400;
     let retention = retention.as_millis() as i64;
     let now = db.now_ms();
+    let clock = db.clock().clone();
     let released = db
         .write(Durability::OnDisk, move |tx| {
-            events::release_stale(tx, retention, epoch, now)
+            let released = events::release_stale(tx, retention, epoch, now)?;
+            offer_deletion(tx, &clock, &released, days, now)?;
+            Ok(released)
         })
         .await?;
     if !released.is_empty() {
@@ -248,6 +253,66 @@ async fn release_stale(db: &Db, epoch: Epoch, retention: Duration) -> Result<(),
         );
     }
     Ok(())
+}
+
+/// The offer to delete the topics of `released` bindings (their pis were offline for more
+/// than `days` days): one message in the main chat, with Delete / Keep.
+fn offer_deletion(
+    tx: &Connection,
+    clock: &Clock,
+    released: &[tables::Binding],
+    days: u64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let Some(owner) = kv::get_i64(tx, kv::OWNER)? else {
+        return Ok(());
+    };
+    if released.is_empty() {
+        return Ok(());
+    }
+    let topics: Vec<(i64, i64)> = released.iter().map(|b| (b.chat_id, b.thread_id)).collect();
+    let titles: Vec<&str> = released.iter().map(|b| b.title.as_str()).collect();
+    let delete = Button::Retention {
+        topics: topics.clone(),
+        delete: true,
+    };
+    let keep = Button::Retention {
+        topics,
+        delete: false,
+    };
+    let ttl = outbound::QUESTION_TTL_MS;
+    let markup = json!({ "inline_keyboard": [[
+        outbound::button(tx, clock, owner, "🗑 Delete them", &delete, now, ttl)?,
+        outbound::button(tx, clock, owner, "Keep them", &keep, now, ttl)?,
+    ]] });
+    outbound::text(
+        tx,
+        &outbound::Text {
+            chat: owner,
+            thread: None,
+            text: &texts::retention_offer(&titles, days),
+            reply_to: None,
+            markup: Some(markup),
+            purpose: &Purpose::NoticeRetention { at: now },
+            source_update_id: None,
+            resend: false,
+        },
+        now,
+    )
+    .map(drop)
+}
+
+/// The person's answer to [`offer_deletion`]: each topic is queued for deletion (the
+/// reconciler's proofs still apply: one a pi is bound to again is kept). Returns how many.
+pub fn delete_offered(
+    tx: &Connection,
+    topics: &[(i64, i64)],
+    now: i64,
+) -> Result<usize, StoreError> {
+    for (chat, thread) in topics {
+        tables::add_cleanup(tx, *chat, *thread, &format!("retention:{thread}"), now)?;
+    }
+    Ok(topics.len())
 }
 
 fn threads_error(e: threads::ThreadsError) -> HubError {

@@ -128,15 +128,15 @@ export default function piTelegram(pi) {
         if (turns.hasQueued())
             turns.scheduleDispatch();
     }));
-    const shutdown = s.problems.guard("ending the session", () => {
+    const shutdown = s.problems.guard("ending the session", (quit) => {
         forwarder.releaseAgentEnd(false);
         turns.shutdown();
-        link.close("shutdown");
+        link.close(quit ? "quit" : "shutdown");
         s.live = false;
         s.ctx = undefined;
     });
-    pi.on("session_shutdown", () => {
-        shutdown();
+    pi.on("session_shutdown", (event) => {
+        shutdown(event.reason === "quit");
         release();
     });
 }

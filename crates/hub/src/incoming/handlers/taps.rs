@@ -184,6 +184,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         Button::Stale { question, run } => stale_answer(say, at, *question, *run),
         Button::Dialog { dialog, choice } => dialog_answer(say, at, *dialog, *choice),
         Button::Stop { turn } => stop_turn(say, at, *turn),
+        Button::Retention { topics, delete } => retention(say, at, topics, *delete),
         Button::Menu { identity, section } => {
             menu_section(say, at, identity.as_deref(), *section, None)
         }
@@ -339,6 +340,24 @@ fn intent(
     } else {
         Tap::answer("Forgotten", Outcome::IntentForget).with_edit(at.settled("→ Forgotten.".into()))
     })
+}
+
+/// The answer to the offer to delete long-offline topics. A second tap (a replayed token) finds
+/// them queued already: deleting is idempotent, and the reconciler keeps a topic in use again.
+fn retention(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    topics: &[(i64, i64)],
+    delete: bool,
+) -> Result<Tap, StoreError> {
+    if !delete {
+        return Ok(Tap::answer("Kept", Outcome::RetentionKeep)
+            .with_edit(at.settled("→ Kept.".into())));
+    }
+    let n = crate::outgoing::topics::delete_offered(say.tx, topics, say.ctx.now_ms)?;
+    say.after.topics = true;
+    Ok(Tap::answer(format!("Deleting {n}"), Outcome::RetentionDelete)
+        .with_edit(at.settled(format!("→ Deleting {n}."))))
 }
 
 /// The answer to a stale question: its held prompts run now, in their order, or are dropped
@@ -530,6 +549,7 @@ fn setting(
             | "staleAfterMinutes"
             | "notifications"
             | "assistant.reactions"
+            | "threads.automaticCleanup"
     );
     if !known || value.is_null() {
         return Ok(Tap::answer(
@@ -648,6 +668,12 @@ fn prompt_button(
             Outcome::PromptNoMessage,
         ));
     };
+    if crate::outgoing::markup::buttons::is_app_action(prompt) {
+        return Ok(Tap::answer(
+            texts::app_action_refused(),
+            Outcome::PromptAppAction,
+        ));
+    }
     let created = turns::create(
         tx,
         &turns::NewTurn {

@@ -542,3 +542,47 @@ impl Adaptive<'_> {
         }
     }
 }
+
+/// Whether a button's prompt is the reference system's Generative App action,
+/// `app::method` or `app::method(<JSON>)`: there it bypasses the model; this hub does not run
+/// Generative Apps, so such a button is refused when tapped instead of reaching pi as a prompt.
+pub fn is_app_action(prompt: &str) -> bool {
+    let p = prompt.trim();
+    let Some((app, rest)) = p.split_once("::") else {
+        return false;
+    };
+    let name = |s: &str| {
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    };
+    let method = match rest.split_once('(') {
+        Some((m, args)) if args.ends_with(')') => m,
+        Some(_) => return false,
+        None => rest,
+    };
+    name(app) && name(method)
+}
+
+#[cfg(test)]
+mod app_action_tests {
+    use super::is_app_action;
+
+    #[test]
+    fn tells_a_generative_app_action_from_a_prompt() {
+        for yes in ["todo::add", "todo::add({\"text\":\"milk\"})", " game-2::move(3) "] {
+            assert!(is_app_action(yes), "{yes}");
+        }
+        for no in [
+            "run the tests",
+            "std::mem::take is what?",
+            "::add",
+            "todo::",
+            "todo::add(",
+            "see a::b for details",
+            "1x::y",
+        ] {
+            assert!(!is_app_action(no), "{no}");
+        }
+    }
+}

@@ -87,22 +87,36 @@ impl Conductor {
         };
         let states = std::mem::take(&mut self.unsaved_states);
         let opening = self.handoff.open();
-        let ((claimed, spoken), commit) = self
+        // A compaction pi ran after this answer, told after it.
+        let compaction = self.live.get_mut(id).and_then(|l| {
+            super::compaction::after_answer(&mut l.compacting, &mut l.compaction_ended)
+        });
+        let note_identity = answer.identity.clone();
+        let (((claimed, spoken), note_row), commit) = self
             .db
             .write_numbered(
                 Durability::BeforeTelling(reach),
                 move |tx| {
                     save_states(tx, &states)?;
                     let stored = store_answer(tx, &answer, opening, now)?;
+                    let note_row = match &compaction {
+                        Some(words) => {
+                            super::compaction::write_notice(tx, &note_identity, words, now)?
+                        }
+                        None => None,
+                    };
                     crashpoint::hit(crashpoint::CrashPoint::TurnDoneBeforeCommit);
-                    Ok(stored)
+                    Ok((stored, note_row))
                 },
                 // A claimed row is called next: its commit goes to disk in this store call,
                 // before the sender wakes, so no second call off the runtime and no wake-up
                 // of the sender by the flush's end stand between the commit and the call.
-                |(claimed, _)| claimed.is_some(),
+                |((claimed, _), _)| claimed.is_some(),
             )
             .await?;
+        if let Some(l) = self.live.get_mut(id) {
+            super::compaction::noticed(&mut l.compacting, note_row);
+        }
         crashpoint::hit(crashpoint::CrashPoint::TurnDoneAfterCommit);
         crate::latency::mark(crate::latency::Step::Queued, n);
         // The sender first: after a store call this thread has usually handed its scheduler

@@ -145,6 +145,9 @@ impl Conductor {
             tool_args: std::collections::HashMap::new(),
             tools_token,
             answered_before: None,
+            compacting: None,
+            compaction_ended: None,
+            local: Default::default(),
         };
         let id = InstanceId(registered.id);
         self.go_live(id, live, registered.done_acks, registered.resumed, reply);

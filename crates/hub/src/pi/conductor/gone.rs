@@ -28,6 +28,8 @@ struct Departure {
     final_turns: bool,
     /// The person disconnected it: its topic's binding is released.
     disconnected: bool,
+    /// `threads.automaticCleanup`: the topic of a pi that quit on purpose is deleted.
+    cleanup: bool,
     /// A hub-started pi that exited by itself: not started again at the next start.
     exited: bool,
     /// What happened, in plain words for the person.
@@ -67,6 +69,7 @@ impl Conductor {
             key: id.0.clone(),
             final_turns: reason.process_gone() || l.transport != Transport::Shim,
             disconnected: reason == GoneReason::Disconnected,
+            cleanup: self.assistant.current().thread_cleanup,
             exited: matches!(reason, GoneReason::Exited(_)) && l.transport == Transport::Rpc,
             why: reason.describe(),
             detail: reason.detail(),
@@ -110,8 +113,14 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
     // The binding: kept (offline) for a lost connection, released with proof for a
     // disconnect. Each notice says what happens in the place it is posted.
     let threaded = state::threaded(tx)?;
+    // A pi that quit on purpose leaves no topic behind (`threads.automaticCleanup`), unless
+    // messages wait for it there: they stay where the person wrote them.
+    let tidy = threaded && d.cleanup && queued == 0 && quit_on_purpose(tx, d)?;
     let topic = if d.disconnected {
         events::disconnected(tx, &d.identity, d.epoch, now)?;
+        None
+    } else if tidy {
+        events::quit(tx, &d.identity, d.epoch, now)?;
         None
     } else {
         events::went_offline(tx, &d.identity, now)?;
@@ -151,7 +160,7 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
             tx,
             owner,
             None,
-            &(texts::threaded_gone(label, why, queued, d.disconnected) + &resume),
+            &(texts::threaded_gone(label, why, queued, d.disconnected || tidy) + &resume),
             &purpose,
             now,
         )?,
@@ -166,6 +175,18 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
         )?,
     }
     Ok(())
+}
+
+/// Whether the pi ended because someone meant it to: pi quit (`/quit`, Ctrl+D), a headless
+/// pi closed from Telegram or exiting by itself with success. A crash, a lost connection or a
+/// session replaced in the same process is no quit.
+fn quit_on_purpose(tx: &Connection, d: &Departure) -> Result<bool, StoreError> {
+    Ok(match &d.reason {
+        GoneReason::Quit => true,
+        GoneReason::Exited(status) => status == "exit status: 0",
+        GoneReason::Closed(_) => store::spawned::closed_by_person(tx, &d.key)?,
+        _ => false,
+    })
 }
 
 /// The departed pi's session file: a hub-started pi's latest (its row follows `/new` and

@@ -26,11 +26,13 @@ use wire::TurnId;
 
 mod answers;
 mod attach;
+mod compaction;
 mod controls;
 mod dialogs;
 mod dispatch;
 mod fates;
 mod gone;
+mod local_work;
 mod pi_event;
 mod run;
 mod stale;
@@ -75,11 +77,17 @@ struct Live {
     /// pi with the extension runs turns it holds after a hub restart without a dispatch
     /// here: only the same turn's start counts.)
     answered_before: Option<(i64, String, i64)>,
+    /// pi compacts its context: no prompt goes to it until it is done.
+    compacting: Option<compaction::Compacting>,
+    /// How a compaction that ended before its turn's answer was written ended: said after it.
+    compaction_ended: Option<String>,
+    /// Work it does that did not come from Telegram, as the phone shows it.
+    local: local_work::LocalWork,
 }
 
 impl Live {
     fn ready(&self) -> bool {
-        self.idle && !self.pending && self.outstanding.is_none()
+        self.idle && !self.pending && self.outstanding.is_none() && self.compacting.is_none()
     }
 }
 
@@ -117,6 +125,8 @@ pub struct Conductor {
     told_time: std::collections::HashMap<String, i64>,
     /// What each person's message shows of its fate (`assistant.reactions`).
     fates: fates::Fates,
+    /// Counts the previews of pis' own work (`local_work::LOCAL_DRAFTS`).
+    local_seq: i64,
 }
 
 /// Busy/idle of instances, for `status`.
@@ -174,6 +184,7 @@ impl Conductor {
             unsaved_states: BTreeMap::new(),
             told_time: std::collections::HashMap::new(),
             fates: fates::Fates::default(),
+            local_seq: 0,
         }
     }
 

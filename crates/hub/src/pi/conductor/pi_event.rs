@@ -57,6 +57,22 @@ impl Conductor {
                 event: event.clone(),
             });
         }
+        if turn.is_none() {
+            self.local_event(id, &kind, &event).await?;
+        }
+        match kind {
+            EventKind::CompactionStart => return self.compaction_started(id, &event).await,
+            EventKind::CompactionEnd => return self.compaction_ended(id, &event).await,
+            _ => {}
+        }
+        let Some(l) = self.live.get_mut(id) else {
+            return Ok(());
+        };
+        if kind == EventKind::AgentSettled {
+            // pi compacts inside a run and settles after it: a compaction whose end this hub
+            // missed must not hold dispatch for good.
+            l.compacting = None;
+        }
         if let (Some(n), EventKind::TurnStart) = (turn, &kind)
             && l.answered_before.as_ref().is_some_and(|(t, ..)| *t == n)
             && let Some((_, text, at)) = l.answered_before.take()
@@ -134,6 +150,10 @@ impl Conductor {
         let identity = l.identity.clone();
         let label = l.label.clone();
         let several = self.live.len() > 1;
+        if turn.is_none() {
+            // No draft of it after the message.
+            self.end_local_preview(id).await?;
+        }
         let now = self.db.now_ms();
         // Outbox rows only: they reach Telegram after the sender's synced mark.
         let written = self

@@ -239,6 +239,7 @@ impl Conductor {
                 self.dialog_ended(&id, request_id, why).await?;
             }
             LinkEvent::TerminalPrompt { waiting, title } => {
+                self.local_paused(&id, waiting).await;
                 self.terminal_prompt(&id, waiting, title).await?;
             }
             LinkEvent::Gone(reason) => self.gone(&id, reason).await?,

@@ -517,10 +517,11 @@ impl InstanceLink {
                 LinkEvent::TerminalPrompt { waiting, title }
             }
             ClientMsg::Bye { reason } => {
-                return Step::Break(if reason == "disconnect" {
-                    GoneReason::Disconnected
-                } else {
-                    GoneReason::Shutdown
+                return Step::Break(match reason.as_str() {
+                    "disconnect" => GoneReason::Disconnected,
+                    // pi's own quit (an older extension says "shutdown" for it too).
+                    "quit" => GoneReason::Quit,
+                    _ => GoneReason::Shutdown,
                 });
             }
             ClientMsg::Hello(_) => {

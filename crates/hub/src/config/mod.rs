@@ -10,6 +10,8 @@
 //! the other machine, read by the extension). Unknown keys anywhere are kept as they are. The file is written atomically with mode 0600; a malformed file is reported with
 //! its line and never overwritten.
 
+mod keys;
+
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -344,6 +346,12 @@ impl ConfigFile {
             check_remote(remote).map_err(|problem| self.bad(format!("{prefix}remote"), problem))?;
         }
         Ok(())
+    }
+
+    /// One warning per key this hub does not use (a setting of the reference system it does
+    /// not have, or a typo); the keys stay in the file.
+    pub fn unused_keys(&self) -> Vec<String> {
+        keys::unused(&self.doc)
     }
 
     fn profile_obj(&self, name: &ProfileName) -> Option<&Map<String, Value>> {
