@@ -8,6 +8,9 @@
 #   bin/tsc  runs that tsc on Node 22
 #   verdaccio/   the npm registry server the install test publishes the pi package to
 #   bin/verdaccio  runs it on Node 22
+#   proxy/   "proxy", a real HTTP proxy (CONNECT too), and simple-socks/, a SOCKS5 proxy, for the
+#            network tests (crates/pi-telegram/tests/network.rs)
+#   bin/http-proxy, bin/socks-proxy  run them on Node 22, on loopback (scripts/test-proxies/)
 # Only the npm registry is needed. Idempotent: when the pinned versions are in place it only
 # rewrites the two small wrappers, which takes well under a second.
 # Usage: scripts/install-test-deps.sh   (TEST_DEPS_DIR overrides the install folder)
@@ -18,6 +21,8 @@ PI_PACKAGE="@earendil-works/pi-coding-agent"
 PI_VERSION="1.6.0"
 TYPESCRIPT_VERSION="6.0.3"
 VERDACCIO_VERSION="6.8.0"
+PROXY_VERSION="4.1.0"
+SOCKS_VERSION="3.6.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="${TEST_DEPS_DIR:-$ROOT/.cache/test-deps}"
@@ -30,6 +35,10 @@ TS_DIR="$DEPS/typescript"
 TS_PKG_JSON="$TS_DIR/node_modules/typescript/package.json"
 VERDACCIO_DIR="$DEPS/verdaccio"
 VERDACCIO_PKG_JSON="$VERDACCIO_DIR/node_modules/verdaccio/package.json"
+PROXY_DIR="$DEPS/proxy"
+PROXY_PKG_JSON="$PROXY_DIR/node_modules/proxy/package.json"
+SOCKS_DIR="$DEPS/simple-socks"
+SOCKS_PKG_JSON="$SOCKS_DIR/node_modules/simple-socks/package.json"
 
 say() { echo "install-test-deps: $*"; }
 die() { echo "install-test-deps: error: $*" >&2; exit 1; }
@@ -126,6 +135,36 @@ else
   say "installed verdaccio $got"
 fi
 
+pkg_version() {
+  [ -f "$1" ] && "$NODE" -p 'require(process.argv[1]).version' "$1" 2>/dev/null || true
+}
+
+# The network tests' proxies: real proxy servers from the npm registry, started by the tests on
+# loopback ports of their own.
+if [ "$(pkg_version "$PROXY_PKG_JSON")" = "$PROXY_VERSION" ]; then
+  say "proxy $PROXY_VERSION already installed"
+else
+  say "installing proxy@$PROXY_VERSION into $PROXY_DIR"
+  PATH="$(dirname "$NODE"):$PATH" npm_install "$PROXY_DIR" "proxy@$PROXY_VERSION"
+  got="$(pkg_version "$PROXY_PKG_JSON")"
+  [ "$got" = "$PROXY_VERSION" ] ||
+    die "after npm install proxy@$PROXY_VERSION, found version '${got:-nothing}' (see $PROXY_DIR/npm.log)"
+  say "installed proxy $got"
+fi
+if [ "$(pkg_version "$SOCKS_PKG_JSON")" = "$SOCKS_VERSION" ]; then
+  say "simple-socks $SOCKS_VERSION already installed"
+else
+  say "installing simple-socks@$SOCKS_VERSION into $SOCKS_DIR"
+  PATH="$(dirname "$NODE"):$PATH" npm_install "$SOCKS_DIR" "simple-socks@$SOCKS_VERSION"
+  got="$(pkg_version "$SOCKS_PKG_JSON")"
+  [ "$got" = "$SOCKS_VERSION" ] ||
+    die "after npm install simple-socks@$SOCKS_VERSION, found version '${got:-nothing}' (see $SOCKS_DIR/npm.log)"
+  say "installed simple-socks $got"
+fi
+# The launchers beside their packages (so `import "proxy"` finds them), copied on every run.
+cp -f "$ROOT/scripts/test-proxies/http.mjs" "$PROXY_DIR/launch.mjs"
+cp -f "$ROOT/scripts/test-proxies/socks.mjs" "$SOCKS_DIR/launch.mjs"
+
 # The CLI's JS file, from the package's own "bin" entry, relative to the package folder.
 PI_BIN_REL="$("$NODE" -p '
   const b = require(process.argv[1]).bin;
@@ -151,6 +190,8 @@ write_wrapper "$BIN_DIR/pi" \
   'PATH="$DEPS/node22/node_modules/node/bin:$PATH" exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/pi/node_modules/'"$PI_PACKAGE/$PI_BIN_REL"'" "$@"'
 write_wrapper "$BIN_DIR/node" 'exec "$DEPS/node22/node_modules/node/bin/node" "$@"'
 write_wrapper "$BIN_DIR/verdaccio" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/verdaccio/node_modules/verdaccio/bin/verdaccio" "$@"'
+write_wrapper "$BIN_DIR/http-proxy" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/proxy/launch.mjs" "$@"'
+write_wrapper "$BIN_DIR/socks-proxy" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/simple-socks/launch.mjs" "$@"'
 write_wrapper "$BIN_DIR/tsc" 'exec "$DEPS/node22/node_modules/node/bin/node" "$DEPS/typescript/node_modules/typescript/bin/tsc" "$@"'
 
 got="$("$BIN_DIR/pi" --version 2>/dev/null || true)"
@@ -161,4 +202,4 @@ got="$("$BIN_DIR/tsc" --version 2>/dev/null || true)"
 got="$("$BIN_DIR/verdaccio" --version 2>/dev/null || true)"
 [ "$got" = "v$VERDACCIO_VERSION" ] || [ "$got" = "$VERDACCIO_VERSION" ] ||
   die "$BIN_DIR/verdaccio --version printed '${got:-nothing}', expected $VERDACCIO_VERSION"
-say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION), $BIN_DIR/tsc ($TYPESCRIPT_VERSION), $BIN_DIR/verdaccio ($VERDACCIO_VERSION)"
+say "ready: $BIN_DIR/pi ($PI_VERSION on node $NODE_VERSION), $BIN_DIR/tsc ($TYPESCRIPT_VERSION), $BIN_DIR/verdaccio ($VERDACCIO_VERSION), $BIN_DIR/http-proxy (proxy $PROXY_VERSION), $BIN_DIR/socks-proxy (simple-socks $SOCKS_VERSION)"

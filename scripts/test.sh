@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== test deps (node 22, pi, typescript)"
+echo "== test deps (node 22, pi, typescript, verdaccio, the network tests' proxies)"
 bash scripts/install-test-deps.sh
 PI_TELEGRAM_TEST_PI="$(pwd)/.cache/test-deps/bin/pi"
 export PI_TELEGRAM_TEST_PI

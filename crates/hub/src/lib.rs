@@ -31,6 +31,7 @@ pub mod lifecycle;
 pub mod lock;
 pub mod logging;
 pub mod names;
+pub mod network;
 pub mod never;
 pub mod outgoing;
 pub mod pairing;

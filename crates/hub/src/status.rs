@@ -39,6 +39,9 @@ pub struct HubStatus {
     pub version: Option<String>,
     /// Its executable (the npm package's, a `cargo install`'s...).
     pub binary: Option<String>,
+    /// How it reaches Telegram: the proxy (without credentials) or direct, and the address
+    /// family, as its client decided at start.
+    pub network: Option<crate::network::NetworkStatus>,
     /// Where its log is.
     pub log: Option<String>,
     /// Stopped on purpose (`pi-telegram stop` or Ctrl-C): a pi's extension does not start it
@@ -334,6 +337,7 @@ fn from_files(
             started_ms: None,
             version: None,
             binary: None,
+            network: None,
             log: None,
             stopped_on_purpose: crate::lifecycle::stopped(paths).map(|m| m.how),
         },
@@ -479,6 +483,9 @@ fn hub_from_store(
     hub.started_ms = kv::get_i64(c, kv::HUB_STARTED_MS)?;
     hub.version = kv::get(c, kv::HUB_VERSION)?;
     hub.binary = kv::get(c, kv::HUB_BINARY)?;
+    hub.network = kv::get(c, crate::network::KV)?
+        .as_deref()
+        .and_then(crate::network::NetworkStatus::parse);
     hub.log = hub
         .started_by
         .as_deref()

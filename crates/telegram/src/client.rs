@@ -9,19 +9,27 @@ use serde_json::value::RawValue;
 
 use crate::error::{ApiError, ApiErrorKind, CallError};
 use crate::method::{Safety, safety};
+use crate::network::{Family, FamilyResolver, Hosts, IgnoredProxy, Route};
 use crate::token::Token;
 use crate::update::{RawUpdate, parse_updates};
 
 /// Telegram's cloud Bot API.
 pub const DEFAULT_API_BASE: &str = "https://api.telegram.org";
 
-/// Timeouts.
+/// Timeouts and the way to the API base.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// Whole-request timeout for ordinary calls (long polls add their own wait to it).
     pub timeout: Duration,
     /// Connection establishment timeout.
     pub connect_timeout: Duration,
+    /// Which addresses of the API base's name to connect to (callers read
+    /// [`Family::from_env`]). Behind a proxy it applies to the proxy's name (and a SOCKS
+    /// proxy's target, unless `socks5h`/`socks4a` leave that to the proxy): the proxy resolves
+    /// the rest.
+    pub family: Family,
+    /// Names answered from this table instead of the system's resolver ([`Hosts`]).
+    pub hosts: Hosts,
 }
 
 impl Default for ClientOptions {
@@ -29,6 +37,8 @@ impl Default for ClientOptions {
         Self {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            family: Family::Auto,
+            hosts: Hosts::new(),
         }
     }
 }
@@ -53,6 +63,8 @@ pub struct Client {
     base: String,
     token: Token,
     opts: ClientOptions,
+    route: Route,
+    ignored: Vec<IgnoredProxy>,
 }
 
 #[derive(Deserialize)]
@@ -91,23 +103,73 @@ fn install_crypto_provider() {
 
 impl Client {
     /// A client for `token` at `api_base` (`https://api.telegram.org`, a local Bot API server,
-    /// or a fake). Proxies come from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY`/`NO_PROXY`.
+    /// or a fake). The proxy comes from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY`/`NO_PROXY` (and
+    /// their lower-case forms), decided here once for this base ([`Client::route`]); every
+    /// request of this client, file downloads too, goes that way.
     pub fn new(api_base: &str, token: Token, opts: ClientOptions) -> Result<Self, CallError> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let base = api_base.trim_end_matches('/').to_owned();
+        let decided = Route::for_base(&base);
+        let resolver = FamilyResolver {
+            family: opts.family,
+            hosts: std::sync::Arc::new(opts.hosts.clone()),
+        };
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(opts.connect_timeout)
             .tcp_nodelay(true)
             .user_agent(concat!("pi-telegram/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                CallError::Retryable(format!("building the HTTP client: {}", e.without_url()))
-            })?;
+            .dns_resolver(resolver);
+        // The route decided above, and no other: reqwest would otherwise read the environment
+        // again on its own.
+        builder = match &decided.proxy_value {
+            Some(value) => builder.proxy(reqwest::Proxy::all(value.as_str()).map_err(|e| {
+                CallError::Retryable(format!(
+                    "the proxy in {}: {}",
+                    proxy_var(&decided.route),
+                    e.without_url()
+                ))
+            })?),
+            None => builder.no_proxy(),
+        };
+        let http = builder.build().map_err(|e| {
+            CallError::Retryable(format!("building the HTTP client: {}", e.without_url()))
+        })?;
         Ok(Self {
             http,
-            base: api_base.trim_end_matches('/').to_owned(),
+            base,
             token,
             opts,
+            route: decided.route,
+            ignored: decided.ignored,
         })
+    }
+
+    /// How this client reaches its API base: direct, through a proxy (shown without its
+    /// credentials), or exempted by `NO_PROXY`.
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// The address family it connects with.
+    pub fn family(&self) -> Family {
+        self.opts.family
+    }
+
+    /// Proxy variables that apply to the base but hold no usable proxy URL, so were ignored
+    /// (the caller warns: a typo must not mean a silent direct connection).
+    pub fn ignored_proxies(&self) -> &[IgnoredProxy] {
+        &self.ignored
+    }
+
+    /// A transport error without its URL (which carries the token), with its causes, and the
+    /// proxy it went through: "connection refused" from a proxy that is down must not read as
+    /// Telegram refusing.
+    fn describe(&self, e: &reqwest::Error) -> String {
+        let text = describe(e);
+        match &self.route {
+            Route::Proxy(p) => format!("{text} (through the proxy {p})"),
+            Route::Direct | Route::Exempt { .. } => text,
+        }
     }
 
     /// The token (for its bot id; `Display` is redacted).
@@ -227,7 +289,7 @@ impl Client {
             .timeout(self.opts.timeout * 4)
             .send()
             .await
-            .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
+            .map_err(|e| CallError::Retryable(format!("download: {}", self.describe(&e))))?;
         let status = resp.status().as_u16();
         let header_wait = resp
             .headers()
@@ -237,7 +299,7 @@ impl Client {
         let body = resp
             .bytes()
             .await
-            .map_err(|e| CallError::Retryable(format!("download: {}", describe(&e))))?;
+            .map_err(|e| CallError::Retryable(format!("download: {}", self.describe(&e))))?;
         if status == 200 {
             return Ok(body);
         }
@@ -279,7 +341,7 @@ impl Client {
                 } else {
                     Stage::MaybeProcessed
                 };
-                return Err(unknown_outcome(method, stage, describe(&e)));
+                return Err(unknown_outcome(method, stage, self.describe(&e)));
             }
         };
         let status = resp.status().as_u16();
@@ -295,7 +357,13 @@ impl Client {
             .and_then(|v| httpdate::parse_http_date(v).ok());
         let body = match resp.bytes().await {
             Ok(b) => b,
-            Err(e) => return Err(unknown_outcome(method, Stage::MaybeProcessed, describe(&e))),
+            Err(e) => {
+                return Err(unknown_outcome(
+                    method,
+                    Stage::MaybeProcessed,
+                    self.describe(&e),
+                ));
+            }
         };
         if status == 429 {
             let from_body = serde_json::from_slice::<Answer<'_>>(&body)
@@ -339,6 +407,14 @@ fn unknown_outcome(method: &str, stage: Stage, detail: String) -> CallError {
         (Stage::MaybeProcessed, Safety::NonRepeatable) => {
             CallError::CommitUnknown(format!("{method}: {detail}"))
         }
+    }
+}
+
+/// The variable a route's proxy came from, for an error about it.
+fn proxy_var(route: &Route) -> &'static str {
+    match route {
+        Route::Proxy(p) | Route::Exempt { proxy: p, .. } => p.var,
+        Route::Direct => "the proxy variables",
     }
 }
 

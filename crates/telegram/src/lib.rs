@@ -2,7 +2,8 @@
 //! message:
 //!
 //! - [`Client`]: calls over reqwest (rustls) with a configurable API base, proxies from the
-//!   usual environment variables, JSON and multipart bodies.
+//!   usual environment variables and an address family ([`network`]: what `doctor` reports is
+//!   what the client does), JSON and multipart bodies.
 //! - [`RawUpdate`]: every update kept byte for byte as Telegram sent it; [`view`] reads the few
 //!   fields the hub needs without ever failing a batch on unknown fields or kinds.
 //! - [`CallError`]: the classes a caller acts on: flood wait, retryable, **commit unknown**
@@ -15,6 +16,7 @@
 mod client;
 mod error;
 mod method;
+pub mod network;
 mod pacing;
 mod token;
 mod update;
@@ -23,6 +25,7 @@ pub mod view;
 pub use client::{Client, ClientOptions, DEFAULT_API_BASE, Upload};
 pub use error::{ApiError, ApiErrorKind, CallError};
 pub use method::{Safety, paced_per_chat, safety};
+pub use network::{FAMILY_ENV, Family, Route};
 pub use pacing::{FloodScope, Pacer, PacingConfig, RATE_SLACK};
 pub use token::{Token, TokenError};
 pub use update::{RawUpdate, parse_updates};

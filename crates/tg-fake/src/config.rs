@@ -56,6 +56,11 @@ pub struct FakeConfig {
     pub first_update_id: i64,
     /// The default person.
     pub person: PersonConfig,
+    /// Serve HTTPS with a certificate from an authority made at start
+    /// (`FakeServer::ca_pem`): for clients that must verify the server, as through a proxy's
+    /// `CONNECT` tunnel.
+    #[serde(default)]
+    pub tls: bool,
 }
 
 impl Default for FakeConfig {
@@ -71,6 +76,7 @@ impl Default for FakeConfig {
             seed: 0x5EED,
             first_update_id: 700_000_001,
             person: PersonConfig::default(),
+            tls: false,
         }
     }
 }

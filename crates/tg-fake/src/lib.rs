@@ -26,6 +26,7 @@ pub mod log;
 pub mod params;
 mod server;
 mod shared;
+mod tls;
 pub mod world;
 
 use std::net::SocketAddr;
@@ -42,12 +43,14 @@ pub use config::{DEFAULT_TOKEN, DEFAULT_USER_ID, FakeConfig};
 pub use control::Control;
 pub use faults::{FaultKind, FaultSpec};
 pub use flood::FloodConfig;
+pub use tls::TlsError;
 
 /// A running fake server. Dropping it stops the server.
 #[derive(Debug)]
 pub struct FakeServer {
     addr: SocketAddr,
     base_url: String,
+    ca_pem: Option<String>,
     control: Control,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -66,22 +69,45 @@ impl FakeServer {
     pub async fn start(config: FakeConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind((config.host, config.port)).await?;
         let addr = listener.local_addr()?;
+        let tls = if config.tls {
+            Some(tls::identity(addr.ip())?)
+        } else {
+            None
+        };
         let shared = shared::Shared::new(config);
         let control = Control::new(shared.clone());
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(server::accept_loop(listener, app(shared), stop_rx));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let (acceptor, ca_pem) = match tls {
+            Some(t) => (Some(t.acceptor), Some(t.ca_pem)),
+            None => (None, None),
+        };
+        let task = tokio::spawn(server::accept_loop(
+            listener,
+            app(shared),
+            acceptor,
+            stop_rx,
+        ));
         Ok(Self {
             addr,
-            base_url: format!("http://{addr}"),
+            base_url: format!("{scheme}://{addr}"),
+            ca_pem,
             control,
             stop,
             task: Some(task),
         })
     }
 
-    /// `http://127.0.0.1:<port>`: the API base (`{base}/bot<token>/<method>`).
+    /// `http://127.0.0.1:<port>` (`https://` with `tls`): the API base
+    /// (`{base}/bot<token>/<method>`).
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// With `tls`: the PEM of the authority that signed the fake's certificate, for a client
+    /// to trust.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     /// The bound address.

@@ -14,6 +14,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::api;
 use crate::error::{ApiError, ApiResult, into_response};
@@ -46,8 +47,13 @@ async fn hang() -> Response {
     std::future::pending().await
 }
 
-/// Serves `app` on `listener` until `stop` changes.
-pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Receiver<bool>) {
+/// Serves `app` on `listener` (over TLS with `tls`) until `stop` changes.
+pub async fn accept_loop(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -64,12 +70,16 @@ pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Re
                 let _ = stream.set_nodelay(true);
                 let kill = Arc::new(Notify::new());
                 let svc = app.clone().layer(Extension(ConnKill(kill.clone())));
+                let tls = tls.clone();
                 conns.spawn(async move {
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
-                    tokio::select! {
-                        _ = conn => {}
-                        () = kill.notified() => {}
+                    // The handshake in the connection's own task: a client that stalls in it
+                    // holds up nobody else.
+                    match tls {
+                        None => serve_connection(stream, svc, kill).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => serve_connection(stream, svc, kill).await,
+                            Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        },
                     }
                 });
             }
@@ -78,6 +88,19 @@ pub async fn accept_loop(listener: TcpListener, app: Router, mut stop: watch::Re
         while conns.try_join_next().is_some() {}
     }
     conns.abort_all();
+}
+
+/// One connection, until it ends or a drop fault kills it.
+async fn serve_connection<I>(io: I, svc: Router, kill: Arc<Notify>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(svc));
+    tokio::select! {
+        _ = conn => {}
+        () = kill.notified() => {}
+    }
 }
 
 /// Everything that is not a control route: `/bot<token>/<method>` and

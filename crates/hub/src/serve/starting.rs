@@ -15,6 +15,7 @@ use crate::config::{ConfigFile, ProfileSettings};
 use crate::db::{Db, Durability};
 use crate::error::HubError;
 use crate::incoming::webhook;
+use crate::network;
 use crate::pi::links;
 
 use super::{Profile, ServeOptions};
@@ -36,6 +37,7 @@ pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started
     let (db, epoch) = open_store(p, opts.version).await?;
     let options = ClientOptions {
         timeout: opts.tuning.client_timeout,
+        family: network::family_from_env(),
         ..ClientOptions::default()
     };
     let client = Client::new(&p.api_base, p.token.clone(), options).map_err(|source| {
@@ -44,6 +46,8 @@ pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started
             source,
         }
     })?;
+    network::log_route(&client);
+    record_network(&client, &db).await?;
     let username = meet_the_bot(&client, &db, opts, p).await?;
     // A webhook makes every poll fail: remove it (the poller checks again on a 409).
     if let Err(e) = webhook::clear(&client, &db).await {
@@ -103,6 +107,16 @@ async fn open_store(p: &Profile, version: &'static str) -> Result<(Db, lease::Ep
     }
     tracing::info!(epoch = epoch.0, "took the profile lease");
     Ok((db, epoch))
+}
+
+/// The client's route and family in kv, for `status` (what this hub does, whatever the
+/// environment of the shell that asks).
+async fn record_network(client: &Client, db: &Db) -> Result<(), HubError> {
+    let json = serde_json::to_string(&network::NetworkStatus::of(client))
+        .map_err(|e| HubError::Internal(format!("the network status: {e}")))?;
+    db.write(Durability::Lazy, move |tx| kv::set(tx, network::KV, &json))
+        .await?;
+    Ok(())
 }
 
 /// `getMe`, and what it tells recorded: the bot, Threaded Mode, the owner. Returns the bot's

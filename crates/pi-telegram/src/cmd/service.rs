@@ -35,13 +35,26 @@ pub struct UnitSpec {
 }
 
 /// The variables copied from the installing shell when set: where pi's agent folder is, where
-/// `pi` and Node are found, and the log filter.
-pub const COPIED_ENV: [&str; 5] = [
+/// `pi` and Node are found, the log filter, and the way to Telegram (a proxy, the address
+/// family, the certificates trusted: a hub that reaches Telegram from the shell must from the
+/// service too).
+pub const COPIED_ENV: [&str; 16] = [
     "PI_CODING_AGENT_DIR",
     "PI_TELEGRAM_PI_BIN",
     "PI_TELEGRAM_LOG",
     "PATH",
     "HOME",
+    "PI_TELEGRAM_NETWORK_FAMILY",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
 ];
 
 impl UnitSpec {
@@ -222,7 +235,19 @@ pub fn install(
     }
     let text = unit_text(manager, spec, &paths);
     let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(HubError::io(format!("writing {}", tmp.display())))?;
+    // 0600: the environment it carries may hold a proxy's password.
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&tmp);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(HubError::io(format!("writing {}", tmp.display())))?;
+    }
     std::fs::rename(&tmp, &file).map_err(HubError::io(format!("writing {}", file.display())))?;
     let name = match manager {
         Manager::Systemd => {

@@ -99,13 +99,18 @@ pub async fn setup(
         settings.api_base = opts.api_base.clone();
     }
     let api_base = config::resolve_api_base(&settings);
+    let options = ClientOptions {
+        family: hub::network::family_from_env(),
+        ..ClientOptions::default()
+    };
     let client =
-        Client::new(&api_base, token.clone(), ClientOptions::default()).map_err(|source| {
-            HubError::Telegram {
-                context: "starting the Telegram client".into(),
-                source,
-            }
+        Client::new(&api_base, token.clone(), options).map_err(|source| HubError::Telegram {
+            context: "starting the Telegram client".into(),
+            source,
         })?;
+    for ignored in client.ignored_proxies() {
+        tracing::warn!("{ignored}");
+    }
     let me = match client.call("getMe", &json!({})).await {
         Ok(me) => me,
         Err(e) if e.api_kind() == Some(ApiErrorKind::Unauthorized) => {

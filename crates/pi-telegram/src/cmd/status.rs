@@ -55,6 +55,9 @@ pub fn render(st: &Status) -> String {
     if let Some(log) = &st.hub.log {
         out.push_str(&format!("log          {log}\n"));
     }
+    if let Some(n) = &st.hub.network {
+        out.push_str(&format!("network      {}\n", n.summary));
+    }
     if let Some(how) = &st.hub.stopped_on_purpose
         && !st.hub.running
     {

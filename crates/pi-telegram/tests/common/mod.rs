@@ -88,6 +88,17 @@ impl Env {
             "TELEGRAM_TOKEN",
             "TELEGRAM_KEY",
             "PI_TELEGRAM_CRASH_AT",
+            // The way to the fake is the test's to choose (tests/network.rs), never the
+            // shell's: a proxy set there would carry every test's calls.
+            "PI_TELEGRAM_NETWORK_FAMILY",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "HTTP_PROXY",
+            "http_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+            "NO_PROXY",
+            "no_proxy",
         ] {
             c.env_remove(var);
         }

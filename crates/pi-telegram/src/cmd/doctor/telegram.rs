@@ -11,15 +11,17 @@
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use telegram::{ApiErrorKind, CallError, Client, ClientOptions};
+use telegram::{ApiErrorKind, CallError, Client, ClientOptions, FAMILY_ENV, Family, Route};
 
 use hub::config;
+use hub::network::NetworkStatus;
 
 use super::{Check, Ctx, profile_flag};
 
 /// Clocks further apart than this get a warning.
 const CLOCK_TOLERANCE: Duration = Duration::from_secs(60);
 
+const NETWORK: (&str, &str) = ("network", "Network route");
 const REACH: (&str, &str) = ("telegram", "Telegram reachable");
 const TOKEN: (&str, &str) = ("token", "Bot token");
 const WEBHOOK: (&str, &str) = ("webhook", "Webhook");
@@ -39,6 +41,7 @@ fn skip_rest(checks: &mut Vec<Check>, why: &str) {
 pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
     let Some(settings) = &ctx.settings else {
         let why = "telegram.json must be fixed first";
+        checks.push(Check::skip(NETWORK.0, NETWORK.1, why));
         checks.push(Check::skip(REACH.0, REACH.1, why));
         checks.push(Check::skip(TOKEN.0, TOKEN.1, why));
         skip_rest(checks, why);
@@ -46,6 +49,11 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
     };
     let setup = format!("pi-telegram setup{}", profile_flag(&ctx.opts.profile));
     let Some((token, source)) = config::resolve_token(settings) else {
+        checks.push(Check::skip(
+            NETWORK.0,
+            NETWORK.1,
+            "no token to call Telegram with",
+        ));
         checks.push(Check::skip(
             REACH.0,
             REACH.1,
@@ -63,16 +71,24 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
         return;
     };
     let api_base = config::resolve_api_base(settings);
+    let (family, unknown_family) = Family::from_env();
     let client = match Client::new(
         &api_base,
         token.clone(),
         ClientOptions {
             timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(10),
+            family,
+            ..ClientOptions::default()
         },
     ) {
         Ok(c) => c,
         Err(e) => {
+            checks.push(Check::skip(
+                NETWORK.0,
+                NETWORK.1,
+                "no HTTP client could be made",
+            ));
             checks.push(Check::fail(
                 REACH.0,
                 REACH.1,
@@ -84,6 +100,8 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
             return;
         }
     };
+
+    checks.push(network(ctx, &client, &api_base, unknown_family));
 
     // getMe: reachability, the token, and (from its Date header) the clock.
     let sent = SystemTime::now();
@@ -123,19 +141,26 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
             return;
         }
         Err(e) => {
-            let proxy = if std::env::vars().any(|(k, _)| k.to_ascii_uppercase().ends_with("_PROXY"))
-            {
-                " and the proxy variables"
-            } else {
-                ""
+            let mut fix = match client.route() {
+                Route::Proxy(p) => format!(
+                    "check that the proxy {} runs and lets this machine through to {api_base} (it comes from {}: fix or unset it, or name the host in NO_PROXY to go direct)",
+                    p.shown, p.var
+                ),
+                Route::Direct | Route::Exempt { .. } => format!(
+                    "check the network; with a local Bot API server, that it runs (apiBase / $TELEGRAM_API_BASE: {api_base})"
+                ),
             };
+            if client.family() != Family::Auto {
+                fix.push_str(&format!(
+                    "; {FAMILY_ENV}={} limits the addresses tried: auto tries every one",
+                    client.family()
+                ));
+            }
             checks.push(Check::fail(
                 REACH.0,
                 REACH.1,
                 format!("cannot reach {api_base}: {e}"),
-                format!(
-                    "check the network{proxy}; with a local Bot API server, that it runs (apiBase / $TELEGRAM_API_BASE: {api_base})"
-                ),
+                fix,
             ));
             checks.push(Check::skip(TOKEN.0, TOKEN.1, "Telegram was not reached"));
             skip_rest(checks, "Telegram was not reached");
@@ -197,6 +222,60 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
             "off: every pi shares the one chat (classic mode). For a thread per pi: @BotFather → Open (its Mini App) → your bot → Bot Settings → Threaded Mode",
         ));
     }
+}
+
+/// `network`: the way this doctor's client reaches the API base (the proxy without its
+/// credentials, or direct, and whether NO_PROXY exempts the base; the address family), what it
+/// had to ignore, and the running hub's way when that differs (a hub started by the service or
+/// a pi has another environment than this shell).
+fn network(
+    ctx: &Ctx,
+    client: &Client,
+    api_base: &str,
+    unknown_family: Option<telegram::network::UnknownFamily>,
+) -> Check {
+    let ours = NetworkStatus::of(client);
+    let mut detail = format!("{api_base}: {}", ours.summary);
+    let hub = ctx.hub_pid.and_then(|pid| {
+        let recorded = ctx
+            .store
+            .as_ref()?
+            .read(|c| store::kv::get(c, hub::network::KV));
+        let theirs = NetworkStatus::parse(&recorded.ok().flatten()?)?;
+        Some((pid, theirs))
+    });
+    if let Some((pid, theirs)) = hub
+        && theirs != ours
+    {
+        let who = if pid == 0 {
+            "the running hub".to_owned()
+        } else {
+            format!("the running hub (pid {pid})")
+        };
+        detail.push_str(&format!(
+            "; {who} has another environment: {}",
+            theirs.summary
+        ));
+    }
+    let mut problems: Vec<String> = client
+        .ignored_proxies()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if let Some(e) = unknown_family {
+        problems.push(e.to_string());
+    }
+    if problems.is_empty() {
+        return Check::pass(NETWORK.0, NETWORK.1, detail);
+    }
+    Check::warn(
+        NETWORK.0,
+        NETWORK.1,
+        format!("{detail}; {}", problems.join("; ")),
+        format!(
+            "fix the variable: a proxy URL such as http://host:3128 or socks5://host:1080; {FAMILY_ENV} one of auto, ipv4, ipv6, ipv4-fallback"
+        ),
+    )
 }
 
 /// `webhook`: none set. Returns whether one is.
