@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::pi::{PiSetup, project, setup, setup_threaded};
 use common::{Env, OWNER, wait_for};
-use serde_json::{Value, json};
 use pi_testkit::PiRpc;
+use serde_json::{Value, json};
 use tg_fake::control::{ThreadFilter, TranscriptEntry};
 use tg_fake::world::TopicState;
 
@@ -88,7 +88,9 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
     });
     let one = long("first prompt", 80);
     env.say(&one);
-    let first = wait_message(env, "the first answer", 60, |t| t.starts_with("echo: first prompt"));
+    let first = wait_message(env, "the first answer", 60, |t| {
+        t.starts_with("echo: first prompt")
+    });
     let notice = wait_message(env, "the compaction, told", 60, |t| {
         t.starts_with("🗜 web's context is compacted")
     });
@@ -107,7 +109,9 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
     // The next prompt waits for pi's compaction and is answered after it; every compaction
     // notice is silent.
     env.say(&long("second prompt", 80));
-    let second = wait_message(env, "the second answer", 90, |t| t.starts_with("echo: second prompt"));
+    let second = wait_message(env, "the second answer", 90, |t| {
+        t.starts_with("echo: second prompt")
+    });
     assert!(notice.message_id < second.message_id);
     // (pi's summaries quote the conversation: the answers count, not the requests.)
     let answers = env
@@ -123,7 +127,9 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
         .into_iter()
         .filter(|r| {
             matches!(r.method.as_str(), "sendMessage" | "editMessageText")
-                && r.params["text"].as_str().is_some_and(|t| t.starts_with("🗜"))
+                && r.params["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("🗜"))
         })
         .map(|r| r.params)
         .collect();
@@ -191,10 +197,12 @@ fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
     // pi quits (its terminal closes: stdin ends) after an answer: the answer arrives, then the
     // topic goes, and the main chat says so.
     let web = project(&s.pi, "web");
-    let mut pi = pi_in(&s, &web);
+    let pi = pi_in(&s, &web);
     let topic = env.bound_topic("web", 60);
     send_in(env, topic, "last words");
-    wait_message(env, "the answer in the topic", 60, |t| t == "echo: last words");
+    wait_message(env, "the answer in the topic", 60, |t| {
+        t == "echo: last words"
+    });
     pi.close(Duration::from_secs(30)).unwrap();
     wait_message(env, "the notice in the main chat", 60, |t| {
         t.starts_with("pi web is gone: pi quit.") && t.contains("Its thread is removed.")
@@ -367,7 +375,9 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
     let prompt = format!("[[slow]] typed here {}", words.join(" "));
     pi.send(&json!({ "id": "typed", "type": "prompt", "message": prompt }))
         .unwrap();
-    let pushed = wait_message(env, "the pushed answer", 60, |t| t.contains("typed here t1"));
+    let pushed = wait_message(env, "the pushed answer", 60, |t| {
+        t.contains("typed here t1")
+    });
     let requests = env.fake.control().requests(0, None);
     let drafts: Vec<usize> = requests
         .iter()
@@ -380,7 +390,9 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
         .collect();
     assert!(!drafts.is_empty(), "no draft of the terminal's work");
     assert!(
-        drafts.iter().any(|i| requests[*i].params.to_string().contains("t3")),
+        drafts
+            .iter()
+            .any(|i| requests[*i].params.to_string().contains("t3")),
         "the draft grew with the answer"
     );
     // No draft after the pushed answer.
@@ -390,7 +402,10 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
             !r.method.ends_with("Draft") && r.params.to_string().contains("typed here t1")
         })
         .unwrap();
-    assert!(drafts.iter().all(|i| *i < answer_at), "a draft after the answer");
+    assert!(
+        drafts.iter().all(|i| *i < answer_at),
+        "a draft after the answer"
+    );
     assert_eq!(pushed.thread_id, None);
 
     // Without drafts: typing while it works.
@@ -405,9 +420,13 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
         .iter()
         .filter(|r| r.method == "sendChatAction")
         .count();
-    pi.send(&json!({ "id": "typed2", "type": "prompt", "message": "[[slow]] again a b c d e f g h" }))
-        .unwrap();
-    wait_message(env, "the second pushed answer", 60, |t| t.contains("again a b"));
+    pi.send(
+        &json!({ "id": "typed2", "type": "prompt", "message": "[[slow]] again a b c d e f g h" }),
+    )
+    .unwrap();
+    wait_message(env, "the second pushed answer", 60, |t| {
+        t.contains("again a b")
+    });
     let typing = env
         .fake
         .control()
@@ -431,7 +450,9 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
     });
     // The fake model echoes: its answer carries the buttons, one of them an app action.
     env.say("pick\n\n<!-- telegram_button [{Add|todo::add(3)} {Plain|say hello}] -->");
-    let answer = wait_message(env, "the answer with buttons", 60, |t| t.starts_with("echo: pick"));
+    let answer = wait_message(env, "the answer with buttons", 60, |t| {
+        t.starts_with("echo: pick")
+    });
     let requests = s.llm.requests().len();
     let answers = || {
         env.fake
@@ -447,10 +468,16 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
         answers().iter().any(|t| t.contains("Generative App"))
     });
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(s.llm.requests().len(), requests, "the app action reached pi");
+    assert_eq!(
+        s.llm.requests().len(),
+        requests,
+        "the app action reached pi"
+    );
     // An ordinary button still sends its prompt.
     press(env, &answer, "Plain");
-    wait_message(env, "the plain button's answer", 60, |t| t == "echo: say hello");
+    wait_message(env, "the plain button's answer", 60, |t| {
+        t == "echo: say hello"
+    });
     assert_eq!(hub.stop(), Some(0));
 }
 
@@ -490,10 +517,21 @@ fn a_reference_telegram_json_warns_once_per_key_this_hub_does_not_use() {
         .map(|w| w.as_str().unwrap().to_owned())
         .collect();
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
-    assert!(warnings.iter().any(|w| w.starts_with("assistant.activityVerbosity is not used")));
-    assert!(warnings.iter().any(|w| w.starts_with("followerProbeTimeoutMs is not used")));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("assistant.activityVerbosity is not used"))
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("followerProbeTimeoutMs is not used"))
+    );
     // doctor says the same, as a warning, not a failure.
     let out = env.run(&["doctor"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("followerProbeTimeoutMs is not used"), "{text}");
+    assert!(
+        text.contains("followerProbeTimeoutMs is not used"),
+        "{text}"
+    );
 }

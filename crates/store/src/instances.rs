@@ -167,9 +167,7 @@ impl GoneReason {
             | Self::Shutdown
             | Self::Quit
             | Self::HubRestarted
-            | Self::Earlier(_) => {
-                self.describe()
-            }
+            | Self::Earlier(_) => self.describe(),
             Self::Exited(why) | Self::ConnectionLost(why) | Self::Closed(why) => {
                 format!("{} ({why})", self.words())
             }

@@ -125,7 +125,9 @@ fn one(key: &str, value: &Value, prefix: &str, profile: bool, out: &mut Vec<Stri
 fn warning(path: &str, bare: &str) -> String {
     match REFERENCE_ONLY.iter().find(|(k, _)| *k == bare) {
         Some((_, instead)) => format!("{path} is not used by this hub: {instead}"),
-        None => format!("{path} is not a setting this hub knows; it is ignored (and kept in the file)"),
+        None => {
+            format!("{path} is not a setting this hub knows; it is ignored (and kept in the file)")
+        }
     }
 }
 

@@ -407,11 +407,7 @@ fn settings_text(s: &Settings) -> String {
             Notifications::Answers => "only answers (and questions)",
         },
         if s.reactions { "on" } else { "off" },
-        if s.thread_cleanup {
-            "deleted"
-        } else {
-            "kept"
-        },
+        if s.thread_cleanup { "deleted" } else { "kept" },
     )
 }
 
@@ -500,7 +496,12 @@ fn settings_rows(identity: Option<&str>, s: &Settings) -> Vec<Vec<(String, Butto
                 "threads.automaticCleanup",
                 "true",
             ),
-            setting("keep", !s.thread_cleanup, "threads.automaticCleanup", "false"),
+            setting(
+                "keep",
+                !s.thread_cleanup,
+                "threads.automaticCleanup",
+                "false",
+            ),
         ],
         back(identity),
     ]

@@ -578,7 +578,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -606,7 +606,9 @@ pub fn compacted_by_pi(label: &str, how: &Compacted) -> String {
             };
             format!("🗜 {label}'s context is compacted{tokens}.{then}")
         }
-        Compacted::Stopped => format!("🗜 {label}'s compaction was stopped; the context is as it was."),
+        Compacted::Stopped => {
+            format!("🗜 {label}'s compaction was stopped; the context is as it was.")
+        }
         Compacted::Failed { why } => {
             format!("🗜 {label}'s context could not be compacted: {why}")
         }

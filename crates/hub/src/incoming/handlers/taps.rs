@@ -351,13 +351,16 @@ fn retention(
     delete: bool,
 ) -> Result<Tap, StoreError> {
     if !delete {
-        return Ok(Tap::answer("Kept", Outcome::RetentionKeep)
-            .with_edit(at.settled("→ Kept.".into())));
+        return Ok(
+            Tap::answer("Kept", Outcome::RetentionKeep).with_edit(at.settled("→ Kept.".into()))
+        );
     }
     let n = crate::outgoing::topics::delete_offered(say.tx, topics, say.ctx.now_ms)?;
     say.after.topics = true;
-    Ok(Tap::answer(format!("Deleting {n}"), Outcome::RetentionDelete)
-        .with_edit(at.settled(format!("→ Deleting {n}."))))
+    Ok(
+        Tap::answer(format!("Deleting {n}"), Outcome::RetentionDelete)
+            .with_edit(at.settled(format!("→ Deleting {n}."))),
+    )
 }
 
 /// The answer to a stale question: its held prompts run now, in their order, or are dropped

@@ -570,7 +570,11 @@ mod app_action_tests {
 
     #[test]
     fn tells_a_generative_app_action_from_a_prompt() {
-        for yes in ["todo::add", "todo::add({\"text\":\"milk\"})", " game-2::move(3) "] {
+        for yes in [
+            "todo::add",
+            "todo::add({\"text\":\"milk\"})",
+            " game-2::move(3) ",
+        ] {
             assert!(is_app_action(yes), "{yes}");
         }
         for no in [
