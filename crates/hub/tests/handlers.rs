@@ -1060,7 +1060,18 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
         rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Skip))
     );
-    assert!(text_of(&rows[1]).contains("2. second (skipped)"));
+    let redrawn = text_of(&rows[1]).to_owned();
+    assert!(redrawn.contains("2. second (skipped)"), "{redrawn}");
+    // Struck through, and not counted among those that will run.
+    assert!(
+        redrawn.starts_with("Waiting for proj: 2, and 1 skipped"),
+        "{redrawn}"
+    );
+    let at = redrawn.find("second").unwrap();
+    assert_eq!(
+        rows[1].params()["entities"],
+        json!([{ "type": "strikethrough", "offset": redrawn[..at].encode_utf16().count(), "length": 6 }])
+    );
 
     // "2 ✕": the third prompt is removed.
     let (_, d) = h.tap(OWNER, MENU_MESSAGE, &shown, &token(&menu, "2 ✕"));
@@ -1071,7 +1082,7 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
         rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Remove))
     );
-    assert!(text_of(&rows[1]).starts_with("Waiting for proj: 2"));
+    assert!(text_of(&rows[1]).starts_with("Waiting for proj: 1, and 1 skipped"));
     assert!(!text_of(&rows[1]).contains("third"));
 }
 

@@ -557,14 +557,29 @@ pub fn settled_already(how: &str) -> String {
 }
 
 /// A model switch that took.
-pub fn model_switched(model: &str) -> String {
-    format!("✓ Now using {model}.")
+/// pi switched models; `busy`: while it was at work, where pi 1.6.0 takes the new model for
+/// the run's next model request (the one streaming now finishes as it began).
+pub fn model_switched(model: &str, busy: bool) -> String {
+    if busy {
+        format!("✓ Now using {model}. {MID_RUN}")
+    } else {
+        format!("✓ Now using {model}.")
+    }
 }
 
-/// The thinking level pi settled on (it clamps to what the model supports).
-pub fn thinking_set(level: &str) -> String {
-    format!("✓ Thinking level: {level}.")
+/// The thinking level pi settled on (it clamps to what the model supports); `busy` as
+/// [`model_switched`].
+pub fn thinking_set(level: &str, busy: bool) -> String {
+    if busy {
+        format!("✓ Thinking level: {level}. {MID_RUN}")
+    } else {
+        format!("✓ Thinking level: {level}.")
+    }
 }
+
+/// What a switch does to the run pi is at.
+const MID_RUN: &str = "pi is at work: this turn goes on with it from pi's next model call (what \
+                       pi is writing now finishes as it began).";
 
 /// A switch pi refused or did not answer.
 pub fn switch_failed(why: &str) -> String {

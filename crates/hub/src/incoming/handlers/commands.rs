@@ -240,8 +240,14 @@ fn open_menu(
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let owner = msg.from_id().unwrap_or(chat);
     match render_local(say, owner, identity.as_deref(), section)? {
-        Some((text, markup)) => {
-            say.reply(msg, &text, markup, &menu_purpose(section))?;
+        Some((view, markup)) => {
+            say.reply_formatted(
+                msg,
+                (&view.text, &view.entities),
+                markup,
+                &menu_purpose(section),
+                false,
+            )?;
         }
         // What pi reports is needed: the conductor asks it and sends the menu.
         None => {
@@ -260,14 +266,14 @@ fn open_menu(
     Ok(menu_outcome(section))
 }
 
-/// A menu section that needs nothing from pi, rendered now: `(text, buttons)`. `None` for the
-/// sections pi reports (status, model, thinking).
+/// A menu section that needs nothing from pi, rendered now: `(view, its buttons)`. `None` for
+/// the sections pi reports (status, model, thinking).
 pub(super) fn render_local(
     say: &Say<'_>,
     owner: i64,
     identity: Option<&str>,
     section: Section,
-) -> Result<Option<(String, Option<Value>)>, StoreError> {
+) -> Result<Option<(menu::View, Option<Value>)>, StoreError> {
     let tx = say.tx;
     let list = menu::instances_of(tx)?;
     let current = identity
@@ -282,7 +288,7 @@ pub(super) fn render_local(
             &say.ctx.bot_username,
             &list,
             current.as_ref(),
-            waiting.len(),
+            menu::Waiting::of(&waiting),
             crate::state::threaded(tx)?,
         ),
         (Section::Queue, Some(c)) => menu::queue(c, &waiting),
@@ -300,22 +306,22 @@ pub(super) fn render_local(
             return Ok(None);
         }
         // About a pi that is not there: say so, with the way back.
-        (_, c) => menu::View {
-            text: match c {
+        (_, c) => menu::View::new(
+            match c {
                 Some(c) => texts::not_connected(&c.label),
                 None => texts::no_instance_here(),
             },
-            rows: vec![vec![(
+            vec![vec![(
                 "« Menu".into(),
                 Button::Menu {
                     identity: identity.map(str::to_owned),
                     section: Section::Main,
                 },
             )]],
-        },
+        ),
     };
     let markup = menu::buttons_markup(tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
-    Ok(Some((view.text, markup)))
+    Ok(Some((view, markup)))
 }
 
 /// What `/abort`, `/stop` and `/next` do besides aborting the running turn.
@@ -424,9 +430,9 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
         return Ok(Outcome::CompactWhich);
     };
     let owner = msg.from_id().unwrap_or(chat);
-    let view = menu::View {
-        text: texts::compact_question(&label_of(&identity)),
-        rows: vec![vec![
+    let view = menu::View::new(
+        texts::compact_question(&label_of(&identity)),
+        vec![vec![
             (
                 "Compact".into(),
                 Button::Compact {
@@ -435,7 +441,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
             ),
             ("Cancel".into(), Button::Dismiss),
         ]],
-    };
+    );
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, &Purpose::ReplyCompact)?;
     Ok(Outcome::CompactAsked)
