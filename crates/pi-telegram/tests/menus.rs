@@ -491,3 +491,73 @@ fn status_shows_tokens_the_cache_and_cost_of_a_pi_with_the_extension() {
     let _ = pi.close(Duration::from_secs(20));
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn the_queue_strikes_skipped_prompts_through_and_says_what_waits_after_an_abort() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    let mut hub = start(&s);
+    env.spawn_pi(&project(&s.pi, "web"));
+    wait_text(env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    let words: Vec<String> = (1..=60).map(|i| format!("w{i}")).collect();
+    env.say(&format!("[[slow]] busy {}", words.join(" ")));
+    wait_for("the slow turn", 30, || {
+        s.llm
+            .requests()
+            .iter()
+            .any(|r| r.to_string().contains("busy w1"))
+    });
+    env.say("one that runs");
+    let skipped = env.say("one to skip").message_id;
+    env.fake
+        .control()
+        .react(tg_fake::control::React {
+            message_id: skipped,
+            emoji: Some("👎".into()),
+            user_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_for("the skip", 20, || {
+        env.open_store()
+            .read(|c| store::turns::by_message(c, common::OWNER, skipped))
+            .unwrap()
+            .is_some_and(|t| t.skip)
+    });
+    env.say("/abort");
+    wait_text(env, "the abort reply", |t| t.starts_with("⏹ Aborting web"));
+    env.say("/queue");
+    let queue = wait_message(env, "the queue", |t| t.starts_with("Waiting for web"));
+    let text = queue.text.clone().unwrap();
+    assert_eq!(
+        text,
+        "Waiting for web: 1, and 1 skipped\nAfter your /abort they go to pi with your next \
+         message, as said before it (/next runs them one by one).\n1. one that runs\n2. one to \
+         skip (skipped)"
+    );
+    // Telegram took the strikethrough over the skipped prompt's words (and found the
+    // commands itself).
+    let at = text.find("one to skip").unwrap();
+    let struck: Vec<&Value> = queue
+        .entities
+        .iter()
+        .filter(|e| e["type"] == "strikethrough")
+        .collect();
+    assert_eq!(
+        struck,
+        [
+            &json!({ "type": "strikethrough", "offset": text[..at].encode_utf16().count(), "length": 11 })
+        ]
+    );
+    env.say("and now this");
+    let answer = wait_text(env, "the answer to both", |t| {
+        t.contains("one that runs") && t.contains("and now this")
+    });
+    assert!(!answer.contains("one to skip"), "{answer}");
+    wait_text(env, "the skip notice", |t| {
+        t.starts_with("⏭ Skipped \"one to skip\"")
+    });
+    assert_eq!(hub.stop(), Some(0));
+}

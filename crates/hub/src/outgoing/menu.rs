@@ -566,12 +566,18 @@ const PREVIEW_CHARS: usize = 60;
 const SHOWN: usize = 8;
 
 /// The waiting prompts, each with its controls. A skipped one is struck through and not
-/// counted: it is dropped without a model turn when its turn comes.
-pub fn queue(i: &Instance, waiting: &[Turn]) -> View {
+/// counted: it is dropped without a model turn when its turn comes. `held`: after an
+/// `/abort`, they go to pi with the person's next message (`state::Fold`).
+pub fn queue(i: &Instance, waiting: &[Turn], held: bool) -> View {
     let mut text = format!("Waiting for {}: {}", i.label, Waiting::of(waiting).count());
     let mut entities = Vec::new();
     if waiting.is_empty() {
         text.push_str("\n\nNothing is waiting.");
+    } else if held {
+        text.push_str(
+            "\nAfter your /abort they go to pi with your next message, as said before it \
+             (/next runs them one by one).",
+        );
     }
     let mut rows = Vec::new();
     for (n, t) in waiting.iter().take(SHOWN).enumerate() {
@@ -1183,7 +1189,7 @@ mod tests {
             turn(2, "ünïcode 😀 skipped", true, Lane::Normal),
             turn(3, "third", false, Lane::Normal),
         ];
-        let v = queue(&web(), &waiting);
+        let v = queue(&web(), &waiting, false);
         assert_eq!(
             v.text,
             "Waiting for web: 2, and 1 skipped\n1. ⚡ first\n2. ünïcode 😀 skipped (skipped)\n3. \
@@ -1201,6 +1207,17 @@ mod tests {
         );
         assert_eq!(labels(&v)[1], ["2 ⚡ first", "2 keep", "2 ✕"]);
         assert_eq!(Waiting::of(&waiting).short(), "2 waiting (1 skipped)");
-        assert!(queue(&web(), &[]).entities.is_empty());
+        assert!(queue(&web(), &[], true).entities.is_empty());
+        let held = queue(&web(), &waiting, true);
+        assert!(
+            held.text.starts_with(
+                "Waiting for web: 2, and 1 skipped\nAfter your /abort they go to pi with your \
+                 next message"
+            ),
+            "{}",
+            held.text
+        );
+        // The struck words moved with the line before them.
+        assert_ne!(held.entities, v.entities);
     }
 }

@@ -464,7 +464,8 @@ pub fn which_pi(command: &str) -> String {
     )
 }
 
-/// What `/abort`, `/stop` or `/next` did.
+/// What `/abort`, `/stop` or `/next` did; `held`: what waits goes to pi with the person's
+/// next message (after an `/abort` of a Telegram turn).
 pub fn stopped(
     label: &str,
     stop: bool,
@@ -472,6 +473,7 @@ pub fn stopped(
     dropped: usize,
     waiting: usize,
     next: bool,
+    held: bool,
 ) -> String {
     let mut t = if running {
         format!("⏹ Aborting {label}'s current turn; its answer so far comes marked as aborted.")
@@ -486,9 +488,29 @@ pub fn stopped(
         ));
     } else if next {
         t.push_str(" Nothing is waiting for it.");
+    } else if waiting > 0 && held {
+        t.push_str(&format!(
+            " {waiting} waiting message(s) go to pi with your next message, as said before it \
+             (/next runs them one by one instead)."
+        ));
     } else if waiting > 0 {
         t.push_str(&format!(" {waiting} message(s) still wait for it."));
     }
+    t
+}
+
+/// The prompt of the person's first message after an `/abort`, with the prompts that waited
+/// behind the aborted turn (`earlier`, oldest first) before its own `words`: pi reads them as
+/// what the person said before it.
+pub fn folded_prompt(earlier: &[String], words: &str) -> String {
+    let mut t = String::from(
+        "The person aborted the turn before this one. These messages of theirs waited behind it; \
+         take them as said before this message, in order:",
+    );
+    for (n, e) in earlier.iter().enumerate() {
+        t.push_str(&format!("\n\n{}. {e}", n + 1));
+    }
+    t.push_str(&format!("\n\nThis message:\n{words}"));
     t
 }
 

@@ -291,7 +291,11 @@ pub(super) fn render_local(
             menu::Waiting::of(&waiting),
             crate::state::threaded(tx)?,
         ),
-        (Section::Queue, Some(c)) => menu::queue(c, &waiting),
+        (Section::Queue, Some(c)) => menu::queue(
+            c,
+            &waiting,
+            crate::state::fold_of(tx, &c.identity)?.is_some(),
+        ),
         (Section::Settings, _) => {
             let settings = crate::assistant::Watched::new(
                 say.ctx.config_path.clone(),
@@ -388,7 +392,23 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
             }
         }
     }
-    let waiting = turns::queue_of(tx, &identity)?.len();
+    // After an abort of a Telegram turn, what waited behind it goes to pi with the person's
+    // next message (the reference's folding, `state::Fold`); /next and /stop run or drop it.
+    match (&running, what) {
+        (Some(t), Halt::Abort) => crate::state::set_fold(
+            tx,
+            &identity,
+            crate::state::Fold {
+                aborted: t.id,
+                upto: turns::last_id(tx)?,
+            },
+        )?,
+        // An /abort with nothing running leaves a queue that waits as it is.
+        (None, Halt::Abort) => {}
+        (_, Halt::Stop | Halt::Next) => crate::state::clear_fold(tx, &identity)?,
+    }
+    let waiting = menu::Waiting::of(&turns::queue_of(tx, &identity)?).will_run;
+    let held = crate::state::fold_of(tx, &identity)?.is_some();
     let text = texts::stopped(
         &label,
         what == Halt::Stop,
@@ -396,6 +416,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
         dropped,
         waiting,
         what == Halt::Next,
+        held,
     );
     say.reply(msg, &text, None, &Purpose::ReplyControl)?;
     say.after.turns = true;
@@ -413,7 +434,11 @@ fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreE
         )?;
         return Ok(Outcome::ContinueWhich);
     }
-    // A prompt like any other, at the head of the priority lane.
+    // A prompt like any other, at the head of the priority lane; what waited behind an
+    // aborted turn runs after it, each on its own (as after /next).
+    if let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? {
+        crate::state::clear_fold(say.tx, &identity)?;
+    }
     messages::to_turn_as(say, msg, Some("continue"), Lane::Priority)?;
     Ok(Outcome::Continue)
 }
