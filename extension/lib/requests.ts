@@ -26,6 +26,54 @@ function sessionManagerClass(c: ExtensionContext): typeof SessionManager {
 	return ctor as typeof SessionManager;
 }
 
+/** Tokens as pi counts them; `cost` in dollars. */
+interface UsageTotals {
+	input: number;
+	output: number;
+	cacheRead: number;
+	cacheWrite: number;
+	cost: number;
+}
+
+type UsageLike = { input?: unknown; output?: unknown; cacheRead?: unknown; cacheWrite?: unknown; cost?: unknown };
+
+function num(v: unknown): number {
+	return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+
+function addUsage(t: UsageTotals, u: UsageLike): void {
+	t.input += num(u.input);
+	t.output += num(u.output);
+	t.cacheRead += num(u.cacheRead);
+	t.cacheWrite += num(u.cacheWrite);
+	t.cost += num((u.cost as { total?: unknown } | undefined)?.total);
+}
+
+/**
+ * The session's token totals and cost, counted as pi's own session stats count them (RPC
+ * `get_session_stats`, which extensions cannot call): every assistant message, tool result with a
+ * usage, `usage` entry, compaction and branch summary; and the latest assistant message's usage
+ * (the latest model request: its cache hit rate).
+ */
+function sessionUsage(c: ExtensionContext): { totals: UsageTotals; latest: UsageLike | null } {
+	const totals: UsageTotals = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 };
+	let latest: UsageLike | null = null;
+	for (const e of c.sessionManager.getEntries()) {
+		let usage: UsageLike | undefined;
+		if (e.type === "usage") usage = e.usage;
+		else if ((e.type === "compaction" || e.type === "branch_summary") && e.usage) usage = e.usage;
+		else if (e.type === "message") {
+			const m = e.message as { role?: string; usage?: UsageLike };
+			if (m.role === "assistant" && m.usage) {
+				usage = m.usage;
+				latest = m.usage;
+			} else if (m.role === "toolResult" && m.usage) usage = m.usage;
+		}
+		if (usage) addUsage(totals, usage);
+	}
+	return { totals, latest };
+}
+
 function isThinkingLevel(level: string): level is ThinkingLevel {
 	return (THINKING_LEVELS as readonly string[]).includes(level);
 }
@@ -73,21 +121,44 @@ export class Requests {
 			switch (m.type) {
 				case "get_stats": {
 					const usage = c?.getContextUsage();
+					const spent = c ? sessionUsage(c) : null;
+					const t = spent?.totals;
+					const l = spent?.latest;
 					this.respond(m.id, true, {
 						model: modelRef(c?.model),
 						thinking_level: pi.getThinkingLevel() ?? null,
 						context: usage ? { tokens: usage.tokens, contextWindow: usage.contextWindow, percent: usage.percent } : null,
-						cost: null,
+						cost: t ? t.cost : null,
+						tokens: t
+							? {
+									input: t.input,
+									output: t.output,
+									cacheRead: t.cacheRead,
+									cacheWrite: t.cacheWrite,
+									total: t.input + t.output + t.cacheRead + t.cacheWrite,
+								}
+							: null,
+						latest: l
+							? { input: num(l.input), output: num(l.output), cacheRead: num(l.cacheRead), cacheWrite: num(l.cacheWrite) }
+							: null,
 					});
 					return;
 				}
 				case "get_models": {
-					const models = (c?.modelRegistry.getAvailable() ?? []).map((x) => ({
+					const ref = (x: { provider?: unknown; id?: unknown; name?: unknown }) => ({
 						provider: String(x.provider ?? ""),
 						id: String(x.id ?? ""),
 						name: String(x.name ?? x.id ?? ""),
-					}));
-					this.respond(m.id, true, { models, current: modelRef(c?.model) });
+					});
+					const available = (c?.modelRegistry.getAvailable() ?? []).map(ref);
+					// pi's own scope (`--models`, `enabledModels`); empty: every available model is usable.
+					const scoped = (c?.scopedModels ?? []).map((s) => ref(s.model));
+					this.respond(m.id, true, {
+						models: scoped.length > 0 ? scoped : available,
+						current: modelRef(c?.model),
+						scoped: scoped.length > 0,
+						available: available.length,
+					});
 					return;
 				}
 				case "set_model": {

@@ -26,6 +26,10 @@
 //! request body ([`FakeLlm::requests`], `GET /__requests`) and clear both ([`FakeLlm::reset`],
 //! `POST /__reset`).
 //!
+//! Every completion reports a usage: words counted as tokens, the prompt's split as a prompt
+//! cache would make it ([`plan::cache_split`]: earlier messages read, half the last one
+//! written), read back with [`FakeLlm::usages`].
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let llm = fake_llm::FakeLlm::start(fake_llm::FakeLlmConfig::default())?;
@@ -238,6 +242,12 @@ impl FakeLlm {
     /// for latency breakdowns.
     pub fn arrivals_us(&self) -> Vec<u64> {
         self.shared.arrivals_us()
+    }
+
+    /// The `usage` of every completion answered since the start or the last reset, in order:
+    /// what pi was told each request cost (`prompt_tokens_details` holds the cache split).
+    pub fn usages(&self) -> Vec<Value> {
+        self.shared.usages()
     }
 
     /// Queues canned replies (FIFO) that answer the next chat requests before the marker rules.

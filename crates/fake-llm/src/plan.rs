@@ -356,6 +356,47 @@ pub fn stream_pieces(text: &str) -> Vec<&str> {
     pieces
 }
 
+/// A request's prompt tokens as the fake reports them: read from and written to a prompt
+/// cache, and the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptTokens {
+    /// Not cached.
+    pub input: u64,
+    /// Read from the cache.
+    pub cache_read: u64,
+    /// Written to the cache.
+    pub cache_write: u64,
+}
+
+impl PromptTokens {
+    /// All of them: [`prompt_tokens`].
+    pub fn total(self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}
+
+/// The fake's prompt cache: every message before the last is read from it (the prefix a
+/// provider saw in the previous request), and half the last message's tokens (rounded down)
+/// are written to it; the other half is plain input. Deterministic, so a test can add up what
+/// pi was told.
+pub fn cache_split(body: &Value) -> PromptTokens {
+    let words: Vec<u64> = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|msgs| {
+            msgs.iter()
+                .map(|m| text_of(m.get("content")).split_whitespace().count() as u64)
+                .collect()
+        })
+        .unwrap_or_default();
+    let (last, before) = words.split_last().map_or((0, &[][..]), |(l, b)| (*l, b));
+    PromptTokens {
+        input: last - last / 2,
+        cache_read: before.iter().sum(),
+        cache_write: last / 2,
+    }
+}
+
 /// Counts whitespace-separated words in every message: the fake's notion of prompt tokens.
 pub fn prompt_tokens(body: &Value) -> u64 {
     body.get("messages")
@@ -524,5 +565,24 @@ mod tests {
         }
         assert_eq!(stream_pieces("echo: a b"), vec!["echo: ", "a ", "b"]);
         assert_eq!(stream_pieces("\n a b"), vec!["\n a ", "b"]);
+    }
+
+    #[test]
+    fn the_cache_reads_the_earlier_messages_and_writes_half_the_last() {
+        let body = json!({ "messages": [
+            { "role": "system", "content": "you are pi" },
+            { "role": "user", "content": "one two three four five" },
+        ]});
+        let split = cache_split(&body);
+        assert_eq!(
+            split,
+            PromptTokens {
+                input: 3,
+                cache_read: 3,
+                cache_write: 2
+            }
+        );
+        assert_eq!(split.total(), prompt_tokens(&body));
+        assert_eq!(cache_split(&json!({})).total(), 0);
     }
 }

@@ -36,6 +36,8 @@ struct Inner {
     requests: Vec<Value>,
     /// When each request of `requests` arrived, in microseconds since the Unix epoch.
     arrivals_us: Vec<u64>,
+    /// The `usage` of every completion answered, in order (errors report none).
+    usages: Vec<Value>,
     /// Numbers response and tool-call ids. Never reset, so ids stay unique for a pi session
     /// that outlives a `/__reset`.
     next_id: u64,
@@ -65,11 +67,20 @@ impl Shared {
         self.lock().arrivals_us.clone()
     }
 
+    pub(crate) fn usages(&self) -> Vec<Value> {
+        self.lock().usages.clone()
+    }
+
+    fn log_usage(&self, usage: &Value) {
+        self.lock().usages.push(usage.clone());
+    }
+
     pub(crate) fn reset(&self) {
         let mut inner = self.lock();
         inner.script.clear();
         inner.requests.clear();
         inner.arrivals_us.clear();
+        inner.usages.clear();
     }
 
     /// Validates every entry first, so a bad entry queues nothing. Returns the queue length.
@@ -250,11 +261,11 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
             .unwrap_or(&shared.model_id)
             .to_owned(),
     };
-    let prompt_tokens = plan::prompt_tokens(&body);
+    let prompt_tokens = plan::cache_split(&body);
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        stream_response(&answer, &ids, prompt_tokens, shared.slow_delay)
+        stream_response(&shared, &answer, &ids, prompt_tokens, shared.slow_delay)
     } else {
-        plain_response(&answer, &ids, prompt_tokens)
+        plain_response(&shared, &answer, &ids, prompt_tokens)
     }
 }
 
@@ -289,15 +300,27 @@ struct Ids {
     model: String,
 }
 
-fn usage(prompt: u64, completion: u64) -> Value {
+/// The usage the fake reports: its prompt tokens ([`plan::prompt_tokens`]) split as a prompt
+/// cache would ([`plan::cache_split`]: OpenAI's `prompt_tokens_details.cached_tokens` and the
+/// `cache_write_tokens` OpenRouter-compatible providers add), and the completion's pieces.
+fn usage(prompt: plan::PromptTokens, completion: u64) -> Value {
     json!({
-        "prompt_tokens": prompt,
+        "prompt_tokens": prompt.total(),
         "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "total_tokens": prompt.total() + completion,
+        "prompt_tokens_details": {
+            "cached_tokens": prompt.cache_read,
+            "cache_write_tokens": prompt.cache_write,
+        },
     })
 }
 
-fn plain_response(answer: &Answer<'_>, ids: &Ids, prompt_tokens: u64) -> Response {
+fn plain_response(
+    shared: &Shared,
+    answer: &Answer<'_>,
+    ids: &Ids,
+    prompt_tokens: plan::PromptTokens,
+) -> Response {
     let (message, finish, completion_tokens) = match answer {
         Answer::Text { text, .. } => (
             json!({ "role": "assistant", "content": text }),
@@ -318,13 +341,15 @@ fn plain_response(answer: &Answer<'_>, ids: &Ids, prompt_tokens: u64) -> Respons
             pieces.len() as u64,
         ),
     };
+    let usage = usage(prompt_tokens, completion_tokens);
+    shared.log_usage(&usage);
     let body = json!({
         "id": ids.completion,
         "object": "chat.completion",
         "created": ids.created,
         "model": ids.model,
         "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
-        "usage": usage(prompt_tokens, completion_tokens),
+        "usage": usage,
     });
     match answer {
         Answer::Utf16 { pieces } => (
@@ -342,9 +367,10 @@ fn sse_event(data: &Value) -> Bytes {
 }
 
 fn stream_response(
+    shared: &Shared,
     answer: &Answer<'_>,
     ids: &Ids,
-    prompt_tokens: u64,
+    prompt_tokens: plan::PromptTokens,
     slow_delay: Duration,
 ) -> Response {
     let chunk = |delta: Value, finish: Option<&str>| {
@@ -417,7 +443,10 @@ fn stream_response(
         }
     };
     events.push((Duration::ZERO, chunk(json!({}), Some(finish))));
-    // The include_usage-style last chunk: empty choices, usage only.
+    // The include_usage-style last chunk: empty choices, usage only. Logged now: a client that
+    // goes away before the end never reads it.
+    let usage = usage(prompt_tokens, completion_tokens);
+    shared.log_usage(&usage);
     events.push((
         Duration::ZERO,
         sse_event(&json!({
@@ -426,7 +455,7 @@ fn stream_response(
             "created": ids.created,
             "model": ids.model,
             "choices": [],
-            "usage": usage(prompt_tokens, completion_tokens),
+            "usage": usage,
         })),
     ));
     events.push((Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n")));

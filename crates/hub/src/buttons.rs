@@ -50,6 +50,14 @@ pub enum Button {
         /// Model id.
         id: String,
     },
+    /// A page of an instance's model menu (edits the menu message); pi is asked for its
+    /// models again, so the page shows what pi offers now.
+    ModelPage {
+        /// The instance.
+        identity: String,
+        /// Counted from 0.
+        page: usize,
+    },
     /// Set an instance's thinking level.
     Thinking {
         /// The instance.
@@ -321,6 +329,10 @@ mod tests {
                 identity: "/a".into(),
                 provider: "p".into(),
                 id: "m:1".into(),
+            },
+            Button::ModelPage {
+                identity: "/a".into(),
+                page: 3,
             },
         ];
         for b in all {

@@ -50,3 +50,37 @@ pub fn returning(tx: &Connection, identity: &str) -> Result<bool, StoreError> {
             && r.gone_reason == Some(HUB_RESTARTED)
     }))
 }
+
+/// A pi's queue after the person's `/abort` of a Telegram turn (the reference's folding): the
+/// prompts that waited behind the aborted turn wait on, and go to pi with the next message
+/// the person sends, as what they said before it. Kept until that message takes them, or
+/// `/next`, `/stop`, `/continue`, or a run of pi's own that did not come from Telegram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fold {
+    /// The turn the person aborted: only when it ended cut short does the queue wait.
+    pub aborted: i64,
+    /// The newest turn at the abort: the ones up to it waited behind it, a later one is the
+    /// person's next message.
+    pub upto: i64,
+}
+
+fn fold_key(identity: &str) -> String {
+    format!("queue.fold.{identity}")
+}
+
+/// `identity`'s queue waits for the person's next message (after an `/abort`).
+pub fn set_fold(tx: &Connection, identity: &str, fold: Fold) -> Result<(), StoreError> {
+    let value = serde_json::to_string(&fold).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    kv::set(tx, &fold_key(identity), &value)
+}
+
+/// Whether `identity`'s queue waits for the person's next message. A mark that does not read
+/// is none (the queue runs on).
+pub fn fold_of(tx: &Connection, identity: &str) -> Result<Option<Fold>, StoreError> {
+    Ok(kv::get(tx, &fold_key(identity))?.and_then(|v| serde_json::from_str(&v).ok()))
+}
+
+/// `identity`'s queue runs on as it is.
+pub fn clear_fold(tx: &Connection, identity: &str) -> Result<(), StoreError> {
+    kv::delete(tx, &fold_key(identity))
+}

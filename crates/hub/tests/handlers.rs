@@ -673,13 +673,35 @@ fn abort_with_a_running_turn_records_an_abort_for_that_turn() {
     assert_eq!(row.method(), "sendMessage");
     assert_eq!(
         text_of(&row),
-        texts::stopped(PROJ_LABEL, false, true, 0, 1, false)
+        texts::stopped(PROJ_LABEL, false, true, 0, 1, false, true)
     );
     assert!(text_of(&row).contains("Aborting proj"));
     assert_eq!(row.params()["reply_parameters"]["message_id"], json!(mid));
     // /abort keeps the queue, and is no prompt itself.
     assert_eq!(h.turn(waiting.id).state, TurnState::Queued);
     assert_eq!(h.turn_count(), 2);
+    // What waits behind the aborted turn waits for the person's next message.
+    let fold = h.store.read(|c| hub::state::fold_of(c, PROJ)).unwrap();
+    assert_eq!(
+        fold,
+        Some(hub::state::Fold {
+            aborted: running.id,
+            upto: waiting.id
+        })
+    );
+    // Another /abort keeps it; /next runs the queue one by one instead.
+    h.write("/abort");
+    assert!(
+        h.store
+            .read(|c| hub::state::fold_of(c, PROJ))
+            .unwrap()
+            .is_some()
+    );
+    h.write("/next");
+    assert_eq!(
+        h.store.read(|c| hub::state::fold_of(c, PROJ)).unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -691,7 +713,7 @@ fn abort_when_idle_records_no_control() {
     let row = h.only_row_of(d.update_id);
     assert_eq!(
         text_of(&row),
-        texts::stopped(PROJ_LABEL, false, false, 0, 0, false)
+        texts::stopped(PROJ_LABEL, false, false, 0, 0, false, false)
     );
     assert!(text_of(&row).starts_with("Nothing is running on proj"));
     assert_eq!(h.turn_count(), 0);
@@ -729,7 +751,7 @@ fn stop_drops_everything_waiting_for_that_pi_and_says_how_much() {
     let row = h.only_row_of(d.update_id);
     assert_eq!(
         text_of(&row),
-        texts::stopped(PROJ_LABEL, true, true, 3, 0, false)
+        texts::stopped(PROJ_LABEL, true, true, 3, 0, false, false)
     );
     assert!(text_of(&row).contains("Dropped 3 waiting message(s)."));
 }
@@ -1060,7 +1082,18 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
         rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Skip))
     );
-    assert!(text_of(&rows[1]).contains("2. second (skipped)"));
+    let redrawn = text_of(&rows[1]).to_owned();
+    assert!(redrawn.contains("2. second (skipped)"), "{redrawn}");
+    // Struck through, and not counted among those that will run.
+    assert!(
+        redrawn.starts_with("Waiting for proj: 2, and 1 skipped"),
+        "{redrawn}"
+    );
+    let at = redrawn.find("second").unwrap();
+    assert_eq!(
+        rows[1].params()["entities"],
+        json!([{ "type": "strikethrough", "offset": redrawn[..at].encode_utf16().count(), "length": 6 }])
+    );
 
     // "2 ✕": the third prompt is removed.
     let (_, d) = h.tap(OWNER, MENU_MESSAGE, &shown, &token(&menu, "2 ✕"));
@@ -1071,7 +1104,7 @@ fn queue_buttons_change_a_waiting_prompt_and_redraw_the_queue() {
         rows[0].params()["text"],
         json!(texts::queue_changed(QueueOp::Remove))
     );
-    assert!(text_of(&rows[1]).starts_with("Waiting for proj: 2"));
+    assert!(text_of(&rows[1]).starts_with("Waiting for proj: 1, and 1 skipped"));
     assert!(!text_of(&rows[1]).contains("third"));
 }
 

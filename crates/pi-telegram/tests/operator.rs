@@ -9,11 +9,12 @@ mod common;
 
 use std::time::Duration;
 
+use common::chat::{bot_messages, buttons, message, press, wait_message, wait_text};
 use common::pi::{PiSetup, project, prompts_containing, setup, setup_threaded};
 use common::{Env, OWNER, wait_for};
 use pi_testkit::PiRpc;
 use serde_json::{Value, json};
-use tg_fake::control::{EditText, Press, React, SendText, ThreadFilter, TranscriptEntry};
+use tg_fake::control::{EditText, Press, React, SendText};
 
 /// A prompt that streams long enough (60 words, 150 ms apart: 9 s) for the test to queue,
 /// react and edit behind it; it is always cut short by a control.
@@ -42,81 +43,15 @@ fn start(s: &PiSetup) -> common::Hub {
     hub
 }
 
-fn bot_messages(env: &Env) -> Vec<TranscriptEntry> {
+/// One of the person's messages, as tg-fake shows it (with the bot's reactions on it).
+fn person_message(env: &Env, id: i64) -> tg_fake::control::TranscriptEntry {
     env.fake
         .control()
-        .transcript(Some(OWNER), ThreadFilter::All, None)
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
         .unwrap()
         .into_iter()
-        .filter(|m| m.from_bot && !m.deleted)
-        .collect()
-}
-
-/// The first bot message whose text satisfies `pred` (waiting up to 60 s).
-fn wait_message(env: &Env, what: &str, pred: impl Fn(&str) -> bool) -> TranscriptEntry {
-    let mut found = None;
-    let deadline = std::time::Instant::now() + Duration::from_secs(59);
-    wait_for(what, 60, || {
-        if std::time::Instant::now() > deadline {
-            let texts: Vec<String> = bot_messages(env)
-                .into_iter()
-                .filter_map(|m| m.text)
-                .collect();
-            panic!("{what}: not among {texts:#?}");
-        }
-        found = bot_messages(env)
-            .into_iter()
-            .find(|m| m.text.as_deref().is_some_and(&pred));
-        found.is_some()
-    });
-    found.unwrap()
-}
-
-fn wait_text(env: &Env, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    wait_message(env, what, pred).text.unwrap()
-}
-
-/// The buttons of a message: `(label, callback data)`.
-fn buttons(m: &TranscriptEntry) -> Vec<(String, String)> {
-    m.reply_markup
-        .as_ref()
-        .and_then(|r| r["inline_keyboard"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .flat_map(|row| row.as_array().cloned().unwrap_or_default())
-        .filter_map(|b| {
-            Some((
-                b["text"].as_str()?.to_owned(),
-                b["callback_data"].as_str()?.to_owned(),
-            ))
-        })
-        .collect()
-}
-
-/// The current form of message `id` (menus are edited in place).
-fn message(env: &Env, id: i64) -> TranscriptEntry {
-    bot_messages(env)
-        .into_iter()
-        .find(|m| m.message_id == id)
+        .find(|m| !m.from_bot && m.message_id == id)
         .unwrap()
-}
-
-/// Presses the button labelled `label` (exactly, or after a `✓ ` mark) on message `id`.
-fn press(env: &Env, id: i64, label: &str) {
-    let m = message(env, id);
-    let (_, data) = buttons(&m)
-        .into_iter()
-        .find(|(l, _)| l == label || l.trim_start_matches("✓ ") == label)
-        .unwrap_or_else(|| panic!("no button {label:?} on {:?}", m.text));
-    env.fake
-        .control()
-        .press(Press {
-            message_id: id,
-            data,
-            user_id: None,
-            token: None,
-        })
-        .unwrap();
 }
 
 fn react(env: &Env, message_id: i64, emoji: Option<&str>) {
@@ -246,25 +181,65 @@ fn reactions_reorder_and_skip_edits_change_the_prompt_and_abort_stops_pi() {
         !lane_of(env, charlie).1 && text_of(env, echo) == "prompt echo as edited"
     });
     assert_eq!(lane_of(env, bravo), ("normal".into(), true));
-    // /abort: the slow answer stops where it was, marked; the queue goes on in its new order.
+    // /abort: the slow answer stops where it was, marked. What waits goes to pi with the next
+    // message, as said before it (the reference's folding): nothing runs until then.
     env.say("/abort");
-    wait_text(env, "the abort reply", |t| t.starts_with("⏹ Aborting web"));
+    let reply = wait_text(env, "the abort reply", |t| t.starts_with("⏹ Aborting web"));
+    assert!(
+        reply.ends_with(
+            "3 waiting message(s) go to pi with your next message, as said before it (/next \
+             runs them one by one instead)."
+        ),
+        "{reply}"
+    );
     let aborted = wait_text(env, "the aborted answer", |t| t.contains("first w1"));
     assert!(aborted.ends_with(ABORTED), "{aborted}");
     assert!(!aborted.contains("w60"), "pi stopped streaming: {aborted}");
-    wait_text(env, "the last answer", |t| {
-        t == "echo: prompt echo as edited"
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        prompts_containing(&s.llm, "prompt delta"),
+        0,
+        "the queue waits"
+    );
+    let foxtrot = env.say("prompt foxtrot after the abort").message_id;
+    wait_text(env, "the answer to all of them", |t| {
+        t.contains("prompt delta") && t.contains("prompt foxtrot after the abort")
     });
     wait_text(env, "the skip notice", |t| {
         t.starts_with("⏭ Skipped \"prompt bravo\"")
     });
-    let d = first_request(&s, "prompt delta");
-    let c = first_request(&s, "prompt charlie");
-    let e = first_request(&s, "prompt echo as edited");
-    assert!(d < c && c < e, "order delta {d}, charlie {c}, echo {e}");
+    // One prompt: the waiting ones in the queue's new order, then the new message.
+    let folded = prompts(&s)
+        .into_iter()
+        .find(|p| p.contains("prompt foxtrot after the abort"))
+        .unwrap();
+    let at = |w: &str| {
+        folded
+            .find(w)
+            .unwrap_or_else(|| panic!("{w:?} not in {folded}"))
+    };
+    assert!(
+        at("1. prompt delta") < at("2. prompt charlie")
+            && at("2. prompt charlie") < at("3. prompt echo as edited")
+            && at("3. prompt echo as edited") < at("This message:")
+            && at("This message:") < at("prompt foxtrot"),
+        "{folded}"
+    );
+    for one in ["prompt delta", "prompt charlie", "prompt echo as edited"] {
+        assert_eq!(prompts_containing(&s.llm, one), 1, "{one}: once, folded");
+    }
     assert_eq!(prompts_containing(&s.llm, "prompt bravo"), 0, "skipped");
     assert_eq!(prompts_containing(&s.llm, "as first written"), 0, "edited");
     assert_eq!(prompts_containing(&s.llm, "first w1"), 1, "not run again");
+    // The folded messages show the fate of the message they went with: answered.
+    wait_for("the folded messages' reactions", 20, || {
+        [delta, charlie, echo, foxtrot].iter().all(|m| {
+            person_message(env, *m)
+                .bot_reactions
+                .iter()
+                .any(|r| r.to_string().contains('👌'))
+        })
+    });
     // A reaction on a prompt that is done changes nothing and says nothing.
     let before = bot_messages(env).len();
     react(env, delta, None);
@@ -665,7 +640,12 @@ fn with_the_extension_abort_model_and_compact_work_too() {
     env.say("/abort");
     let aborted = wait_text(env, "the aborted answer", |t| t.contains("extslow w1"));
     assert!(aborted.ends_with(ABORTED), "{aborted}");
-    wait_text(env, "the next answer", |t| t == "echo: prompt after abort");
+    // The waiting prompt goes with the next message.
+    env.say("and the next one");
+    wait_text(env, "the next answer", |t| {
+        t.contains("prompt after abort") && t.contains("and the next one")
+    });
+    assert_eq!(prompts_containing(&s.llm, "prompt after abort"), 1);
     // The model menu lists the registry's models; a switch takes.
     env.say("/model");
     let menu = wait_message(env, "the model menu", |t| t.starts_with("Model of work"));
@@ -739,11 +719,22 @@ fn with_the_extension_reactions_thinking_and_templates_work_too() {
         lane_of(env, three).0 == "priority" && lane_of(env, one).1
     });
     env.say("/abort");
-    wait_text(env, "the last answer", |t| t == "echo: prompt two");
+    wait_text(env, "the abort reply", |t| t.starts_with("⏹ Aborting work"));
+    env.say("prompt four");
+    wait_text(env, "the answer to all", |t| {
+        t.contains("prompt two") && t.contains("prompt four")
+    });
     wait_text(env, "the skip notice", |t| {
         t.starts_with("⏭ Skipped \"prompt one\"")
     });
-    assert!(first_request(&s, "prompt three") < first_request(&s, "prompt two"));
+    let folded = prompts(&s)
+        .into_iter()
+        .find(|p| p.contains("prompt four"))
+        .unwrap();
+    assert!(
+        folded.find("1. prompt three").unwrap() < folded.find("2. prompt two").unwrap(),
+        "{folded}"
+    );
     assert_eq!(prompts_containing(&s.llm, "prompt one"), 0);
     let _ = two;
     // The template runs in pi.

@@ -504,6 +504,18 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             }
             std::thread::sleep(Duration::from_millis(rng.between(20, 250)));
         }
+        // A last word in every topic: what waits behind an /abort goes to pi with the next
+        // message only, so none may be the last.
+        for (pi, topic) in topic_of.iter().enumerate() {
+            let tag = next_tag();
+            let message = say(*topic, &format!("{tag} the last word"), &mut updates);
+            prompts.push(Prompt {
+                tag,
+                kind: Kind::Plain,
+                pi,
+                message,
+            });
+        }
         let script_done = started.elapsed();
         stop.store(true, Ordering::SeqCst);
         chaos.join().unwrap();
@@ -548,8 +560,18 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
             if settled(&last) {
                 break;
             }
-            if last["turns"] != progress.0 {
-                progress = (last["turns"].clone(), Instant::now());
+            // A long answer streaming is progress too (a prompt that took others along after
+            // an /abort streams each of their words).
+            let drafts = env
+                .fake
+                .control()
+                .requests(0, None)
+                .iter()
+                .filter(|r| r.method.ends_with("Draft"))
+                .count();
+            let now = json!([last["turns"], drafts]);
+            if now != progress.0 {
+                progress = (now, Instant::now());
             }
         }
         if progress.1.elapsed() > Duration::from_secs(60) {
@@ -590,7 +612,8 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
         .unwrap();
     let turns_by_text: Vec<(String, String)> = store
         .read(|c| {
-            let mut st = c.prepare("SELECT text, state FROM turns")?;
+            // In order: a prompt folded into a later one (after an /abort) is found as itself.
+            let mut st = c.prepare("SELECT text, state FROM turns ORDER BY id")?;
             let rows = st
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
                 .collect::<Result<Vec<_>, _>>()?;

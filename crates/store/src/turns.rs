@@ -2,7 +2,7 @@
 //! `interrupted` (the instance went away mid-turn) / `cancelled`. Turn numbers are never reused;
 //! the wire id is `t<number>`.
 
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::Cached;
 use crate::{Result, StoreError};
@@ -755,4 +755,34 @@ pub fn held_count(conn: &Connection) -> Result<i64> {
         |r| r.get(0),
     )
     .map_err(StoreError::sqlite("counting held turns"))
+}
+
+/// The number of the newest turn (0 before the first): a mark that tells the turns made
+/// after it from those made before.
+pub fn last_id(conn: &Connection) -> Result<i64> {
+    conn.row("SELECT coalesce(max(id), 0) FROM turns", [], |r| r.get(0))
+        .map_err(StoreError::sqlite("reading the newest turn"))
+}
+
+/// Whether turn `id` ended cut short: answered after an abort (`aborted`) or interrupted.
+/// `None` while an instance has it (dispatched, acked); a turn waiting in the queue, or one the
+/// store does not have, was not cut short.
+pub fn cut_short(conn: &Connection, id: i64) -> Result<Option<bool>> {
+    let row: Option<(String, Option<i64>)> = conn
+        .row(
+            "SELECT state, aborted FROM turns WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(StoreError::sqlite("reading how a turn ended"))?;
+    let Some((state, aborted)) = row else {
+        return Ok(Some(false));
+    };
+    Ok(match state.as_str() {
+        "dispatched" | "acked" => None,
+        "interrupted" => Some(true),
+        "done" => Some(aborted == Some(1)),
+        _ => Some(false),
+    })
 }

@@ -465,6 +465,11 @@ fn turns_move_through_their_states_once() {
         !s.write(|tx| turns::mark_acked(tx, a, 2)).unwrap(),
         "a repeated ack changes nothing"
     );
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, a)).unwrap(),
+        None,
+        "pi has it"
+    );
     assert!(
         s.write(|tx| turns::mark_done(tx, a, "answer", false, None, 3))
             .unwrap()
@@ -482,9 +487,18 @@ fn turns_move_through_their_states_once() {
             .as_deref(),
         Some("answer")
     );
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, a)).unwrap(),
+        Some(false)
+    );
     s.write(|tx| turns::mark_dispatched(tx, b, "i1", Some(42), Transport::Shim, 5))
         .unwrap();
     assert!(s.write(|tx| turns::requeue(tx, b)).unwrap());
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, b)).unwrap(),
+        Some(false),
+        "back in the queue"
+    );
     assert_eq!(
         s.read(|c| turns::get(c, b)).unwrap().unwrap().state,
         TurnState::Queued
@@ -495,9 +509,33 @@ fn turns_move_through_their_states_once() {
         s.write(|tx| turns::mark_interrupted(tx, b, "pi exited", 7))
             .unwrap()
     );
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, b)).unwrap(),
+        Some(true)
+    );
     let counts = s.read(turns::counts).unwrap();
     assert!(
         counts.contains(&(TurnState::Done, 1)) && counts.contains(&(TurnState::Interrupted, 1))
+    );
+    // An answer after an abort is cut short too; the newest turn marks what came before.
+    let d = s
+        .write(|tx| turns::create(tx, &new(4, Target::Identity("/p")), 8))
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.read(turns::last_id).unwrap(), d);
+    s.write(|tx| turns::mark_dispatched(tx, d, "i2", None, Transport::Rpc, 9))
+        .unwrap();
+    assert!(
+        s.write(|tx| turns::mark_done(tx, d, "so far", true, None, 10))
+            .unwrap()
+    );
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, d)).unwrap(),
+        Some(true)
+    );
+    assert_eq!(
+        s.read(|conn| turns::cut_short(conn, 999)).unwrap(),
+        Some(false)
     );
 }
 

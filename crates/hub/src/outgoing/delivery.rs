@@ -202,6 +202,7 @@ pub fn text_message(spot: Spot, text: String, html: bool) -> Outgoing {
         spot,
         text,
         parse_mode: html.then_some(ParseMode::Html),
+        entities: Vec::new(),
         link_preview_options: Some(LinkPreview::NONE),
         reply_markup: None,
     })

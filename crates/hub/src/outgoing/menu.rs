@@ -15,13 +15,62 @@ use crate::buttons::{Button, QueueOp, Section};
 use crate::clock::Clock;
 use crate::outgoing::outbound;
 
-/// A rendered section: text and rows of `(label, action)` buttons.
+/// A rendered section: text (plain, with Telegram's `entities` for what is formatted) and rows
+/// of `(label, action)` buttons.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
     /// The message text.
     pub text: String,
+    /// Its formatting: Telegram `MessageEntity` objects (UTF-16 offsets into `text`).
+    pub entities: Vec<Value>,
     /// Button rows.
     pub rows: Vec<Vec<(String, Button)>>,
+}
+
+impl View {
+    /// Plain text and buttons.
+    pub fn new(text: String, rows: Vec<Vec<(String, Button)>>) -> Self {
+        Self {
+            text,
+            entities: Vec::new(),
+            rows,
+        }
+    }
+}
+
+/// The waiting prompts of a pi as the menu counts them: those that will run, and those
+/// skipped (dropped without a model turn when their turn comes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waiting {
+    pub will_run: usize,
+    pub skipped: usize,
+}
+
+impl Waiting {
+    /// Counts `queue` (one pi's waiting turns).
+    pub fn of(queue: &[Turn]) -> Self {
+        let skipped = queue.iter().filter(|t| t.skip).count();
+        Self {
+            will_run: queue.len() - skipped,
+            skipped,
+        }
+    }
+
+    /// `2 waiting`, `2 waiting (1 skipped)`.
+    fn short(self) -> String {
+        match self.skipped {
+            0 => format!("{} waiting", self.will_run),
+            n => format!("{} waiting ({n} skipped)", self.will_run),
+        }
+    }
+
+    /// `2`, `2, and 1 skipped`.
+    fn count(self) -> String {
+        match self.skipped {
+            0 => self.will_run.to_string(),
+            n => format!("{}, and {n} skipped", self.will_run),
+        }
+    }
 }
 
 /// One pi instance as the menu shows it.
@@ -41,6 +90,44 @@ pub struct Instance {
     pub topic: Option<String>,
 }
 
+/// Tokens of pi's model requests, as pi counts them: not cached, written, read from and
+/// written to a prompt cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// pi's `{input, output, cacheRead, cacheWrite}` (session totals, or one message's
+    /// usage); `None` when it is not such an object.
+    pub fn of(v: &Value) -> Option<Usage> {
+        let o = v.as_object()?;
+        let n = |k: &str| o.get(k).and_then(Value::as_u64);
+        if ["input", "output", "cacheRead", "cacheWrite"]
+            .iter()
+            .all(|k| n(k).is_none())
+        {
+            return None;
+        }
+        Some(Usage {
+            input: n("input").unwrap_or(0),
+            output: n("output").unwrap_or(0),
+            cache_read: n("cacheRead").unwrap_or(0),
+            cache_write: n("cacheWrite").unwrap_or(0),
+        })
+    }
+
+    /// The share of the prompt that was read from the cache, in percent (`None` without a
+    /// prompt).
+    pub fn hit_percent(self) -> Option<u64> {
+        let prompt = self.input + self.cache_read + self.cache_write;
+        (prompt > 0).then(|| (self.cache_read * 100 + prompt / 2) / prompt)
+    }
+}
+
 /// What pi reported about itself (any part may be missing).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reported {
@@ -52,6 +139,10 @@ pub struct Reported {
     pub context: Option<(Option<u64>, u64)>,
     /// Cost so far, in dollars.
     pub cost: Option<f64>,
+    /// The session's tokens so far.
+    pub tokens: Option<Usage>,
+    /// The latest model request's.
+    pub latest: Option<Usage>,
 }
 
 impl Reported {
@@ -78,6 +169,8 @@ impl Reported {
                 .map(str::to_owned),
             context,
             cost,
+            tokens: v.get("tokens").and_then(Usage::of),
+            latest: v.get("latest").and_then(Usage::of),
         }
     }
 }
@@ -150,7 +243,7 @@ pub fn main(
     bot: &str,
     instances: &[Instance],
     current: Option<&Instance>,
-    waiting: usize,
+    waiting: Waiting,
     threaded: bool,
 ) -> View {
     let mut text = format!("pi-telegram for @{bot}.");
@@ -176,8 +269,9 @@ pub fn main(
             "idle"
         };
         text.push_str(&format!(
-            "\n\nThis menu is about {}: {state}, {waiting} waiting.",
-            c.label
+            "\n\nThis menu is about {}: {state}, {}.",
+            c.label,
+            waiting.short()
         ));
     }
     if !threaded {
@@ -214,11 +308,24 @@ pub fn main(
         last.insert(0, section(id, Section::Instances));
     }
     rows.push(last);
-    View { text, rows }
+    View::new(text, rows)
 }
 
-/// Status: the instance and what pi reports.
-pub fn status(i: &Instance, r: &Reported, waiting: usize) -> View {
+/// A token count as a person reads it: exact below 10,000, then `12.3k`, `456k`, `1.2M`.
+fn count(n: u64) -> String {
+    match n {
+        0..10_000 => n.to_string(),
+        10_000..100_000 => format!("{:.1}k", n as f64 / 1e3),
+        100_000..1_000_000 => format!("{}k", (n + 500) / 1000),
+        1_000_000..10_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{}M", (n + 500_000) / 1_000_000),
+    }
+}
+
+/// Status: the instance and what pi reports: state, queue, model, thinking, context, the
+/// session's tokens (in, out), its prompt cache (read, written, and how much of the latest
+/// request's prompt came from it) and cost.
+pub fn status(i: &Instance, r: &Reported, waiting: Waiting) -> View {
     let mut text = format!("Status of {} ({})", i.label, i.cwd);
     let state = if !i.live {
         "offline"
@@ -228,7 +335,7 @@ pub fn status(i: &Instance, r: &Reported, waiting: usize) -> View {
         "idle"
     };
     text.push_str(&format!("\nState: {state}"));
-    text.push_str(&format!("\nWaiting: {waiting}"));
+    text.push_str(&format!("\nWaiting: {}", waiting.count()));
     if let Some(m) = &r.model {
         text.push_str(&format!("\nModel: {m}"));
     }
@@ -244,36 +351,149 @@ pub fn status(i: &Instance, r: &Reported, waiting: usize) -> View {
             None => text.push_str(&format!("\nContext: ? of {window} tokens")),
         }
     }
+    if let Some(u) = r.tokens {
+        text.push_str(&format!(
+            "\nTokens: {} in, {} out",
+            count(u.input),
+            count(u.output)
+        ));
+    }
+    let hit = r.latest.and_then(Usage::hit_percent);
+    match (r.tokens, hit) {
+        (Some(u), Some(p)) => text.push_str(&format!(
+            "\nCache: {} read, {} write (latest request: {p}% hit)",
+            count(u.cache_read),
+            count(u.cache_write)
+        )),
+        (Some(u), None) => text.push_str(&format!(
+            "\nCache: {} read, {} write",
+            count(u.cache_read),
+            count(u.cache_write)
+        )),
+        (None, Some(p)) => text.push_str(&format!("\nCache: latest request {p}% hit")),
+        (None, None) => {}
+    }
     if let Some(c) = r.cost {
         text.push_str(&format!("\nCost: ${c:.4}"));
     }
     let id = Some(i.identity.as_str());
-    View {
+    View::new(
         text,
-        rows: vec![vec![section(id, Section::Status), back(id).remove(0)]],
+        vec![vec![section(id, Section::Status), back(id).remove(0)]],
+    )
+}
+
+/// How many models a page of the model menu lists.
+pub const MODELS_PER_PAGE: usize = 8;
+
+/// The models pi offers to switch to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelList {
+    /// `(provider, id, name)`, in pi's order.
+    pub models: Vec<(String, String, String)>,
+    /// `provider/id` of the model in use.
+    pub current: Option<String>,
+    /// The list is the models pi has enabled (`enabledModels`), not all it can use.
+    pub scoped: bool,
+    /// How many models pi can use in all.
+    pub available: usize,
+}
+
+impl ModelList {
+    /// From the answer to a models request (docs/wire-protocol.md, `get_models`).
+    pub fn from_answer(v: &Value) -> ModelList {
+        let models: Vec<(String, String, String)> = v
+            .get("models")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|m| {
+                        let p = m.get("provider").and_then(Value::as_str)?;
+                        let id = m.get("id").and_then(Value::as_str)?;
+                        let name = m.get("name").and_then(Value::as_str).unwrap_or(id);
+                        Some((p.to_owned(), id.to_owned(), name.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let current = v.get("current").and_then(|m| {
+            let p = m.get("provider").and_then(Value::as_str)?;
+            let id = m.get("id").and_then(Value::as_str)?;
+            Some(format!("{p}/{id}"))
+        });
+        ModelList {
+            available: v
+                .get("available")
+                .and_then(Value::as_u64)
+                .map_or(models.len(), |n| n as usize),
+            scoped: v.get("scoped").and_then(Value::as_bool).unwrap_or(false),
+            models,
+            current,
+        }
+    }
+
+    /// The page that lists the current model (the first when it is not listed).
+    fn current_page(&self) -> usize {
+        self.models
+            .iter()
+            .position(|(p, id, _)| self.current.as_deref() == Some(format!("{p}/{id}").as_str()))
+            .map_or(0, |n| n / MODELS_PER_PAGE)
     }
 }
 
-/// Models to switch to, the current one marked.
-pub fn models(i: &Instance, models: &[(String, String, String)], current: Option<&str>) -> View {
+/// Models to switch to, [`MODELS_PER_PAGE`] a page: `page` (counted from 0), or the one with
+/// the current model (marked ✓) when `None`; ◀ and ▶ turn the pages (round), the page number
+/// between them goes back to the current model's page.
+pub fn models(i: &Instance, list: &ModelList, page: Option<usize>) -> View {
     let mut text = format!("Model of {}", i.label);
-    if let Some(c) = current {
+    if let Some(c) = &list.current {
         text.push_str(&format!(": {c}"));
     }
-    if models.is_empty() {
+    let n = list.models.len();
+    if n == 0 {
         text.push_str("\n\npi reports no models it can use.");
+    } else if list.scoped {
+        text.push_str(&format!(
+            "\n\nThe {n} models pi has enabled (enabledModels), of {} it can use.",
+            list.available
+        ));
+        let listed = list
+            .models
+            .iter()
+            .any(|(p, id, _)| list.current.as_deref() == Some(format!("{p}/{id}").as_str()));
+        if list.current.is_some() && !listed {
+            text.push_str(" The current model is not one of them.");
+        }
+    } else {
+        text.push_str(&format!("\n\nAll {n} models pi can use."));
     }
-    let mut rows: Vec<Vec<(String, Button)>> = models
+    let pages = n.div_ceil(MODELS_PER_PAGE).max(1);
+    let home = list.current_page();
+    let page = page.unwrap_or(home).min(pages - 1);
+    if pages > 1 {
+        text.push_str(&format!(" Page {} of {pages}.", page + 1));
+    }
+    let name_count = |name: &str| list.models.iter().filter(|(_, _, m)| m == name).count();
+    let mut rows: Vec<Vec<(String, Button)>> = list
+        .models
         .iter()
+        .skip(page * MODELS_PER_PAGE)
+        .take(MODELS_PER_PAGE)
         .map(|(provider, id, name)| {
             let full = format!("{provider}/{id}");
-            let mark = if current == Some(full.as_str()) {
+            let mark = if list.current.as_deref() == Some(full.as_str()) {
                 "✓ "
             } else {
                 ""
             };
+            // A name two providers share says whose it is.
+            let label = if name_count(name) > 1 {
+                format!("{mark}{name} · {provider}")
+            } else {
+                format!("{mark}{name}")
+            };
             vec![(
-                format!("{mark}{name}"),
+                label,
                 Button::Model {
                     identity: i.identity.clone(),
                     provider: provider.clone(),
@@ -282,11 +502,28 @@ pub fn models(i: &Instance, models: &[(String, String, String)], current: Option
             )]
         })
         .collect();
+    if pages > 1 {
+        let to = |label: String, page: usize| {
+            (
+                label,
+                Button::ModelPage {
+                    identity: i.identity.clone(),
+                    page,
+                },
+            )
+        };
+        rows.push(vec![
+            to("◀".into(), (page + pages - 1) % pages),
+            to(format!("{}/{pages}", page + 1), home),
+            to("▶".into(), (page + 1) % pages),
+        ]);
+    }
     rows.push(back(Some(&i.identity)));
-    View { text, rows }
+    View::new(text, rows)
 }
 
-/// Thinking levels, the current one marked.
+/// Thinking levels, the current one marked: `off` on a row of its own, the others three to a
+/// row (the reference's compact layout).
 pub fn thinking(i: &Instance, levels: &[String], current: Option<&str>) -> View {
     let mut text = format!("Thinking level of {}", i.label);
     if let Some(c) = current {
@@ -295,29 +532,32 @@ pub fn thinking(i: &Instance, levels: &[String], current: Option<&str>) -> View 
     if levels.len() <= 1 {
         text.push_str("\n\nThe current model has no thinking levels to choose from.");
     }
-    let buttons: Vec<(String, Button)> = levels
-        .iter()
-        .map(|l| {
-            let mark = if current == Some(l.as_str()) {
-                "✓ "
-            } else {
-                ""
-            };
-            (
-                format!("{mark}{l}"),
-                Button::Thinking {
-                    identity: i.identity.clone(),
-                    level: l.clone(),
-                },
-            )
-        })
-        .collect();
-    let mut rows: Vec<Vec<(String, Button)>> = buttons
-        .chunks(3)
-        .map(<[(String, Button)]>::to_vec)
-        .collect();
+    let button = |l: &String| {
+        let mark = if current == Some(l.as_str()) {
+            "✓ "
+        } else {
+            ""
+        };
+        (
+            format!("{mark}{l}"),
+            Button::Thinking {
+                identity: i.identity.clone(),
+                level: l.clone(),
+            },
+        )
+    };
+    let (off, graded): (Vec<&String>, Vec<&String>) = levels.iter().partition(|l| *l == "off");
+    let mut rows: Vec<Vec<(String, Button)>> = Vec::new();
+    if !off.is_empty() {
+        rows.push(off.into_iter().map(button).collect());
+    }
+    rows.extend(
+        graded
+            .chunks(3)
+            .map(|row| row.iter().map(|l| button(l)).collect()),
+    );
     rows.push(back(Some(&i.identity)));
-    View { text, rows }
+    View::new(text, rows)
 }
 
 /// How much of a waiting prompt the queue shows.
@@ -325,21 +565,36 @@ const PREVIEW_CHARS: usize = 60;
 /// How many waiting prompts the queue shows.
 const SHOWN: usize = 8;
 
-/// The waiting prompts, each with its controls.
-pub fn queue(i: &Instance, waiting: &[Turn]) -> View {
-    let mut text = format!("Waiting for {}: {}", i.label, waiting.len());
+/// The waiting prompts, each with its controls. A skipped one is struck through and not
+/// counted: it is dropped without a model turn when its turn comes. `held`: after an
+/// `/abort`, they go to pi with the person's next message (`state::Fold`).
+pub fn queue(i: &Instance, waiting: &[Turn], held: bool) -> View {
+    let mut text = format!("Waiting for {}: {}", i.label, Waiting::of(waiting).count());
+    let mut entities = Vec::new();
     if waiting.is_empty() {
         text.push_str("\n\nNothing is waiting.");
+    } else if held {
+        text.push_str(
+            "\nAfter your /abort they go to pi with your next message, as said before it \
+             (/next runs them one by one).",
+        );
     }
     let mut rows = Vec::new();
     for (n, t) in waiting.iter().take(SHOWN).enumerate() {
         let n = n + 1;
         let lane = if t.lane == Lane::Priority { "⚡ " } else { "" };
-        let skip = if t.skip { " (skipped)" } else { "" };
-        text.push_str(&format!(
-            "\n{n}. {lane}{}{skip}",
-            crate::outgoing::activity::clip(&t.text.replace('\n', " "), PREVIEW_CHARS)
-        ));
+        let words = crate::outgoing::activity::clip(&t.text.replace('\n', " "), PREVIEW_CHARS);
+        text.push_str(&format!("\n{n}. {lane}"));
+        if t.skip {
+            entities.push(json!({
+                "type": "strikethrough",
+                "offset": tg_format::utf16::len(&text),
+                "length": tg_format::utf16::len(&words),
+            }));
+            text.push_str(&format!("{words} (skipped)"));
+        } else {
+            text.push_str(&words);
+        }
         let op = |label: String, op: QueueOp| (label, Button::Queue { turn: t.id, op });
         rows.push(vec![
             if t.lane == Lane::Priority {
@@ -360,15 +615,16 @@ pub fn queue(i: &Instance, waiting: &[Turn]) -> View {
     }
     let id = Some(i.identity.as_str());
     rows.push(vec![section(id, Section::Queue), back(id).remove(0)]);
-    View { text, rows }
+    View {
+        text,
+        entities,
+        rows,
+    }
 }
 
 /// The `assistant` settings, each value a button.
 pub fn settings(identity: Option<&str>, s: &Settings) -> View {
-    View {
-        text: settings_text(s),
-        rows: settings_rows(identity, s),
-    }
+    View::new(settings_text(s), settings_rows(identity, s))
 }
 
 /// What the settings are now, one line each.
@@ -564,7 +820,7 @@ pub fn instances(list: &[Instance]) -> View {
         })
         .collect();
     rows.push(back(None));
-    View { text, rows }
+    View::new(text, rows)
 }
 
 /// `/sessions`: pi's saved sessions (`data` of `get_sessions`), each a button to resume it
@@ -619,7 +875,7 @@ pub fn sessions(identity: &str, data: &Value) -> View {
             identity: identity.to_owned(),
         },
     )]);
-    View { text, rows }
+    View::new(text, rows)
 }
 
 /// `MM-DD HH:MM` (UTC) of a Unix ms time.
@@ -653,18 +909,15 @@ pub fn new_picker(for_pi: Option<(&str, &str)>, folders: &[String], roots: &str)
     for f in folders {
         rows.push(vec![(format!("📁 {f}"), Button::NewPi { cwd: f.clone() })]);
     }
-    View {
-        text: crate::outgoing::texts::new_picker(roots, for_pi.map(|(_, l)| l)),
+    View::new(
+        crate::outgoing::texts::new_picker(roots, for_pi.map(|(_, l)| l)),
         rows,
-    }
+    )
 }
 
 /// Help: what the bot does and its commands.
 pub fn help(bot: &str, identity: Option<&str>) -> View {
-    View {
-        text: crate::outgoing::texts::help(bot),
-        rows: vec![back(identity)],
-    }
+    View::new(crate::outgoing::texts::help(bot), vec![back(identity)])
 }
 
 /// The view's buttons as an inline keyboard of owner-bound tokens.
@@ -732,4 +985,254 @@ pub fn prompt_buttons(
         keyboard.push(Value::Array(out));
     }
     Ok(Some(json!({ "inline_keyboard": keyboard })))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn web() -> Instance {
+        Instance {
+            identity: "/w/web".into(),
+            label: "web".into(),
+            cwd: "/w/web".into(),
+            live: true,
+            busy: false,
+            selected: true,
+            topic: None,
+        }
+    }
+
+    fn labels(v: &View) -> Vec<Vec<String>> {
+        v.rows
+            .iter()
+            .map(|r| r.iter().map(|(l, _)| l.clone()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn status_has_tokens_the_cache_with_the_latest_hit_rate_and_cost() {
+        let stats = json!({
+            "model": { "provider": "fake", "id": "fake-reasoner" },
+            "thinking_level": "high",
+            "context": { "tokens": 640, "contextWindow": 64000, "percent": 1 },
+            "cost": 0.01234,
+            "tokens": { "input": 1200, "output": 340, "cacheRead": 25_600, "cacheWrite": 45, "total": 27_185 },
+            "latest": { "input": 10, "output": 5, "cacheRead": 85, "cacheWrite": 5 },
+        });
+        let waiting = Waiting {
+            will_run: 2,
+            skipped: 1,
+        };
+        let v = status(&web(), &Reported::from_stats(&stats), waiting);
+        assert_eq!(
+            v.text,
+            "Status of web (/w/web)\nState: idle\nWaiting: 2, and 1 skipped\nModel: \
+             fake/fake-reasoner\nThinking: high\nContext: 640 of 64000 tokens (1%)\nTokens: 1200 \
+             in, 340 out\nCache: 25.6k read, 45 write (latest request: 85% hit)\nCost: $0.0123"
+        );
+        // Without a latest request (a headless pi restarted) the cache row has no hit rate;
+        // without token totals there are neither rows.
+        let mut r = Reported::from_stats(&stats);
+        r.latest = None;
+        assert!(
+            status(&web(), &r, Waiting::default())
+                .text
+                .contains("\nCache: 25.6k read, 45 write\n")
+        );
+        let bare = status(&web(), &Reported::default(), Waiting::default()).text;
+        assert!(
+            !bare.contains("Tokens") && !bare.contains("Cache"),
+            "{bare}"
+        );
+        assert_eq!(Usage::default().hit_percent(), None);
+    }
+
+    #[test]
+    fn token_counts_read_short() {
+        assert_eq!(count(9_999), "9999");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(count(456_700), "457k");
+        assert_eq!(count(1_234_567), "1.2M");
+        assert_eq!(count(12_500_000), "13M");
+    }
+
+    fn sixty() -> ModelList {
+        let models = (0..60)
+            .map(|n| {
+                let provider = format!("p{}", n / 15);
+                (provider, format!("m{n:02}"), format!("Model {n:02}"))
+            })
+            .collect();
+        ModelList {
+            models,
+            current: Some("p1/m20".into()),
+            scoped: false,
+            available: 60,
+        }
+    }
+
+    #[test]
+    fn the_model_menu_pages_and_opens_at_the_current_model() {
+        let list = sixty();
+        let v = models(&web(), &list, None);
+        assert!(
+            v.text.ends_with("All 60 models pi can use. Page 3 of 8."),
+            "{}",
+            v.text
+        );
+        let rows = labels(&v);
+        assert_eq!(rows.len(), MODELS_PER_PAGE + 2);
+        assert_eq!(rows[0], ["Model 16"]);
+        assert_eq!(rows[4], ["✓ Model 20"]);
+        assert_eq!(rows[8], ["◀", "3/8", "▶"]);
+        assert_eq!(rows[9], ["« Menu"]);
+        let page_of = |label: &str| {
+            v.rows[8]
+                .iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, b)| b.clone())
+                .unwrap()
+        };
+        let to = |page| Button::ModelPage {
+            identity: "/w/web".into(),
+            page,
+        };
+        assert_eq!(page_of("◀"), to(1));
+        assert_eq!(page_of("▶"), to(3));
+        assert_eq!(page_of("3/8"), to(2));
+        // The last page, and round from there; a page past the end shows the last.
+        let last = models(&web(), &list, Some(7));
+        assert_eq!(labels(&last)[3], ["Model 59"]);
+        assert_eq!(labels(&last)[4], ["◀", "8/8", "▶"]);
+        assert_eq!(last.rows[4][2].1, to(0));
+        assert_eq!(models(&web(), &list, Some(99)), last);
+        // A pick is a model button.
+        assert_eq!(
+            v.rows[4][0].1,
+            Button::Model {
+                identity: "/w/web".into(),
+                provider: "p1".into(),
+                id: "m20".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_scoped_list_says_so_and_names_shared_names_by_provider() {
+        let list = ModelList {
+            models: vec![
+                ("openai".into(), "gpt-5".into(), "GPT-5".into()),
+                ("openrouter".into(), "openai/gpt-5".into(), "GPT-5".into()),
+            ],
+            current: Some("zai/glm".into()),
+            scoped: true,
+            available: 60,
+        };
+        let v = models(&web(), &list, None);
+        assert!(
+            v.text.ends_with(
+                "The 2 models pi has enabled (enabledModels), of 60 it can use. The current \
+                 model is not one of them."
+            ),
+            "{}",
+            v.text
+        );
+        assert_eq!(
+            labels(&v),
+            [
+                vec!["GPT-5 · openai".to_owned()],
+                vec!["GPT-5 · openrouter".to_owned()],
+                vec!["« Menu".to_owned()],
+            ]
+        );
+    }
+
+    #[test]
+    fn thinking_levels_sit_off_first_then_three_a_row() {
+        let levels: Vec<String> = ["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect();
+        assert_eq!(
+            labels(&thinking(&web(), &levels, Some("medium"))),
+            [
+                vec!["off"],
+                vec!["minimal", "low", "✓ medium"],
+                vec!["high", "xhigh", "max"],
+                vec!["« Menu"],
+            ]
+        );
+        let v = thinking(&web(), &levels[..1], Some("off"));
+        assert_eq!(labels(&v), [vec!["✓ off"], vec!["« Menu"]]);
+        assert!(v.text.ends_with("no thinking levels to choose from."));
+    }
+
+    fn turn(id: i64, text: &str, skip: bool, lane: Lane) -> Turn {
+        Turn {
+            id,
+            source_update_id: None,
+            chat_id: 1,
+            thread_id: None,
+            message_id: None,
+            identity: Some("/w/web".into()),
+            text: text.into(),
+            state: store::turns::TurnState::Queued,
+            instance_id: None,
+            instance_pid: None,
+            transport: None,
+            result_text: None,
+            waits: None,
+            lane,
+            skip,
+            ready: true,
+            context: None,
+            group_key: None,
+            gather_until_ms: 0,
+            created_ms: 0,
+            sent_ms: 0,
+            held: None,
+            stale_question: None,
+        }
+    }
+
+    #[test]
+    fn a_skipped_prompt_is_struck_through_and_not_counted() {
+        let waiting = [
+            turn(1, "first", false, Lane::Priority),
+            turn(2, "ünïcode 😀 skipped", true, Lane::Normal),
+            turn(3, "third", false, Lane::Normal),
+        ];
+        let v = queue(&web(), &waiting, false);
+        assert_eq!(
+            v.text,
+            "Waiting for web: 2, and 1 skipped\n1. ⚡ first\n2. ünïcode 😀 skipped (skipped)\n3. \
+             third"
+        );
+        // The struck words, in UTF-16 units (the emoji is two).
+        let at = v.text.find("ünïcode").unwrap();
+        assert_eq!(
+            v.entities,
+            [json!({
+                "type": "strikethrough",
+                "offset": tg_format::utf16::len(&v.text[..at]),
+                "length": 18,
+            })]
+        );
+        assert_eq!(labels(&v)[1], ["2 ⚡ first", "2 keep", "2 ✕"]);
+        assert_eq!(Waiting::of(&waiting).short(), "2 waiting (1 skipped)");
+        assert!(queue(&web(), &[], true).entities.is_empty());
+        let held = queue(&web(), &waiting, true);
+        assert!(
+            held.text.starts_with(
+                "Waiting for web: 2, and 1 skipped\nAfter your /abort they go to pi with your \
+                 next message"
+            ),
+            "{}",
+            held.text
+        );
+        // The struck words moved with the line before them.
+        assert_ne!(held.entities, v.entities);
+    }
 }

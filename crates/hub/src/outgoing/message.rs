@@ -102,6 +102,10 @@ pub struct Text {
     /// `HTML`, or plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parse_mode: Option<ParseMode>,
+    /// Formatting of plain text (Telegram `MessageEntity` objects): a menu's struck-through
+    /// skipped prompts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<Value>,
     /// Link previews (answers have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_preview_options: Option<LinkPreview>,
@@ -160,6 +164,9 @@ pub struct Edit {
     pub message_id: i64,
     /// New words.
     pub text: String,
+    /// Their formatting (Telegram `MessageEntity` objects), as [`Text::entities`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<Value>,
     /// New buttons (an empty keyboard removes them).
     pub reply_markup: Value,
 }
@@ -461,6 +468,7 @@ mod tests {
             spot: Spot::new(5, Some(9), Some(3)),
             text: "hi".into(),
             parse_mode: Some(ParseMode::Html),
+            entities: Vec::new(),
             link_preview_options: Some(LinkPreview::NONE),
             reply_markup: None,
         });
@@ -527,6 +535,7 @@ mod tests {
             spot: Spot::new(5, Some(9), Some(3)),
             text: "hi".into(),
             parse_mode: None,
+            entities: Vec::new(),
             link_preview_options: None,
             reply_markup: None,
         });

@@ -464,7 +464,8 @@ pub fn which_pi(command: &str) -> String {
     )
 }
 
-/// What `/abort`, `/stop` or `/next` did.
+/// What `/abort`, `/stop` or `/next` did; `held`: what waits goes to pi with the person's
+/// next message (after an `/abort` of a Telegram turn).
 pub fn stopped(
     label: &str,
     stop: bool,
@@ -472,6 +473,7 @@ pub fn stopped(
     dropped: usize,
     waiting: usize,
     next: bool,
+    held: bool,
 ) -> String {
     let mut t = if running {
         format!("⏹ Aborting {label}'s current turn; its answer so far comes marked as aborted.")
@@ -486,9 +488,29 @@ pub fn stopped(
         ));
     } else if next {
         t.push_str(" Nothing is waiting for it.");
+    } else if waiting > 0 && held {
+        t.push_str(&format!(
+            " {waiting} waiting message(s) go to pi with your next message, as said before it \
+             (/next runs them one by one instead)."
+        ));
     } else if waiting > 0 {
         t.push_str(&format!(" {waiting} message(s) still wait for it."));
     }
+    t
+}
+
+/// The prompt of the person's first message after an `/abort`, with the prompts that waited
+/// behind the aborted turn (`earlier`, oldest first) before its own `words`: pi reads them as
+/// what the person said before it.
+pub fn folded_prompt(earlier: &[String], words: &str) -> String {
+    let mut t = String::from(
+        "The person aborted the turn before this one. These messages of theirs waited behind it; \
+         take them as said before this message, in order:",
+    );
+    for (n, e) in earlier.iter().enumerate() {
+        t.push_str(&format!("\n\n{}. {e}", n + 1));
+    }
+    t.push_str(&format!("\n\nThis message:\n{words}"));
     t
 }
 
@@ -649,14 +671,29 @@ pub fn settled_already(how: &str) -> String {
 }
 
 /// A model switch that took.
-pub fn model_switched(model: &str) -> String {
-    format!("✓ Now using {model}.")
+/// pi switched models; `busy`: while it was at work, where pi 1.6.0 takes the new model for
+/// the run's next model request (the one streaming now finishes as it began).
+pub fn model_switched(model: &str, busy: bool) -> String {
+    if busy {
+        format!("✓ Now using {model}. {MID_RUN}")
+    } else {
+        format!("✓ Now using {model}.")
+    }
 }
 
-/// The thinking level pi settled on (it clamps to what the model supports).
-pub fn thinking_set(level: &str) -> String {
-    format!("✓ Thinking level: {level}.")
+/// The thinking level pi settled on (it clamps to what the model supports); `busy` as
+/// [`model_switched`].
+pub fn thinking_set(level: &str, busy: bool) -> String {
+    if busy {
+        format!("✓ Thinking level: {level}. {MID_RUN}")
+    } else {
+        format!("✓ Thinking level: {level}.")
+    }
 }
+
+/// What a switch does to the run pi is at.
+const MID_RUN: &str = "pi is at work: this turn goes on with it from pi's next model call (what \
+                       pi is writing now finishes as it began).";
 
 /// A switch pi refused or did not answer.
 pub fn switch_failed(why: &str) -> String {

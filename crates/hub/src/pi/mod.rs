@@ -3,7 +3,8 @@
 //! (hub.sock and TLS for the extension, `pi --mode rpc` children, the echo agent), the
 //! instance abstraction, headless pi the hub starts, pi's sessions and workspaces, and
 //! `inbound` (a message's files and inbound handlers, STT, on their way into pi), and what pi
-//! is told with a Telegram prompt (`preamble`) and how long the prompt waited (`waited`).
+//! is told with a Telegram prompt (`preamble`) and how long the prompt waited (`waited`), and
+//! the models a headless pi has enabled (`scope`).
 
 pub mod conductor;
 pub mod dialog;
@@ -11,6 +12,7 @@ pub(crate) mod inbound;
 pub mod instance;
 pub mod links;
 pub(crate) mod preamble;
+pub(crate) mod scope;
 pub(crate) mod sessions;
 pub mod spawned;
 pub(crate) mod waited;

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tg_fake::{FakeConfig, FakeServer};
 
+pub mod chat;
+
 pub const TOKEN: &str = "1000:fake-token";
 pub const OWNER: i64 = tg_fake::DEFAULT_USER_ID;
 

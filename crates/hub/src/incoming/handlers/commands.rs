@@ -240,8 +240,14 @@ fn open_menu(
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let owner = msg.from_id().unwrap_or(chat);
     match render_local(say, owner, identity.as_deref(), section)? {
-        Some((text, markup)) => {
-            say.reply(msg, &text, markup, &menu_purpose(section))?;
+        Some((view, markup)) => {
+            say.reply_formatted(
+                msg,
+                (&view.text, &view.entities),
+                markup,
+                &menu_purpose(section),
+                false,
+            )?;
         }
         // What pi reports is needed: the conductor asks it and sends the menu.
         None => {
@@ -260,14 +266,14 @@ fn open_menu(
     Ok(menu_outcome(section))
 }
 
-/// A menu section that needs nothing from pi, rendered now: `(text, buttons)`. `None` for the
-/// sections pi reports (status, model, thinking).
+/// A menu section that needs nothing from pi, rendered now: `(view, its buttons)`. `None` for
+/// the sections pi reports (status, model, thinking).
 pub(super) fn render_local(
     say: &Say<'_>,
     owner: i64,
     identity: Option<&str>,
     section: Section,
-) -> Result<Option<(String, Option<Value>)>, StoreError> {
+) -> Result<Option<(menu::View, Option<Value>)>, StoreError> {
     let tx = say.tx;
     let list = menu::instances_of(tx)?;
     let current = identity
@@ -282,10 +288,14 @@ pub(super) fn render_local(
             &say.ctx.bot_username,
             &list,
             current.as_ref(),
-            waiting.len(),
+            menu::Waiting::of(&waiting),
             crate::state::threaded(tx)?,
         ),
-        (Section::Queue, Some(c)) => menu::queue(c, &waiting),
+        (Section::Queue, Some(c)) => menu::queue(
+            c,
+            &waiting,
+            crate::state::fold_of(tx, &c.identity)?.is_some(),
+        ),
         (Section::Settings, _) => {
             let settings = crate::assistant::Watched::new(
                 say.ctx.config_path.clone(),
@@ -300,22 +310,22 @@ pub(super) fn render_local(
             return Ok(None);
         }
         // About a pi that is not there: say so, with the way back.
-        (_, c) => menu::View {
-            text: match c {
+        (_, c) => menu::View::new(
+            match c {
                 Some(c) => texts::not_connected(&c.label),
                 None => texts::no_instance_here(),
             },
-            rows: vec![vec![(
+            vec![vec![(
                 "« Menu".into(),
                 Button::Menu {
                     identity: identity.map(str::to_owned),
                     section: Section::Main,
                 },
             )]],
-        },
+        ),
     };
     let markup = menu::buttons_markup(tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
-    Ok(Some((view.text, markup)))
+    Ok(Some((view, markup)))
 }
 
 /// What `/abort`, `/stop` and `/next` do besides aborting the running turn.
@@ -382,7 +392,23 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
             }
         }
     }
-    let waiting = turns::queue_of(tx, &identity)?.len();
+    // After an abort of a Telegram turn, what waited behind it goes to pi with the person's
+    // next message (the reference's folding, `state::Fold`); /next and /stop run or drop it.
+    match (&running, what) {
+        (Some(t), Halt::Abort) => crate::state::set_fold(
+            tx,
+            &identity,
+            crate::state::Fold {
+                aborted: t.id,
+                upto: turns::last_id(tx)?,
+            },
+        )?,
+        // An /abort with nothing running leaves a queue that waits as it is.
+        (None, Halt::Abort) => {}
+        (_, Halt::Stop | Halt::Next) => crate::state::clear_fold(tx, &identity)?,
+    }
+    let waiting = menu::Waiting::of(&turns::queue_of(tx, &identity)?).will_run;
+    let held = crate::state::fold_of(tx, &identity)?.is_some();
     let text = texts::stopped(
         &label,
         what == Halt::Stop,
@@ -390,6 +416,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
         dropped,
         waiting,
         what == Halt::Next,
+        held,
     );
     say.reply(msg, &text, None, &Purpose::ReplyControl)?;
     say.after.turns = true;
@@ -407,7 +434,11 @@ fn continue_(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreE
         )?;
         return Ok(Outcome::ContinueWhich);
     }
-    // A prompt like any other, at the head of the priority lane.
+    // A prompt like any other, at the head of the priority lane; what waited behind an
+    // aborted turn runs after it, each on its own (as after /next).
+    if let Some(identity) = target_identity(say.tx, chat, msg.thread_id())? {
+        crate::state::clear_fold(say.tx, &identity)?;
+    }
     messages::to_turn_as(say, msg, Some("continue"), Lane::Priority)?;
     Ok(Outcome::Continue)
 }
@@ -424,9 +455,9 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
         return Ok(Outcome::CompactWhich);
     };
     let owner = msg.from_id().unwrap_or(chat);
-    let view = menu::View {
-        text: texts::compact_question(&label_of(&identity)),
-        rows: vec![vec![
+    let view = menu::View::new(
+        texts::compact_question(&label_of(&identity)),
+        vec![vec![
             (
                 "Compact".into(),
                 Button::Compact {
@@ -435,7 +466,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
             ),
             ("Cancel".into(), Button::Dismiss),
         ]],
-    };
+    );
     let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
     say.reply(msg, &view.text, markup, &Purpose::ReplyCompact)?;
     Ok(Outcome::CompactAsked)

@@ -103,7 +103,7 @@ pub(super) fn replied(
     };
     match self::answer(say, d, Some(answer), msg.thread_id(), Some(question))? {
         Answered::Taken(text) => {
-            say.edit(d.chat_id, question, &text, None)?;
+            say.edit(d.chat_id, question, (&text, &[]), None)?;
             crate::outgoing::outbound::unpin_question(say.tx, d.chat_id, question, say.ctx.now_ms)?;
             Ok(Outcome::DialogAnswered)
         }

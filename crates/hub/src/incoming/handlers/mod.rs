@@ -226,10 +226,22 @@ impl Say<'_> {
         purpose: &Purpose,
         resend: bool,
     ) -> Result<Option<i64>, StoreError> {
+        self.reply_formatted(msg, (text, &[]), markup, purpose, resend)
+    }
+
+    /// A reply of formatted words (`(text, entities)`: `outbound::formatted`).
+    fn reply_formatted(
+        &mut self,
+        msg: &MessageView<'_>,
+        (text, entities): (&str, &[Value]),
+        markup: Option<Value>,
+        purpose: &Purpose,
+        resend: bool,
+    ) -> Result<Option<i64>, StoreError> {
         let Some(chat) = msg.chat_id() else {
             return Ok(None);
         };
-        let id = outbound::text(
+        let id = outbound::formatted(
             self.tx,
             &outbound::Text {
                 chat,
@@ -241,6 +253,7 @@ impl Say<'_> {
                 source_update_id: Some(self.entry.update_id),
                 resend,
             },
+            entities,
             self.ctx.now_ms,
         )?;
         self.after.outbox |= id.is_some();
@@ -278,14 +291,14 @@ impl Say<'_> {
         &mut self,
         chat: i64,
         message_id: i64,
-        text: &str,
+        (text, entities): (&str, &[Value]),
         markup: Option<Value>,
     ) -> Result<(), StoreError> {
-        outbound::edit(
+        outbound::edit_formatted(
             self.tx,
             chat,
             message_id,
-            text,
+            (text, entities),
             markup,
             &Purpose::EditCallback,
             Some(self.entry.update_id),

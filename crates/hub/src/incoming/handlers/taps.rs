@@ -35,7 +35,29 @@ struct Tap {
 /// A new text (and keyboard; `None` removes it) for a message with buttons.
 struct Edit {
     text: String,
+    /// Its formatting (`MessageEntity` objects; a menu's).
+    entities: Vec<Value>,
     markup: Option<Value>,
+}
+
+impl Edit {
+    /// Plain words.
+    fn plain(text: String, markup: Option<Value>) -> Self {
+        Self {
+            text,
+            entities: Vec::new(),
+            markup,
+        }
+    }
+
+    /// A menu section.
+    fn menu((view, markup): (crate::outgoing::menu::View, Option<Value>)) -> Self {
+        Self {
+            text: view.text,
+            entities: view.entities,
+            markup,
+        }
+    }
 }
 
 impl Tap {
@@ -133,7 +155,7 @@ pub(super) fn tap(say: &mut Say<'_>, update: &UpdateView<'_>) -> Result<Outcome,
     if let Some(edit) = tap.edit
         && let Some((chat, message)) = tapped.and_then(|m| m.chat_id().zip(m.id()))
     {
-        say.edit(chat, message, &edit.text, edit.markup)?;
+        say.edit(chat, message, (&edit.text, &edit.entities), edit.markup)?;
     }
     Ok(tap.outcome)
 }
@@ -151,10 +173,7 @@ impl Tapped<'_, '_> {
     /// its buttons.
     fn settled(&self, line: String) -> Option<Edit> {
         let original = self.message.and_then(|m| m.text()).unwrap_or_default();
-        Some(Edit {
-            text: format!("{original}\n\n{line}"),
-            markup: None,
-        })
+        Some(Edit::plain(format!("{original}\n\n{line}"), None))
     }
 
     fn thread_id(&self) -> Option<i64> {
@@ -193,6 +212,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
             provider,
             id,
         } => model(say, at, identity, provider, id),
+        Button::ModelPage { identity, page } => model_page(say, at, identity, *page),
         Button::Thinking { identity, level } => thinking(say, at, identity, level),
         Button::Queue { turn, op } => queue(say, at, *turn, *op),
         Button::Setting { key, value } => setting(say, at, key, value),
@@ -225,8 +245,7 @@ fn select(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap,
         ),
     };
     // The menu shows the selection and the instances as they are now.
-    let edit = render_local(say, at.owner, Some(identity), Section::Main)?
-        .map(|(text, markup)| Edit { text, markup });
+    let edit = render_local(say, at.owner, Some(identity), Section::Main)?.map(Edit::menu);
     Ok(tap.with_edit(edit))
 }
 
@@ -425,12 +444,8 @@ fn stop_turn(say: &mut Say<'_>, at: &Tapped<'_, '_>, turn: i64) -> Result<Tap, S
         message_id: at.message_id(),
         params: &json!({}),
     })?;
-    Ok(
-        Tap::answer(texts::stopping(), Outcome::AbortRunning).with_edit(Some(Edit {
-            text: texts::stopping(),
-            markup: None,
-        })),
-    )
+    Ok(Tap::answer(texts::stopping(), Outcome::AbortRunning)
+        .with_edit(Some(Edit::plain(texts::stopping(), None))))
 }
 
 /// A button of one of pi's dialogs: its answer, if the dialog still waits for one.
@@ -448,10 +463,10 @@ fn dialog_answer(
         match super::dialogs::answer(say, &d, answer, at.thread_id(), at.message_id())? {
             super::dialogs::Answered::Taken(text) => {
                 Tap::answer("Sent to pi", Outcome::DialogAnswered)
-                    .with_edit(Some(Edit { text, markup: None }))
+                    .with_edit(Some(Edit::plain(text, None)))
             }
             super::dialogs::Answered::Over(told, now) => Tap::answer(told, Outcome::DialogOver)
-                .with_edit(now.map(|text| Edit { text, markup: None })),
+                .with_edit(now.map(|text| Edit::plain(text, None))),
         },
     )
 }
@@ -476,6 +491,39 @@ fn model(
         &params,
         "Switching the model…",
     )
+}
+
+/// Another page of the model menu: pi is asked for its models again (a `menu` control with
+/// the page), and the tapped menu shows that page.
+fn model_page(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    identity: &str,
+    page: usize,
+) -> Result<Tap, StoreError> {
+    if !instances::live(say.tx)?
+        .iter()
+        .any(|i| i.identity == identity)
+    {
+        return Ok(Tap::answer(
+            texts::not_connected(&label_of(identity)),
+            Outcome::ControlGone,
+        ));
+    }
+    say.control(controls::NewControl {
+        source_update_id: None,
+        kind: "menu",
+        identity: Some(identity),
+        turn_id: None,
+        chat_id: at.chat,
+        thread_id: at.thread_id(),
+        message_id: at.message_id(),
+        params: &json!({ "section": Section::Model, "page": page }),
+    })?;
+    Ok(Tap::answer(
+        format!("Page {}", page + 1),
+        menu_outcome(Section::Model),
+    ))
 }
 
 /// Sets an instance's thinking level.
@@ -739,8 +787,8 @@ fn menu_section(
 ) -> Result<Tap, StoreError> {
     let answer = answer.unwrap_or_default();
     let outcome = menu_outcome(section);
-    if let Some((text, markup)) = render_local(say, at.owner, identity, section)? {
-        return Ok(Tap::answer(answer, outcome).with_edit(Some(Edit { text, markup })));
+    if let Some(shown) = render_local(say, at.owner, identity, section)? {
+        return Ok(Tap::answer(answer, outcome).with_edit(Some(Edit::menu(shown))));
     }
     say.control(controls::NewControl {
         source_update_id: None,

@@ -262,10 +262,22 @@ pub struct Text<'a> {
 
 /// Queues one of the hub's own messages. Returns its outbox id (`None`: queued already).
 pub fn text(tx: &Connection, t: &Text<'_>, now: i64) -> Result<Option<i64>, StoreError> {
+    formatted(tx, t, &[], now)
+}
+
+/// [`text`] with its formatting: Telegram `MessageEntity` objects over the plain text (a
+/// menu's struck-through skipped prompts).
+pub fn formatted(
+    tx: &Connection,
+    t: &Text<'_>,
+    entities: &[Value],
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
     let message = Outgoing::Text(crate::outgoing::message::Text {
         spot: Spot::new(t.chat, t.thread, t.reply_to),
         text: t.text.to_owned(),
         parse_mode: None,
+        entities: entities.to_vec(),
         link_preview_options: None,
         reply_markup: t.markup.clone(),
     });
@@ -292,6 +304,7 @@ pub fn rewrite_text(tx: &Connection, id: i64, t: &Text<'_>) -> Result<bool, Stor
         spot: Spot::new(t.chat, t.thread, t.reply_to),
         text: t.text.to_owned(),
         parse_mode: None,
+        entities: Vec::new(),
         link_preview_options: None,
         reply_markup: t.markup.clone(),
     });
@@ -363,10 +376,35 @@ pub fn edit(
     source_update_id: Option<i64>,
     now: i64,
 ) -> Result<(), StoreError> {
+    edit_formatted(
+        tx,
+        chat,
+        message_id,
+        (words, &[]),
+        markup,
+        purpose,
+        source_update_id,
+        now,
+    )
+}
+
+/// [`edit`] with the new words' formatting (`(words, entities)`, as [`formatted`]).
+#[allow(clippy::too_many_arguments)]
+pub fn edit_formatted(
+    tx: &Connection,
+    chat: i64,
+    message_id: i64,
+    (words, entities): (&str, &[Value]),
+    markup: Option<Value>,
+    purpose: &Purpose,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<(), StoreError> {
     let message = Outgoing::Edit(Edit {
         chat_id: chat,
         message_id,
         text: words.to_owned(),
+        entities: entities.to_vec(),
         reply_markup: markup.unwrap_or_else(|| json!({ "inline_keyboard": [] })),
     });
     own(tx, chat, message, purpose, source_update_id, now)

@@ -79,6 +79,7 @@ impl Conductor {
                     commands: None,
                     instance: None,
                     transport: None,
+                    busy: false,
                     spawner: Some(self.spawner()),
                 };
                 tokio::spawn(job.run(c));
@@ -88,14 +89,23 @@ impl Conductor {
                 self.live
                     .iter()
                     .find(|(_, l)| l.identity == identity)
-                    .map(|(id, l)| (l.commands.clone(), l.outstanding, id.clone(), l.transport))
+                    .map(|(id, l)| {
+                        let busy = !l.idle || l.outstanding.is_some();
+                        (
+                            l.commands.clone(),
+                            l.outstanding,
+                            id.clone(),
+                            l.transport,
+                            busy,
+                        )
+                    })
             });
             if c.state == ControlState::Sent {
                 // Handed to pi by a hub that is gone: its outcome is not known.
                 self.settle(c, Outcome::Unknown).await?;
                 continue;
             }
-            let Some((commands, outstanding, instance, transport)) = live else {
+            let Some((commands, outstanding, instance, transport, busy)) = live else {
                 let gives_up = c.created_ms + CONTROL_WAIT_MS;
                 if now < gives_up {
                     deadline = Some(deadline.map_or(gives_up, |d| d.min(gives_up)));
@@ -122,6 +132,7 @@ impl Conductor {
                 commands: Some(commands),
                 instance: Some(instance),
                 transport: Some(transport),
+                busy,
                 spawner: None,
             };
             tokio::spawn(job.run(c));
@@ -214,10 +225,12 @@ enum Outcome {
     Unknown,
     /// A message to show as it is (sessions, a new pi, a closed one).
     Shown(View),
-    /// pi answered: the menu section to show (with a line on top), or a compaction's result.
+    /// pi answered: the menu section to show (with a line on top; the model menu at `page`, or
+    /// at the current model's), or a compaction's result.
     Answered {
         section: Option<Section>,
         headline: Option<String>,
+        page: Option<usize>,
         answer: Result<Value, String>,
     },
 }
@@ -232,6 +245,9 @@ struct Job {
     instance: Option<InstanceId>,
     /// How it is connected.
     transport: Option<Transport>,
+    /// pi was running (a turn or work of its own) when the control was taken up: a switch
+    /// then says what it does to that run.
+    busy: bool,
     /// For `spawn`.
     spawner: Option<crate::pi::spawned::Spawner>,
 }
@@ -291,9 +307,15 @@ impl Job {
             .and_then(|s| serde_json::from_value::<Section>(s.clone()).ok());
         crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
         let section = section.unwrap_or(Section::Main);
+        let page = c
+            .params
+            .get("page")
+            .and_then(Value::as_u64)
+            .and_then(|p| usize::try_from(p).ok());
         Outcome::Answered {
             section: Some(section),
             headline: None,
+            page,
             answer: self.section_answer(section).await,
         }
     }
@@ -315,9 +337,10 @@ impl Job {
         Outcome::Answered {
             section: Some(Section::Model),
             headline: Some(match &switched {
-                Ok(_) => texts::model_switched(&format!("{provider}/{model}")),
+                Ok(_) => texts::model_switched(&format!("{provider}/{model}"), self.busy),
                 Err(e) => texts::switch_failed(e),
             }),
+            page: None,
             answer: self.section_answer(Section::Model).await,
         }
     }
@@ -332,11 +355,13 @@ impl Job {
         Outcome::Answered {
             section: Some(Section::Thinking),
             headline: Some(match &set {
-                Ok(v) => {
-                    texts::thinking_set(v.get("level").and_then(Value::as_str).unwrap_or(&level))
-                }
+                Ok(v) => texts::thinking_set(
+                    v.get("level").and_then(Value::as_str).unwrap_or(&level),
+                    self.busy,
+                ),
                 Err(e) => texts::switch_failed(e),
             }),
+            page: None,
             answer: self.section_answer(Section::Thinking).await,
         }
     }
@@ -356,6 +381,7 @@ impl Job {
         Ok(Some(Outcome::Answered {
             section: None,
             headline: None,
+            page: None,
             answer: self.ask(Request::Compact, COMPACT_TIMEOUT).await,
         }))
     }
@@ -368,13 +394,13 @@ impl Job {
             Some(spawner) => spawner.start_new(cwd.clone(), Vec::new()).await,
             None => Err("the hub cannot start pi here".into()),
         };
-        Outcome::Shown(View {
-            text: match started {
+        Outcome::Shown(View::new(
+            match started {
                 Ok(_) => texts::pi_started(&cwd),
                 Err(e) => texts::pi_not_started(&cwd, &e),
             },
-            rows: Vec::new(),
-        })
+            Vec::new(),
+        ))
     }
 
     /// `new_session` or `switch_session`; a hub-started pi's new session file is recorded, so
@@ -403,15 +429,15 @@ impl Job {
         let cancelled = answer
             .as_ref()
             .is_ok_and(|v| v.get("cancelled").and_then(Value::as_bool) == Some(true));
-        Ok(Outcome::Shown(View {
-            text: match (&answer, resume) {
+        Ok(Outcome::Shown(View::new(
+            match (&answer, resume) {
                 (Err(e), _) => texts::session_failed(&label, e),
                 (Ok(_), _) if cancelled => texts::session_cancelled(&label),
                 (Ok(_), false) => texts::new_session_started(&label),
                 (Ok(_), true) => texts::session_resumed(&label),
             },
-            rows: Vec::new(),
-        }))
+            Vec::new(),
+        )))
     }
 
     /// `sessions`: the list pi keeps, to choose one from.
@@ -435,10 +461,10 @@ impl Job {
                 }
                 menu::sessions(&identity, &v)
             }
-            Err(e) => View {
-                text: texts::pi_did_not_answer(&label_of(&identity), &e),
-                rows: Vec::new(),
-            },
+            Err(e) => View::new(
+                texts::pi_did_not_answer(&label_of(&identity), &e),
+                Vec::new(),
+            ),
         })
     }
 
@@ -486,10 +512,7 @@ impl Job {
         } else {
             texts::cannot_close_terminal_pi(&label)
         };
-        Ok(Outcome::Shown(View {
-            text,
-            rows: Vec::new(),
-        }))
+        Ok(Outcome::Shown(View::new(text, Vec::new())))
     }
 
     /// What pi reports for a section (`Null` for the sections it has no part in).
@@ -579,11 +602,12 @@ fn write_outcome(
             Outcome::Answered {
                 section,
                 headline,
+                page,
                 answer,
             },
         ) => {
             let section = section.unwrap_or(Section::Main);
-            let mut view = render(tx, c, section, answer)?;
+            let mut view = render(tx, c, section, page, answer)?;
             if let Some(h) = headline {
                 view.text = format!("{h}\n\n{}", view.text);
             }
@@ -592,11 +616,12 @@ fn write_outcome(
     }
 }
 
-/// A menu section from what pi answered.
+/// A menu section from what pi answered (the model menu at `page`).
 fn render(
     tx: &Connection,
     c: &Control,
     section: Section,
+    page: Option<usize>,
     answer: Result<Value, String>,
 ) -> Result<View, StoreError> {
     let identity = c.identity.as_deref().unwrap_or_default();
@@ -615,34 +640,10 @@ fn render(
             ));
         }
     };
-    let model_of = |m: Option<&Value>| {
-        let m = m?;
-        let p = m.get("provider").and_then(Value::as_str)?;
-        let id = m.get("id").and_then(Value::as_str)?;
-        Some(format!("{p}/{id}"))
-    };
+    let waiting = menu::Waiting::of(&turns::queue_of(tx, identity)?);
     Ok(match section {
-        Section::Status => {
-            let waiting = turns::queue_of(tx, identity)?.len();
-            menu::status(&instance, &Reported::from_stats(&v), waiting)
-        }
-        Section::Model => {
-            let models: Vec<(String, String, String)> = v
-                .get("models")
-                .and_then(Value::as_array)
-                .map(|list| {
-                    list.iter()
-                        .filter_map(|m| {
-                            let p = m.get("provider").and_then(Value::as_str)?;
-                            let id = m.get("id").and_then(Value::as_str)?;
-                            let name = m.get("name").and_then(Value::as_str).unwrap_or(id);
-                            Some((p.to_owned(), id.to_owned(), name.to_owned()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            menu::models(&instance, &models, model_of(v.get("current")).as_deref())
-        }
+        Section::Status => menu::status(&instance, &Reported::from_stats(&v), waiting),
+        Section::Model => menu::models(&instance, &menu::ModelList::from_answer(&v), page),
         Section::Thinking => {
             let levels: Vec<String> = v
                 .get("levels")
@@ -660,7 +661,6 @@ fn render(
         // Sections the store knows are rendered by the handlers; one landing here (a menu
         // control from an older hub) shows the main menu.
         _ => {
-            let waiting = turns::queue_of(tx, identity)?.len();
             let list = menu::instances_of(tx)?;
             let bot = kv::get(tx, kv::BOT_USERNAME)?.unwrap_or_default();
             menu::main(
@@ -675,16 +675,16 @@ fn render(
 }
 
 fn back_to_menu(c: &Control, text: String) -> View {
-    View {
+    View::new(
         text,
-        rows: vec![vec![(
+        vec![vec![(
             "« Menu".into(),
             Button::Menu {
                 identity: c.identity.clone(),
                 section: Section::Main,
             },
         )]],
-    }
+    )
 }
 
 /// Shows `view` in the menu message the control came from, or as a reply to the command that
@@ -701,11 +701,11 @@ fn show(
     let purpose = Purpose::Control { id: c.id };
     match c.message_id {
         Some(message) => {
-            outbound::edit(
+            outbound::edit_formatted(
                 tx,
                 c.chat_id,
                 message,
-                &view.text,
+                (&view.text, &view.entities),
                 markup,
                 &purpose,
                 c.source_update_id,
@@ -713,7 +713,7 @@ fn show(
             )?;
             Ok(true)
         }
-        None => Ok(outbound::text(
+        None => Ok(outbound::formatted(
             tx,
             &outbound::Text {
                 chat: c.chat_id,
@@ -725,6 +725,7 @@ fn show(
                 source_update_id: c.source_update_id,
                 resend: false,
             },
+            &view.entities,
             now,
         )?
         .is_some()),

@@ -88,6 +88,7 @@ impl Conductor {
             place,
             files,
             waited,
+            folded,
         } = taken;
         let Some(l) = self.live.get_mut(id) else {
             return Ok(());
@@ -162,6 +163,8 @@ impl Conductor {
         crashpoint::hit(crashpoint::CrashPoint::DispatchAfterSend);
         // After the prompt left: the reaction is a message to the reactions task, no call here.
         if settings.reactions {
+            // The messages folded into it show what becomes of it.
+            self.fates.follow(turn.id, folded);
             self.fates
                 .show(turn.id, turn.chat_id, turn.message_id, Fate::Running);
         }
@@ -216,13 +219,20 @@ struct Taker {
     clock: Clock,
 }
 
-/// A turn marked dispatched, with where its answer goes, its files, and how long it waited.
+/// A turn marked dispatched, with where its answer goes, its files (and those of the turns
+/// folded into it), how long it waited, and the turns folded into it (`(turn, chat,
+/// message)`: their messages show its fate).
 struct Taken {
     turn: Turn,
     place: outbound::Place,
     files: Vec<store::files::File>,
     waited: Waited,
+    folded: Vec<(i64, i64, Option<i64>)>,
 }
+
+/// The `error` of a waiting turn that went to pi inside the person's next message, after an
+/// `/abort` (`state::Fold`).
+pub(crate) const FOLDED: &str = "went to pi with the next message, after an abort";
 
 /// The dispatching transaction: the instance's next queued turn marked dispatched, the
 /// skipped ones before it dropped, the stale ones before it held and asked about. Returns it
@@ -235,6 +245,27 @@ fn take_next(
     let mut skipped = 0;
     let attached = store::instances::connected_ms(tx, &taker.instance)?.unwrap_or(now);
     let left = store::instances::left_before(tx, &taker.identity, attached)?;
+    let judge = |t: &Turn| {
+        waited::judge(
+            waited::Times {
+                sent_ms: t.sent_ms,
+                created_ms: t.created_ms,
+                attached_ms: attached,
+                left_ms: left,
+            },
+            now,
+        )
+    };
+    if let Some(fold) = crate::state::fold_of(tx, &taker.identity)? {
+        match turns::cut_short(tx, fold.aborted)? {
+            Some(true) => return take_folding(tx, taker, fold, &judge, now),
+            // Still with a pi (one that left and is not given up on yet): wait.
+            None => return Ok((None, 0)),
+            // Over before the abort reached pi, or back in the queue (pi never had it):
+            // nothing was aborted, the queue runs on.
+            Some(false) => crate::state::clear_fold(tx, &taker.identity)?,
+        }
+    }
     let (t, waited) = loop {
         let Some(t) = turns::next_queued(tx, &taker.identity)? else {
             return Ok((None, skipped));
@@ -246,15 +277,7 @@ fn take_next(
             skipped += 1;
             continue;
         }
-        let waited = waited::judge(
-            waited::Times {
-                sent_ms: t.sent_ms,
-                created_ms: t.created_ms,
-                attached_ms: attached,
-                left_ms: left,
-            },
-            now,
-        );
+        let waited = judge(&t);
         if t.held.is_none() && waited.is_stale(taker.stale_after) {
             // `next_queued` read it queued in this transaction, and never returns a held turn.
             let held = stale::hold(tx, &taker.clock, &t, &taker.identity, now)?;
@@ -266,19 +289,108 @@ fn take_next(
         }
         break (t, waited);
     };
+    Ok((
+        Some(mark_taken(tx, taker, t, waited, Vec::new(), now)?),
+        skipped,
+    ))
+}
+
+/// `t` marked dispatched to the taker, with where its answer goes and its files (and those of
+/// `folded`, before its own).
+fn mark_taken(
+    tx: &Connection,
+    taker: &Taker,
+    t: Turn,
+    waited: Waited,
+    folded: Vec<Turn>,
+    now: i64,
+) -> Result<Taken, StoreError> {
     turns::mark_dispatched(tx, t.id, &taker.instance, taker.pid, taker.transport, now)?;
     let place = outbound::place_of_turn(tx, &t, &taker.identity)?;
     // Read here rather than after the commit: one store round trip less between the person's
     // message and pi.
-    let files = store::files::of_turn(tx, t.id)?;
+    let mut files = Vec::new();
+    for f in &folded {
+        files.extend(store::files::of_turn(tx, f.id)?);
+    }
+    files.extend(store::files::of_turn(tx, t.id)?);
     crashpoint::hit(crashpoint::CrashPoint::DispatchBeforeCommit);
+    Ok(Taken {
+        turn: t,
+        place,
+        files,
+        waited,
+        folded: folded
+            .iter()
+            .map(|f| (f.id, f.chat_id, f.message_id))
+            .collect(),
+    })
+}
+
+/// Dispatch while the queue waits after an `/abort` (`state::Fold`): nothing, until the
+/// person's next message (the first turn made after the abort, in the queue's order) is
+/// ready; then it goes to pi with the prompts that waited behind the aborted turn before its
+/// own words (their files too), those turns leave the queue (`FOLDED`), and the queue runs on
+/// as usual. All in the dispatching transaction, the prompt written into the turn: a prompt
+/// sent again after a restart is the same. A skipped prompt among them is dropped as ever; one
+/// asked about (stale) keeps its question; one whose files are on their way holds the fold
+/// until they are settled. A command the person sends meanwhile runs as it is, and the queue
+/// waits on.
+fn take_folding(
+    tx: &Connection,
+    taker: &Taker,
+    fold: crate::state::Fold,
+    judge: &dyn Fn(&Turn) -> Waited,
+    now: i64,
+) -> Result<(Option<Taken>, usize), StoreError> {
+    let queue = turns::queue_of(tx, &taker.identity)?;
+    let open = |t: &&Turn| t.held != Some(turns::Held::Asked);
+    let Some(next) = queue
+        .iter()
+        .filter(open)
+        .find(|t| t.id > fold.upto && t.ready && !t.skip)
+        .cloned()
+    else {
+        return Ok((None, 0));
+    };
+    let waited = judge(&next);
+    if crate::pi::preamble::is_command(&next.prompt()) {
+        return Ok((
+            Some(mark_taken(tx, taker, next, waited, Vec::new(), now)?),
+            0,
+        ));
+    }
+    let behind: Vec<Turn> = queue
+        .iter()
+        .filter(open)
+        .filter(|t| t.id <= fold.upto)
+        .cloned()
+        .collect();
+    if behind.iter().any(|t| !t.ready) {
+        return Ok((None, 0));
+    }
+    let mut skipped = 0;
+    let mut folded = Vec::new();
+    for t in behind {
+        if t.skip {
+            if drop_skipped(tx, &t, now)? {
+                skipped += 1;
+            }
+        } else if turns::cancel(tx, t.id, FOLDED, now)? {
+            folded.push(t);
+        }
+    }
+    crate::state::clear_fold(tx, &taker.identity)?;
+    let mut next = next;
+    if !folded.is_empty() {
+        let earlier: Vec<String> = folded.iter().map(Turn::prompt).collect();
+        let text = texts::folded_prompt(&earlier, &next.text);
+        // `next_queued`-like: it is queued in this transaction.
+        turns::edit_text(tx, next.id, &text)?;
+        next.text = text;
+    }
     Ok((
-        Some(Taken {
-            turn: t,
-            place,
-            files,
-            waited,
-        }),
+        Some(mark_taken(tx, taker, next, waited, folded, now)?),
         skipped,
     ))
 }

@@ -18,6 +18,8 @@ pub(super) struct Fates {
     out: Reactions,
     /// Turn -> (chat, message, fate shown).
     shown: HashMap<i64, (i64, i64, Fate)>,
+    /// Turn -> the turns folded into it (after an `/abort`): their messages show its fate.
+    followers: HashMap<i64, Vec<(i64, i64, Option<i64>)>>,
 }
 
 impl Fates {
@@ -26,7 +28,20 @@ impl Fates {
         Self {
             out,
             shown: HashMap::new(),
+            followers: HashMap::new(),
         }
+    }
+
+    /// The messages of `folded` (`(turn, chat, message)`) follow turn `leader`'s fate from
+    /// now on (their own turns are cancelled, which would read as skipped).
+    pub(super) fn follow(&mut self, leader: i64, folded: Vec<(i64, i64, Option<i64>)>) {
+        if folded.is_empty() {
+            return;
+        }
+        for (turn, ..) in &folded {
+            self.shown.remove(turn);
+        }
+        self.followers.insert(leader, folded);
     }
 
     /// Shows `fate` on turn `turn`'s message, unless it shows it already.
@@ -39,10 +54,17 @@ impl Fates {
             return;
         }
         self.out.show(chat, message, fate);
-        if fate.is_final() {
+        let followers = if fate.is_final() {
             self.shown.remove(&turn);
+            self.followers.remove(&turn).unwrap_or_default()
         } else {
             self.shown.insert(turn, (chat, message, fate));
+            self.followers.get(&turn).cloned().unwrap_or_default()
+        };
+        for (_, chat, message) in followers {
+            if let Some(message) = message {
+                self.out.show(chat, message, fate);
+            }
         }
     }
 

@@ -82,6 +82,17 @@ impl Conductor {
             // turn's last, and would be lost under the next; it arrives as commentary.
             return self.write_earlier_answer(id, n, said).await;
         }
+        if turn.is_none() && kind == EventKind::AgentStart {
+            // Work of pi's own: what waited behind an aborted turn runs after it as it is
+            // (the reference's rule), not folded into a later message.
+            let identity = l.identity.clone();
+            self.db
+                .write(Durability::Lazy, move |tx| {
+                    crate::state::clear_fold(tx, &identity)
+                })
+                .await?;
+            return Ok(());
+        }
         if kind != EventKind::MessageEnd {
             return Ok(());
         }

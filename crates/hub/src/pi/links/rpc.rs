@@ -324,6 +324,10 @@ struct Current {
     run_active: bool,
     /// pi's dialogs that wait for the person, by request id.
     dialogs: HashMap<String, WaitingDialog>,
+    /// The usage of pi's latest model request (its latest assistant message), seen in its
+    /// events: RPC's session stats give only totals. Unknown until pi makes one after the
+    /// link started (a restarted pi on its old session too).
+    latest_usage: Option<Value>,
 }
 
 /// A dialog pi waits on: until when, and whether a run asked it (its end ends the dialog).
@@ -440,7 +444,8 @@ fn rpc_steps(req: &Request) -> Vec<Value> {
 }
 
 /// pi's RPC answers in the shapes the extension gives (docs/wire-protocol.md); the sessions
-/// list is [`answer_sessions`]'s to answer.
+/// list is [`answer_sessions`]'s to answer, the models [`answer_models`]'s (this is their list
+/// before the scope).
 fn normalize(kind: &Request, acc: &Value) -> Value {
     let model = acc.get("model").map(|m| {
         json!({ "provider": m.get("provider").cloned().unwrap_or(Value::Null),
@@ -453,6 +458,7 @@ fn normalize(kind: &Request, acc: &Value) -> Value {
             "context": acc.get("contextUsage"),
             "cost": acc.get("cost"),
             "tokens": acc.get("tokens"),
+            "latest": acc.get("latest"),
             "messages": acc.get("messageCount"),
         }),
         Request::Models => {
@@ -604,6 +610,7 @@ async fn command(
                 prompt_request: Some(request.clone()),
                 requests: std::mem::take(&mut current.requests),
                 dialogs: std::mem::take(&mut current.dialogs),
+                latest_usage: current.latest_usage.take(),
                 ..Current::default()
             };
             let message = format!("{context}{text}");
@@ -695,6 +702,60 @@ fn answer_sessions(p: Pending, cwd: &str) {
     });
 }
 
+/// The models pi has enabled (`enabledModels`, read as pi reads it: `pi::scope`), or every
+/// available one when none are: answered from a task of its own, the settings read off the
+/// runtime, like [`answer_sessions`].
+fn answer_models(p: Pending, cwd: &str) {
+    let cwd = std::path::PathBuf::from(cwd);
+    tokio::spawn(async move {
+        let all = normalize(&p.kind, &p.acc);
+        let answer = tokio::task::spawn_blocking(move || {
+            let patterns = crate::paths::AgentDir::from_env()
+                .ok()
+                .and_then(|a| crate::pi::scope::enabled_patterns(a.path(), &cwd));
+            scoped_answer(all, patterns.as_deref())
+        })
+        .await
+        .map_err(|e| format!("reading pi's settings failed: {e}"));
+        let _ = p.answer.send(answer);
+    });
+}
+
+/// `all` (the normalized `get_models` answer) with its list cut to what `patterns` enable;
+/// `scoped` says whether it was, `available` how many there are in all.
+fn scoped_answer(mut all: Value, patterns: Option<&[String]>) -> Value {
+    let listed: Vec<Value> = all
+        .get("models")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let models: Vec<crate::pi::scope::Model> = listed
+        .iter()
+        .map(|m| {
+            let s = |k: &str| {
+                m.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            crate::pi::scope::Model {
+                provider: s("provider"),
+                id: s("id"),
+                name: s("name"),
+            }
+        })
+        .collect();
+    let scoped = patterns
+        .map(|p| crate::pi::scope::resolve(p, &models))
+        .unwrap_or_default();
+    all["available"] = json!(listed.len());
+    all["scoped"] = json!(!scoped.is_empty());
+    if !scoped.is_empty() {
+        all["models"] = Value::Array(scoped.into_iter().map(|i| listed[i].clone()).collect());
+    }
+    all
+}
+
 /// One RPC output line into link events (and answers to UI requests and hub requests).
 async fn translate(rpc: &mut Rpc, current: &mut Current, v: Value) -> Vec<LinkEvent> {
     if v.get("type").and_then(Value::as_str) != Some("response") {
@@ -740,7 +801,13 @@ async fn request_step(rpc: &mut Rpc, current: &mut Current, mut p: Pending, v: &
             }
         }
         None if matches!(p.kind, Request::Sessions) => answer_sessions(p, &current.cwd),
+        None if matches!(p.kind, Request::Models) => answer_models(p, &current.cwd),
         None => {
+            if matches!(p.kind, Request::Stats)
+                && let (Some(acc), Some(latest)) = (p.acc.as_object_mut(), &current.latest_usage)
+            {
+                acc.insert("latest".into(), latest.clone());
+            }
             let _ = p.answer.send(Ok(normalize(&p.kind, &p.acc)));
         }
     }
@@ -804,6 +871,11 @@ fn pi_event(current: &mut Current, event: PiEvent) -> Vec<LinkEvent> {
             pending: Some(event.queued_count() > 0),
         }),
         EventKind::MessageEnd => {
+            if event.assistant_message().is_some()
+                && let Some(usage) = event.message().and_then(|m| m.get("usage"))
+            {
+                current.latest_usage = Some(usage.clone());
+            }
             if let Some((text, stop, error)) = event.assistant_message() {
                 current.text = text;
                 current.error = if stop.as_deref() == Some("error") {
@@ -840,4 +912,46 @@ fn pi_event(current: &mut Current, event: PiEvent) -> Vec<LinkEvent> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn all() -> Value {
+        let models: Vec<Value> = ["a/one", "a/two", "b/one"]
+            .iter()
+            .map(|m| {
+                let (p, id) = m.split_once('/').unwrap();
+                json!({ "provider": p, "id": id, "name": id, "contextWindow": 1000 })
+            })
+            .collect();
+        normalize(
+            &Request::Models,
+            &json!({ "models": models, "model": { "provider": "a", "id": "two", "x": 1 } }),
+        )
+    }
+
+    #[test]
+    fn the_model_list_is_the_enabled_models_or_all_when_none_match() {
+        let scoped = scoped_answer(all(), Some(&["b/*".to_owned(), "two".to_owned()]));
+        assert_eq!(
+            scoped,
+            json!({
+                "models": [
+                    { "provider": "b", "id": "one", "name": "one" },
+                    { "provider": "a", "id": "two", "name": "two" },
+                ],
+                "current": { "provider": "a", "id": "two" },
+                "scoped": true,
+                "available": 3,
+            })
+        );
+        for none in [None, Some(&["nothing*".to_owned()][..])] {
+            let v = scoped_answer(all(), none);
+            assert_eq!(v["scoped"], json!(false));
+            assert_eq!(v["models"].as_array().unwrap().len(), 3);
+        }
+    }
 }

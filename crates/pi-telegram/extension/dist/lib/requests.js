@@ -8,6 +8,39 @@ function sessionManagerClass(c) {
         throw new Error("this pi does not list its sessions (SessionManager.list)");
     return ctor;
 }
+function num(v) {
+    return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+function addUsage(t, u) {
+    t.input += num(u.input);
+    t.output += num(u.output);
+    t.cacheRead += num(u.cacheRead);
+    t.cacheWrite += num(u.cacheWrite);
+    t.cost += num(u.cost?.total);
+}
+function sessionUsage(c) {
+    const totals = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 };
+    let latest = null;
+    for (const e of c.sessionManager.getEntries()) {
+        let usage;
+        if (e.type === "usage")
+            usage = e.usage;
+        else if ((e.type === "compaction" || e.type === "branch_summary") && e.usage)
+            usage = e.usage;
+        else if (e.type === "message") {
+            const m = e.message;
+            if (m.role === "assistant" && m.usage) {
+                usage = m.usage;
+                latest = m.usage;
+            }
+            else if (m.role === "toolResult" && m.usage)
+                usage = m.usage;
+        }
+        if (usage)
+            addUsage(totals, usage);
+    }
+    return { totals, latest };
+}
 function isThinkingLevel(level) {
     return THINKING_LEVELS.includes(level);
 }
@@ -49,21 +82,43 @@ export class Requests {
             switch (m.type) {
                 case "get_stats": {
                     const usage = c?.getContextUsage();
+                    const spent = c ? sessionUsage(c) : null;
+                    const t = spent?.totals;
+                    const l = spent?.latest;
                     this.respond(m.id, true, {
                         model: modelRef(c?.model),
                         thinking_level: pi.getThinkingLevel() ?? null,
                         context: usage ? { tokens: usage.tokens, contextWindow: usage.contextWindow, percent: usage.percent } : null,
-                        cost: null,
+                        cost: t ? t.cost : null,
+                        tokens: t
+                            ? {
+                                input: t.input,
+                                output: t.output,
+                                cacheRead: t.cacheRead,
+                                cacheWrite: t.cacheWrite,
+                                total: t.input + t.output + t.cacheRead + t.cacheWrite,
+                            }
+                            : null,
+                        latest: l
+                            ? { input: num(l.input), output: num(l.output), cacheRead: num(l.cacheRead), cacheWrite: num(l.cacheWrite) }
+                            : null,
                     });
                     return;
                 }
                 case "get_models": {
-                    const models = (c?.modelRegistry.getAvailable() ?? []).map((x) => ({
+                    const ref = (x) => ({
                         provider: String(x.provider ?? ""),
                         id: String(x.id ?? ""),
                         name: String(x.name ?? x.id ?? ""),
-                    }));
-                    this.respond(m.id, true, { models, current: modelRef(c?.model) });
+                    });
+                    const available = (c?.modelRegistry.getAvailable() ?? []).map(ref);
+                    const scoped = (c?.scopedModels ?? []).map((s) => ref(s.model));
+                    this.respond(m.id, true, {
+                        models: scoped.length > 0 ? scoped : available,
+                        current: modelRef(c?.model),
+                        scoped: scoped.length > 0,
+                        available: available.length,
+                    });
                     return;
                 }
                 case "set_model": {
