@@ -9,11 +9,12 @@ mod common;
 
 use std::time::Duration;
 
+use common::chat::{bot_messages, press, wait_message};
 use common::pi::{PiSetup, project, setup, setup_threaded};
 use common::{Env, OWNER, wait_for};
 use pi_testkit::PiRpc;
 use serde_json::{Value, json};
-use tg_fake::control::{ThreadFilter, TranscriptEntry};
+use tg_fake::control::TranscriptEntry;
 use tg_fake::world::TopicState;
 
 fn start(s: &PiSetup) -> common::Hub {
@@ -22,29 +23,6 @@ fn start(s: &PiSetup) -> common::Hub {
         std::os::unix::net::UnixStream::connect(s.env.profile_dir().join("hub.sock")).is_ok()
     });
     hub
-}
-
-/// Every message the bot sent the owner (any topic), not deleted, in order.
-fn bot_messages(env: &Env) -> Vec<TranscriptEntry> {
-    env.fake
-        .control()
-        .transcript(Some(OWNER), ThreadFilter::All, None)
-        .unwrap()
-        .into_iter()
-        .filter(|m| m.from_bot && !m.deleted)
-        .collect()
-}
-
-/// The first bot message whose text satisfies `pred`, waiting up to `secs`.
-fn wait_message(env: &Env, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> TranscriptEntry {
-    let mut found = None;
-    wait_for(what, secs, || {
-        found = bot_messages(env)
-            .into_iter()
-            .find(|m| m.text.as_deref().is_some_and(&pred));
-        found.is_some()
-    });
-    found.unwrap()
 }
 
 fn text(m: &TranscriptEntry) -> &str {
@@ -83,15 +61,15 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
     let env = &s.env;
     let mut hub = start(&s);
     env.spawn_pi(&project(&s.pi, "web"));
-    wait_message(env, "the connected notice", 60, |t| {
+    wait_message(env, "the connected notice", |t| {
         t.starts_with("pi connected: web")
     });
     let one = long("first prompt", 80);
     env.say(&one);
-    let first = wait_message(env, "the first answer", 60, |t| {
+    let first = wait_message(env, "the first answer", |t| {
         t.starts_with("echo: first prompt")
     });
-    let notice = wait_message(env, "the compaction, told", 60, |t| {
+    let notice = wait_message(env, "the compaction, told", |t| {
         t.starts_with("🗜 web's context is compacted")
     });
     // After the answer it followed, with the tokens before and after.
@@ -109,7 +87,7 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
     // The next prompt waits for pi's compaction and is answered after it; every compaction
     // notice is silent.
     env.say(&long("second prompt", 80));
-    let second = wait_message(env, "the second answer", 90, |t| {
+    let second = wait_message(env, "the second answer", |t| {
         t.starts_with("echo: second prompt")
     });
     assert!(notice.message_id < second.message_id);
@@ -200,11 +178,9 @@ fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
     let pi = pi_in(&s, &web);
     let topic = env.bound_topic("web", 60);
     send_in(env, topic, "last words");
-    wait_message(env, "the answer in the topic", 60, |t| {
-        t == "echo: last words"
-    });
+    wait_message(env, "the answer in the topic", |t| t == "echo: last words");
     pi.close(Duration::from_secs(30)).unwrap();
-    wait_message(env, "the notice in the main chat", 60, |t| {
+    wait_message(env, "the notice in the main chat", |t| {
         t.starts_with("pi web is gone: pi quit.") && t.contains("Its thread is removed.")
     });
     wait_for("the topic deleted", 60, || {
@@ -286,29 +262,6 @@ fn send_in(env: &Env, thread: i64, text: &str) {
         .unwrap();
 }
 
-/// Presses the button labelled `label` on bot message `m`.
-fn press(env: &Env, m: &TranscriptEntry, label: &str) {
-    let data = m
-        .reply_markup
-        .as_ref()
-        .and_then(|r| r["inline_keyboard"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .flat_map(|row| row.as_array().cloned().unwrap_or_default())
-        .find(|b| b["text"] == json!(label))
-        .and_then(|b| b["callback_data"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no button {label:?} on {:?}", m.text));
-    env.fake
-        .control()
-        .press(tg_fake::control::Press {
-            message_id: m.message_id,
-            data,
-            user_id: None,
-            token: None,
-        })
-        .unwrap();
-}
-
 #[test]
 fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
     let Some(s) = setup_threaded() else { return };
@@ -330,14 +283,14 @@ fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
     }
     assert_eq!(hub.stop(), Some(0));
     let mut hub = start(&s);
-    let offer = wait_message(env, "the offer", 60, |t| t.starts_with("🧹 2 topics"));
+    let offer = wait_message(env, "the offer", |t| t.starts_with("🧹 2 topics"));
     assert!(text(&offer).contains("A · old"), "{:?}", offer.text);
     assert!(text(&offer).contains("B · older"), "{:?}", offer.text);
     assert_eq!(offer.thread_id, None, "in the main chat");
     for t in &topics {
         assert_ne!(topic_state(env, *t), TopicState::Deleted);
     }
-    press(env, &offer, "🗑 Delete them");
+    press(env, offer.message_id, "🗑 Delete them");
     wait_for("both deleted", 60, || {
         topics
             .iter()
@@ -367,7 +320,7 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
     let env = &s.env;
     let mut hub = start(&s);
     let mut pi = pi_in(&s, &project(&s.pi, "desk"));
-    wait_message(env, "the connected notice", 60, |t| {
+    wait_message(env, "the connected notice", |t| {
         t.starts_with("pi connected: desk")
     });
     // Typed at the terminal (the RPC host plays it): a slow answer, 20 words 150 ms apart.
@@ -375,9 +328,7 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
     let prompt = format!("[[slow]] typed here {}", words.join(" "));
     pi.send(&json!({ "id": "typed", "type": "prompt", "message": prompt }))
         .unwrap();
-    let pushed = wait_message(env, "the pushed answer", 60, |t| {
-        t.contains("typed here t1")
-    });
+    let pushed = wait_message(env, "the pushed answer", |t| t.contains("typed here t1"));
     let requests = env.fake.control().requests(0, None);
     let drafts: Vec<usize> = requests
         .iter()
@@ -424,9 +375,7 @@ fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
         &json!({ "id": "typed2", "type": "prompt", "message": "[[slow]] again a b c d e f g h" }),
     )
     .unwrap();
-    wait_message(env, "the second pushed answer", 60, |t| {
-        t.contains("again a b")
-    });
+    wait_message(env, "the second pushed answer", |t| t.contains("again a b"));
     let typing = env
         .fake
         .control()
@@ -445,12 +394,12 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
     let env = &s.env;
     let mut hub = start(&s);
     env.spawn_pi(&project(&s.pi, "web"));
-    wait_message(env, "the connected notice", 60, |t| {
+    wait_message(env, "the connected notice", |t| {
         t.starts_with("pi connected: web")
     });
     // The fake model echoes: its answer carries the buttons, one of them an app action.
     env.say("pick\n\n<!-- telegram_button [{Add|todo::add(3)} {Plain|say hello}] -->");
-    let answer = wait_message(env, "the answer with buttons", 60, |t| {
+    let answer = wait_message(env, "the answer with buttons", |t| {
         t.starts_with("echo: pick")
     });
     let requests = s.llm.requests().len();
@@ -463,7 +412,7 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
             .map(|r| r.params["text"].as_str().unwrap_or_default().to_owned())
             .collect::<Vec<_>>()
     };
-    press(env, &answer, "Add");
+    press(env, answer.message_id, "Add");
     wait_for("the tap answered", 30, || {
         answers().iter().any(|t| t.contains("Generative App"))
     });
@@ -474,10 +423,8 @@ fn a_generative_app_button_is_refused_not_sent_to_pi() {
         "the app action reached pi"
     );
     // An ordinary button still sends its prompt.
-    press(env, &answer, "Plain");
-    wait_message(env, "the plain button's answer", 60, |t| {
-        t == "echo: say hello"
-    });
+    press(env, answer.message_id, "Plain");
+    wait_message(env, "the plain button's answer", |t| t == "echo: say hello");
     assert_eq!(hub.stop(), Some(0));
 }
 
