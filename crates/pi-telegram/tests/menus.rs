@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::chat::{buttons, message, press, wait_message, wait_text};
-use common::pi::{PiSetup, project, setup};
+use common::pi::{PiSetup, connected_pi, install_extension, project, setup};
 use common::wait_for;
 use pi_testkit::PiRpc;
 use serde_json::{Map, Value, json};
@@ -250,21 +250,8 @@ fn only_the_models_pi_has_enabled_are_listed_from_the_agent_dir_or_a_trusted_pro
 
 /// pi with the extension, connected to the hub.
 fn extension_pi(s: &PiSetup) -> PiRpc {
-    let out = s.env.run(&["install-extension"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut pi = s.pi.spawn_rpc(["--no-session"]).unwrap();
-    pi.send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
-        .unwrap();
-    pi.read_until(
-        Duration::from_secs(60),
-        "the connect command",
-        |v: &Value| v["type"] == "response" && v["id"] == "connect",
-    )
-    .unwrap();
+    install_extension(s);
+    let pi = connected_pi(s, None);
     wait_for("pi to connect", 30, || {
         s.env.status()["instances"]
             .as_array()

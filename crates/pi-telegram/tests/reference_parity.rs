@@ -10,9 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::chat::{bot_messages, press, wait_message};
-use common::pi::{PiSetup, project, setup, setup_threaded};
+use common::pi::{PiSetup, connected_pi, install_extension, project, setup, setup_threaded};
 use common::{Env, OWNER, wait_for};
-use pi_testkit::PiRpc;
 use serde_json::{Value, json};
 use tg_fake::control::TranscriptEntry;
 use tg_fake::world::TopicState;
@@ -120,31 +119,6 @@ fn pis_own_compaction_is_told_after_the_answer_it_followed() {
     assert_eq!(hub.stop(), Some(0));
 }
 
-fn install(s: &PiSetup) {
-    let out = s.env.run(&["install-extension"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// pi with the extension in `dir` (an RPC host plays its terminal), connected.
-fn pi_in(s: &PiSetup, dir: &str) -> PiRpc {
-    let mut cmd = s.pi.command(["--mode", "rpc", "--no-session"]);
-    cmd.current_dir(dir);
-    let mut pi = PiRpc::spawn(cmd).unwrap();
-    pi.send(&json!({ "id": "connect", "type": "prompt", "message": "/telegram-connect" }))
-        .unwrap();
-    pi.read_until(
-        Duration::from_secs(60),
-        "the connect command",
-        |v: &Value| v["type"] == "response" && v["id"] == "connect",
-    )
-    .unwrap();
-    pi
-}
-
 /// The state of the topic `thread` at Telegram.
 fn topic_state(env: &Env, thread: i64) -> TopicState {
     env.fake
@@ -168,14 +142,14 @@ fn set_cleanup(env: &Env, on: bool) {
 #[test]
 fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
     let Some(s) = setup_threaded() else { return };
-    install(&s);
+    install_extension(&s);
     let env = &s.env;
     let mut hub = start(&s);
 
     // pi quits (its terminal closes: stdin ends) after an answer: the answer arrives, then the
     // topic goes, and the main chat says so.
     let web = project(&s.pi, "web");
-    let pi = pi_in(&s, &web);
+    let pi = connected_pi(&s, Some(&web));
     let topic = env.bound_topic("web", 60);
     send_in(env, topic, "last words");
     wait_message(env, "the answer in the topic", |t| t == "echo: last words");
@@ -200,7 +174,7 @@ fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
 
     // A pi that crashes keeps its topic (offline, as before).
     let api = project(&s.pi, "api");
-    let pi = pi_in(&s, &api);
+    let pi = connected_pi(&s, Some(&api));
     let topic = env.bound_topic("api", 60);
     drop(pi); // SIGKILL
     wait_offline(env, topic);
@@ -210,7 +184,7 @@ fn a_pi_that_quits_leaves_no_topic_and_one_that_crashes_keeps_it() {
     // With the setting off, a quit keeps the topic too.
     set_cleanup(env, false);
     let docs = project(&s.pi, "docs");
-    let pi = pi_in(&s, &docs);
+    let pi = connected_pi(&s, Some(&docs));
     let topic = env.bound_topic("docs", 60);
     pi.close(Duration::from_secs(30)).unwrap();
     wait_offline(env, topic);
@@ -265,7 +239,7 @@ fn send_in(env: &Env, thread: i64, text: &str) {
 #[test]
 fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
     let Some(s) = setup_threaded() else { return };
-    install(&s);
+    install_extension(&s);
     let env = &s.env;
     // Retention 0 days: every offline topic is past it at the next start.
     let path = env.config_path();
@@ -275,7 +249,7 @@ fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
     let mut hub = start(&s);
     let mut topics = Vec::new();
     for name in ["old", "older"] {
-        let pi = pi_in(&s, &project(&s.pi, name));
+        let pi = connected_pi(&s, Some(&project(&s.pi, name)));
         let topic = env.bound_topic(name, 60);
         drop(pi); // a crash: the topic stays, offline
         wait_offline(env, topic);
@@ -316,10 +290,10 @@ fn topics_offline_past_the_retention_are_offered_for_deletion_in_one_message() {
 #[test]
 fn work_typed_in_the_terminal_looks_alive_on_the_phone() {
     let Some(s) = setup() else { return };
-    install(&s);
+    install_extension(&s);
     let env = &s.env;
     let mut hub = start(&s);
-    let mut pi = pi_in(&s, &project(&s.pi, "desk"));
+    let mut pi = connected_pi(&s, Some(&project(&s.pi, "desk")));
     wait_message(env, "the connected notice", |t| {
         t.starts_with("pi connected: desk")
     });

@@ -502,6 +502,37 @@ pub mod pi {
         dir.canonicalize().unwrap().display().to_string()
     }
 
+    /// `pi-telegram install-extension`: the pi the test runs load the extension.
+    pub fn install_extension(s: &PiSetup) {
+        let out = s.env.run(&["install-extension"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// pi with the extension in `dir` (`None`: pi's work folder), its terminal played by an
+    /// RPC host, after `/telegram-connect` answered.
+    pub fn connected_pi(s: &PiSetup, dir: Option<&str>) -> pi_testkit::PiRpc {
+        let mut cmd = s.pi.command(["--mode", "rpc", "--no-session"]);
+        if let Some(dir) = dir {
+            cmd.current_dir(dir);
+        }
+        let mut pi = pi_testkit::PiRpc::spawn(cmd).unwrap();
+        let connect = serde_json::json!({
+            "id": "connect", "type": "prompt", "message": "/telegram-connect"
+        });
+        pi.send(&connect).unwrap();
+        pi.read_until(
+            Duration::from_secs(60),
+            "the connect command",
+            |v: &serde_json::Value| v["type"] == "response" && v["id"] == "connect",
+        )
+        .unwrap();
+        pi
+    }
+
     /// How many model requests had `needle` in their last user message.
     pub fn prompts_containing(llm: &FakeLlm, needle: &str) -> usize {
         llm.requests()
