@@ -163,20 +163,26 @@ pub(super) fn write_notice(
         identity: identity.to_owned(),
         at: now,
     };
-    outbound::text(
-        tx,
-        &outbound::Text {
-            chat: place.chat,
-            thread: place.thread,
-            text: words,
-            reply_to: None,
-            markup: None,
-            purpose: &purpose,
-            source_update_id: None,
-            resend: false,
-        },
-        now,
-    )
+    outbound::text(tx, &notice(place.chat, place.thread, words, &purpose), now)
+}
+
+/// The notice as one of the hub's texts: no buttons, nothing behind it, not sent again.
+fn notice<'a>(
+    chat: i64,
+    thread: Option<i64>,
+    words: &'a str,
+    purpose: &'a Purpose,
+) -> outbound::Text<'a> {
+    outbound::Text {
+        chat,
+        thread,
+        text: words,
+        reply_to: None,
+        markup: None,
+        purpose,
+        source_update_id: None,
+        resend: false,
+    }
 }
 
 /// The notice says how it ended: rewritten while it has not left, edited once it has, a new
@@ -196,16 +202,7 @@ fn settle_notice(
         identity: identity.to_owned(),
         at: now,
     };
-    let text = outbound::Text {
-        chat: row.chat_id,
-        thread: row.thread_id,
-        text: words,
-        reply_to: None,
-        markup: None,
-        purpose: &purpose,
-        source_update_id: None,
-        resend: false,
-    };
+    let text = notice(row.chat_id, row.thread_id, words, &purpose);
     if outbound::rewrite_text(tx, row.id, &text)? {
         return Ok(());
     }
