@@ -245,10 +245,12 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
     assert!(!buttons(&now_reads(env, q.message_id)).is_empty());
     // The owner's Yes, and a No tapped right after it (a double tap, before the edit).
     assert!(press_as(env, &q, &yes, None));
-    // Every tap is answered; the double tap's answer may come late (CI saw it land after the
+    // Every tap is answered; the double tap's answer may come late (a full run saw it land after the
     // count below was taken), so the count waits for it first.
     let taps = 2 + usize::from(press_as(env, &q, &no, None));
-    wait_for("every tap so far answered", 20, || answers() == before + taps);
+    wait_for("every tap so far answered", 20, || {
+        answers() == before + taps
+    });
     wait_for("the answer in the model's next request", 30, || {
         last_answer(&s).is_some()
     });
