@@ -501,29 +501,14 @@ fn model_page(
     identity: &str,
     page: usize,
 ) -> Result<Tap, StoreError> {
-    if !instances::live(say.tx)?
-        .iter()
-        .any(|i| i.identity == identity)
-    {
-        return Ok(Tap::answer(
-            texts::not_connected(&label_of(identity)),
-            Outcome::ControlGone,
-        ));
-    }
-    say.control(controls::NewControl {
-        source_update_id: None,
-        kind: "menu",
-        identity: Some(identity),
-        turn_id: None,
-        chat_id: at.chat,
-        thread_id: at.thread_id(),
-        message_id: at.message_id(),
-        params: &json!({ "section": Section::Model, "page": page }),
-    })?;
-    Ok(Tap::answer(
-        format!("Page {}", page + 1),
-        menu_outcome(Section::Model),
-    ))
+    pi_control(
+        say,
+        at,
+        identity,
+        PiControl::ModelPage,
+        &json!({ "section": Section::Model, "page": page }),
+        &format!("Page {}", page + 1),
+    )
 }
 
 /// Sets an instance's thinking level.
@@ -806,6 +791,8 @@ fn menu_section(
 /// A control a button asks of the tapped message's pi.
 #[derive(Clone, Copy)]
 enum PiControl {
+    /// Another page of the model menu (a `menu` control).
+    ModelPage,
     SetModel,
     SetThinking,
     Compact,
@@ -817,6 +804,7 @@ impl PiControl {
     /// The control's kind, as the conductor reads it.
     fn kind(self) -> &'static str {
         match self {
+            Self::ModelPage => "menu",
             Self::SetModel => "set_model",
             Self::SetThinking => "set_thinking",
             Self::Compact => "compact",
@@ -827,6 +815,7 @@ impl PiControl {
 
     fn outcome(self) -> Outcome {
         match self {
+            Self::ModelPage => menu_outcome(Section::Model),
             Self::SetModel => Outcome::ControlSetModel,
             Self::SetThinking => Outcome::ControlSetThinking,
             Self::Compact => Outcome::ControlCompact,
