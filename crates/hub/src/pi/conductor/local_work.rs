@@ -38,7 +38,6 @@ impl Conductor {
         kind: &EventKind,
         event: &PiEvent,
     ) -> Result<(), HubError> {
-        let push = self.assistant.current().proactive_push;
         let Some(l) = self.live.get_mut(id) else {
             return Ok(());
         };
@@ -51,12 +50,19 @@ impl Conductor {
             _ => {}
         }
         // A Telegram turn shows its own preview.
-        if !push || !l.local.running || l.local.paused || l.outstanding.is_some() {
+        if !l.local.running || l.local.paused || l.outstanding.is_some() {
             return Ok(());
         }
         let key = match l.local.preview {
             Some(key) => key,
             None => {
+                // Read once per preview, not per streamed event (it stats telegram.json).
+                if !self.assistant.current().proactive_push {
+                    return Ok(());
+                }
+                let Some(l) = self.live.get(id) else {
+                    return Ok(());
+                };
                 let identity = l.identity.clone();
                 let place = self
                     .db
