@@ -169,7 +169,16 @@ fn list(out: &mut String, start: Option<u64>, items: &[Item], depth: usize, othe
         }
         let body = joined(&item.blocks, depth + 1);
         let mut lines = body.split('\n');
-        let first = lines.next().unwrap_or_default();
+        // A block's syntax (a fence, a heading, a nested list) may follow a list marker but not
+        // a checkbox: after `[x] ` it would be read as paragraph text, so such a block starts
+        // on the next line.
+        let block_first = item.checked.is_some()
+            && !matches!(item.blocks.first(), None | Some(Block::Paragraph(_)));
+        let first = if block_first {
+            ""
+        } else {
+            lines.next().unwrap_or_default()
+        };
         let mut s = format!("{marker}{first}").trim_end().to_owned();
         for l in lines {
             s.push('\n');
@@ -393,6 +402,14 @@ mod tests {
         );
         assert_eq!(rich("1\\. not a list"), "1\\. not a list");
         assert_eq!(rich("**a**b"), "<b>a</b>b");
+    }
+
+    /// Found by the markdown fuzz target: `- [x] ```` reads as a paragraph of backticks.
+    #[test]
+    fn a_task_item_that_opens_with_a_block_puts_the_block_under_its_checkbox() {
+        assert_eq!(rich("- [x] \n  ```\n  a\n  ```\n"), "- [x]\n  ```\n  a\n  ```");
+        assert_eq!(rich("- [ ] \n  - sub\n"), "- [ ]\n  - sub");
+        assert_eq!(rich("- [x] done\n"), "- [x] done");
     }
 
     #[test]
