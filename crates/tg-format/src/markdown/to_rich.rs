@@ -407,7 +407,10 @@ mod tests {
     /// Found by the markdown fuzz target: `- [x] ```` reads as a paragraph of backticks.
     #[test]
     fn a_task_item_that_opens_with_a_block_puts_the_block_under_its_checkbox() {
-        assert_eq!(rich("- [x] \n  ```\n  a\n  ```\n"), "- [x]\n  ```\n  a\n  ```");
+        assert_eq!(
+            rich("- [x] \n  ```\n  a\n  ```\n"),
+            "- [x]\n  ```\n  a\n  ```"
+        );
         assert_eq!(rich("- [ ] \n  - sub\n"), "- [ ]\n  - sub");
         assert_eq!(rich("- [x] done\n"), "- [x] done");
     }
