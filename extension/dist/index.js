@@ -39,8 +39,8 @@ export default function piTelegram(pi) {
     const gate = new ToolGate(pi);
     const link = new InstanceLink(s, {
         helloTurns: () => turns.helloTurns(),
-        onWelcome: () => {
-            turns.afterWelcome();
+        onWelcome: (w) => {
+            turns.afterWelcome(w.store_id);
             prompts.afterWelcome();
             s.problems.guard("showing the Telegram tools again", () => gate.set(true))();
         },

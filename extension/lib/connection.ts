@@ -11,6 +11,7 @@
 import * as fs from "node:fs";
 import type * as net from "node:net";
 import { otherHubAlive, spawnHub } from "./hub-process.ts";
+import { thisMachine } from "./machine.ts";
 import { lastLine, type ProfilePaths, profilePaths } from "./paths.ts";
 import { binaryVersion, hubBinary, ownVersion } from "./release.ts";
 import { globalState } from "./state.ts";
@@ -37,6 +38,8 @@ export interface WelcomeInfo {
 	instance_id: string | null;
 	/** The hub's release; null from a hub that does not say. */
 	hub_version: string | null;
+	/** The hub's state database; null from an older hub. */
+	store_id: string | null;
 }
 
 export interface ConnectOutcome {
@@ -348,7 +351,7 @@ export class HubConnection {
 				if (this.sock !== s) return;
 				this.phase = "handshake";
 				s.write(
-					encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), ...this.cb.hello() }),
+					encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), machine: thisMachine(), ...this.cb.hello() }),
 				);
 				this.handshakeTimer = setTimeout(() => {
 					if (this.sock === s && this.phase === "handshake") {
@@ -443,7 +446,7 @@ export class HubConnection {
 			this.fastUntil = 0;
 			this.hubExitError = undefined;
 			this.lastShown.clear();
-			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version };
+			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version, store_id: msg.store_id };
 			this.detail = "connected";
 			try {
 				this.cb.onWelcome(this.welcome);

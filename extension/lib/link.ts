@@ -3,7 +3,7 @@
  * with /telegram-connect and /telegram-disconnect), sending through it, and the footer. What the
  * hub says is handed to `LinkHooks.onMessage`; the hello's turn fields come from the turn runner.
  */
-import { HubConnection, type SendOptions } from "./connection.ts";
+import { HubConnection, type SendOptions, type WelcomeInfo } from "./connection.ts";
 import type { Session } from "./session.ts";
 import { isRemote } from "./transport.ts";
 import type { ByeReason, ClientMessage, HubMessage, InstanceHelloFields, StateFields, ToolName } from "./wire.ts";
@@ -18,9 +18,9 @@ export interface Outbox {
 
 export interface LinkHooks {
 	/** The hello's turn fields (built at each attempt). */
-	helloTurns(): Pick<InstanceHelloFields, "received_turns" | "completed_turns">;
+	helloTurns(): Pick<InstanceHelloFields, "received_turns" | "completed_turns" | "store_id">;
 	/** After a welcome, before buffered lines go out. */
-	onWelcome(): void;
+	onWelcome(welcome: WelcomeInfo): void;
 	onMessage(msg: HubMessage): void;
 	/** The connection was lost or closed (pending tool calls cannot be answered any more). */
 	onDisconnected(): void;
@@ -49,7 +49,7 @@ export class InstanceLink implements Outbox {
 			profile,
 			{
 				hello: () => ({ role: "instance", ...this.s.stateFields(), ...this.hooks.helloTurns() }),
-				onWelcome: () => this.hooks.onWelcome(),
+				onWelcome: (w) => this.hooks.onWelcome(w),
 				onMessage: (m) => this.s.problems.guard(`handling the hub's ${m.type}`, this.hooks.onMessage)(m),
 				onStatus: () => {
 					if (this.hub !== hub) return;

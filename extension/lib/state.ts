@@ -49,6 +49,11 @@ export interface GlobalState {
 	 * put back when it is reachable again (`tool-gate.ts`). Optional, as `owner`.
 	 */
 	hiddenTools?: string[];
+	/**
+	 * The hub state (`store_id`) that `received` and `completed` belong to. Optional, as `owner`;
+	 * unset until a hub that says it welcomes this process.
+	 */
+	storeId?: string;
 }
 
 export const RECEIVED_CAP = 200;

@@ -53,7 +53,7 @@ export class TurnRunner {
 	// ------------------------------------------------------------------ the hub's side
 
 	/** The hello's turn fields. */
-	helloTurns(): Pick<InstanceHelloFields, "received_turns" | "completed_turns"> {
+	helloTurns(): Pick<InstanceHelloFields, "received_turns" | "completed_turns" | "store_id"> {
 		const completed: TurnDone[] = [];
 		let size = 0;
 		for (const d of this.G.completed) {
@@ -63,12 +63,26 @@ export class TurnRunner {
 			completed.push(d);
 		}
 		this.helloCompleted = new Set(completed.map((d) => d.turn_id));
-		return { received_turns: this.G.received.slice(-RECEIVED_CAP), completed_turns: completed };
+		return {
+			received_turns: this.G.received.slice(-RECEIVED_CAP),
+			completed_turns: completed,
+			...(this.G.storeId ? { store_id: this.G.storeId } : {}),
+		};
 	}
 
-	/** After a welcome: the completed turns that did not fit in the hello. */
-	afterWelcome(): void {
-		for (const d of this.G.completed) if (!this.helloCompleted.has(d.turn_id)) this.sendTurnDone(d);
+	/**
+	 * After a welcome: the completed turns that did not fit in the hello. A hub whose state is
+	 * another (started over: its turn ids begin again at t1) is not owed this process's turns:
+	 * they are forgotten, or its new t1 would be taken for an old one.
+	 */
+	afterWelcome(storeId: string | null): void {
+		const G = this.G;
+		if (storeId && G.storeId && G.storeId !== storeId) {
+			G.received.length = 0;
+			G.completed.length = 0;
+		}
+		if (storeId) G.storeId = storeId;
+		for (const d of G.completed) if (!this.helloCompleted.has(d.turn_id)) this.sendTurnDone(d);
 	}
 
 	onPrompt(m: Prompt): void {
@@ -77,7 +91,13 @@ export class TurnRunner {
 			this.s.problems.record(`hub turn ${m.turn_id}`, `${m.droppedImages} of its images are not {type:"image",data,mimeType} and were left out`);
 		}
 		if (G.received.includes(m.turn_id)) {
-			this.out.send({ type: "ack", turn_id: m.turn_id, disposition: "duplicate" });
+			// A hub sends a prompt again when its state lost that it had (its machine crashed).
+			// Its answer is still to come, waits for the hub's done_ack (sent again now), or was
+			// acknowledged and forgotten: then the hub must not wait for it.
+			const done = G.completed.find((d) => d.turn_id === m.turn_id);
+			const open = G.queue.some((t) => t.turn_id === m.turn_id) || G.starting?.turn_id === m.turn_id || G.active?.turn_id === m.turn_id;
+			this.out.send({ type: "ack", turn_id: m.turn_id, disposition: done || open ? "duplicate" : "finished" });
+			if (done) this.sendTurnDone(done);
 			return;
 		}
 		markReceived(G, m.turn_id);

@@ -81,6 +81,8 @@ export interface InstanceHelloFields extends StateFields {
 	received_turns: string[];
 	/** Finished turns the hub has not acknowledged (`done_ack`) yet. */
 	completed_turns: TurnDone[];
+	/** The hub state (its welcome's `store_id`) those turns are of; absent before a first welcome. */
+	store_id?: string;
 }
 
 export interface ToolsHelloFields {
@@ -93,13 +95,21 @@ export interface ToolsHelloFields {
 
 export type HelloFields = InstanceHelloFields | ToolsHelloFields;
 
-/** `version`: this extension's release (its package.json), which the hub logs. */
-export type Hello = { type: "hello"; protocol: number; secret: string; version: string } & HelloFields;
+/**
+ * `version`: this extension's release (its package.json), which the hub logs. `machine`: the
+ * machine this pi runs on (`machine.ts`), so that a hub reached by a forwarded socket knows.
+ */
+export type Hello = { type: "hello"; protocol: number; secret: string; version: string; machine: string } & HelloFields;
 
 export interface Ack {
 	type: "ack";
 	turn_id: string;
-	disposition: "started" | "queued" | "duplicate";
+	/**
+	 * `duplicate`: received before and its result is still to come (or is sent again after this
+	 * ack); `finished`: received before, answered, and that answer acknowledged by the hub, so no
+	 * result comes again.
+	 */
+	disposition: "started" | "queued" | "duplicate" | "finished";
 }
 
 export interface EventMessage {
@@ -183,6 +193,8 @@ export interface Welcome {
 	instance_id: string | null;
 	/** The hub's release (`0.2.0`); null from a hub that does not say (before 0.2). */
 	hub_version: string | null;
+	/** The hub's state database; turn ids are its own. Null from an older hub. */
+	store_id: string | null;
 }
 
 export interface Refused {
@@ -313,6 +325,7 @@ export function decodeHandshake(m: Json): Handshake | undefined {
 			hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
 			instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
 			hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
+			store_id: typeof m.store_id === "string" && m.store_id !== "" ? m.store_id : null,
 		};
 	}
 	if (m.type === "refused") return { type: "refused", code: str(m.code), message: str(m.message, str(m.code)) };

@@ -229,6 +229,42 @@ describe("a hub turn", () => {
 		assert.equal(w.G.queue.length, 1);
 	});
 
+	test("a prompt sent again after its answer was acknowledged says finished; one whose answer waits gets it again", (t) => {
+		const w = world(t);
+		w.turns.onPrompt(prompt("t1", "hi"));
+		runTurn(w, "hi", "echo");
+		// Not acknowledged yet: the answer is still this process's to give.
+		w.turns.onPrompt(prompt("t1", "hi"));
+		assert.deepStrictEqual(acks(w).at(-1), { type: "ack", turn_id: "t1", disposition: "duplicate" });
+		assert.equal(turnDones(w).length, 2, "the kept answer is sent again");
+		w.turns.doneAck("t1");
+		// A hub that lost the acknowledgement with its machine asks again: no answer will come.
+		w.turns.onPrompt(prompt("t1", "hi"));
+		assert.deepStrictEqual(acks(w).at(-1), { type: "ack", turn_id: "t1", disposition: "finished" });
+		assert.equal(turnDones(w).length, 2);
+		assert.equal(w.pi.sent.length, 1, "pi ran it once");
+	});
+
+	test("the hello names the hub state its turns are of; another state's welcome forgets them", (t) => {
+		const w = world(t);
+		w.G.received.push("t1");
+		w.G.completed.push({ turn_id: "t1", text: "old", aborted: false, error: null });
+		assert.equal(w.turns.helloTurns().store_id, undefined, "no hub has said yet");
+		w.turns.afterWelcome("aaaa");
+		w.turns.doneAck("t1");
+		w.G.received.push("t2");
+		w.G.completed.push({ turn_id: "t2", text: "kept", aborted: false, error: null });
+		assert.equal(w.turns.helloTurns().store_id, "aaaa");
+		w.turns.afterWelcome("aaaa");
+		assert.deepStrictEqual(w.G.received, ["t1", "t2"], "the same state keeps them");
+		w.turns.afterWelcome("bbbb");
+		assert.deepStrictEqual([w.G.received, w.G.completed], [[], []], "a state started over owes nothing of the old one");
+		assert.equal(w.turns.helloTurns().store_id, "bbbb");
+		// Its t1 is a new prompt, not the old one.
+		w.turns.onPrompt(prompt("t1", "new"));
+		assert.equal(acks(w).at(-1)?.disposition, "started");
+	});
+
 	test("keeps the last 200 received ids, most recent last, for the hello", (t) => {
 		const w = world(t);
 		w.pi.idle = false;
@@ -423,7 +459,7 @@ describe("the hub connection", () => {
 		w.G.received.push("t1", "t2", "t3");
 		const hello = w.turns.helloTurns();
 		assert.deepStrictEqual(hello, { received_turns: ["t1", "t2", "t3"], completed_turns: [small("t1"), small("t3")] });
-		w.turns.afterWelcome();
+		w.turns.afterWelcome(null);
 		assert.deepStrictEqual(w.out, [{ type: "turn_done", ...big }]);
 		w.turns.doneAck("t2");
 		w.turns.doneAck("t1");

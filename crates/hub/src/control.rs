@@ -30,6 +30,8 @@ pub async fn request(paths: &ProfilePaths, msg: ClientMsg, id: &str) -> Result<V
         completed_turns: Vec::new(),
         token: None,
         version: None,
+        machine: None,
+        store_id: None,
     });
     let io = HubError::io("talking to the hub");
     wr.write_all(encode(&hello).as_bytes()).await.map_err(io)?;

@@ -30,6 +30,7 @@ pub mod latency;
 pub mod lifecycle;
 pub mod lock;
 pub mod logging;
+pub mod machine;
 pub mod names;
 pub mod network;
 pub mod never;

@@ -375,6 +375,7 @@ impl Sim {
             pending: false,
             received: received.clone(),
             completed: Vec::new(),
+            store_id: None,
             commands,
             tools_token: None,
         };

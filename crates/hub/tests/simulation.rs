@@ -618,6 +618,7 @@ impl Sim {
             pending: false,
             received: p.working.iter().map(|n| TurnId::from_number(*n)).collect(),
             completed: p.completed.clone(),
+            store_id: None,
             commands,
             tools_token: None,
         };

@@ -24,6 +24,9 @@ pub const HUB_BINARY: &str = "hub.binary";
 /// Key of when the running (or last) hub started (Unix ms).
 pub const HUB_STARTED_MS: &str = "hub.started_ms";
 
+/// Key of the state database's own id, made once with it (`Welcome::store_id`).
+pub const STORE_ID: &str = "store.id";
+
 /// Reads a value.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
     conn.row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))

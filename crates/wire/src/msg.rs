@@ -129,6 +129,15 @@ pub struct Hello {
     /// extension compares it with the hub's (`Welcome::hub_version`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The machine the client runs on (its `/etc/machine-id`, else `host:<hostname>`): a pi
+    /// behind a forwarded `hub.sock` is on another machine although it comes by the socket,
+    /// and outlives a crash of the hub's machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// The state database whose turns `received_turns` and `completed_turns` are
+    /// (`Welcome::store_id` of the hub that sent them); absent from older clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_id: Option<String>,
 }
 
 /// Why a connection's first line is not a hello the hub can answer.
@@ -212,6 +221,8 @@ pub fn read_hello(line: &str) -> Result<(Hello, Vec<String>), HelloError> {
         completed_turns,
         token: field(obj, "token", notes),
         version: field(obj, "version", notes),
+        machine: field(obj, "machine", notes),
+        store_id: field(obj, "store_id", notes),
     };
     Ok((hello, left_out))
 }
@@ -259,6 +270,27 @@ fn entries<T>(
     }
 }
 
+/// What pi did with a prompt (`ack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// Started at once.
+    Started,
+    /// Queued in pi behind its own work.
+    Queued,
+    /// Had it already and has not finished it (or its result waits for a `done_ack`, sent
+    /// again after this ack): its result comes.
+    Duplicate,
+    /// Had it already, finished it, and the hub acknowledged that result: no result comes
+    /// again (a hub whose state lost that acknowledgement, by a crash of its machine, sent
+    /// the prompt again).
+    Finished,
+    /// A newer client's word, or none.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
 /// Client (instance or CLI) to hub.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -268,9 +300,8 @@ pub enum ClientMsg {
     /// A prompt was received.
     Ack {
         turn_id: TurnId,
-        /// `started`, `queued` or `duplicate`.
         #[serde(default)]
-        disposition: String,
+        disposition: Disposition,
     },
     /// A pi event.
     Event {
@@ -395,6 +426,10 @@ pub enum HubMsg {
         /// (docs/wire-protocol.md, "Releases").
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hub_version: Option<String>,
+        /// The hub's state database, made once with it: turn ids are its own, so a client
+        /// forgets the turns of another one (a state started over reuses `t1`, `t2`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        store_id: Option<String>,
     },
     /// Handshake refused; the connection closes.
     Refused {

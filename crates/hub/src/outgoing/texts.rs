@@ -186,6 +186,19 @@ pub fn turn_interrupted(label: &str, prompt: &str) -> String {
     )
 }
 
+/// Why a turn ended when pi had answered it before and the hub's state lost that answer.
+pub const ANSWER_LOST: &str = "answered before the hub's state was lost";
+
+/// A turn pi had answered before the hub's state lost that answer (a crash of the hub's
+/// machine): pi will not answer it again.
+pub fn answer_lost(label: &str, prompt: &str) -> String {
+    format!(
+        "pi {label} had already answered \"{}\", but that answer was lost when the hub's \
+         machine stopped. Send the message again if you still need the answer.",
+        short(prompt)
+    )
+}
+
 /// The answer to a turn as Markdown: pi's own Markdown, with a label line when several pi
 /// talk in one chat; what the bot says itself (an error, an empty answer) escaped so it shows
 /// as written. `handled`: the turn's prompt, when pi handled it itself (one of its extensions'

@@ -101,6 +101,9 @@ pub enum Command {
 pub enum LinkEvent {
     /// A prompt was received.
     Acked { turn: TurnId },
+    /// pi had this prompt already, answered it, and that answer was acknowledged by a hub
+    /// whose record of it is lost (a crash of the hub's machine): no answer comes again.
+    AnsweredBefore { turn: TurnId },
     /// A prompt could not be started (the turn was not received).
     PromptRefused {
         turn: TurnId,
@@ -162,6 +165,8 @@ pub struct Attach {
     pub received: Vec<TurnId>,
     /// Turns that finished while the hub was away.
     pub completed: Vec<TurnResult>,
+    /// The state database those turns are of, when the client says (`Hello::store_id`).
+    pub store_id: Option<String>,
     /// Where the conductor sends commands.
     pub commands: mpsc::Sender<Command>,
     /// A headless child's token: its tools connect with it (role `tools`).

@@ -262,6 +262,7 @@ async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
     let extras = extras(opts, p, &started.client, files_dir, out_dir, voice_dir);
     let Started {
         db,
+        store_id,
         client,
         secret,
         listener,
@@ -276,7 +277,7 @@ async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
     };
     let rows = spawner.to_restore().await;
     let tasks = hub.spawn(Some(extras));
-    let links = spawn_links(opts, &tasks, secret, listener, remote);
+    let links = spawn_links(opts, &tasks, (secret, store_id), listener, remote);
     start_instances(&spawner, rows, &opts.instances_at_start, tasks.conductor());
     // Broken invariants in a release build: incidents, beside the log.
     let _invariants = tokio::spawn(crate::never::record_incidents(db));
@@ -362,7 +363,7 @@ fn extras(
 fn spawn_links(
     opts: &ServeOptions,
     tasks: &Tasks,
-    secret: Arc<String>,
+    (secret, store_id): (Arc<String>, Arc<str>),
     listener: UnixListener,
     remote: Option<(TcpListener, TlsAcceptor)>,
 ) -> Vec<JoinHandle<()>> {
@@ -371,6 +372,7 @@ fn spawn_links(
         write_timeout: opts.tuning.write_timeout,
         conductor: tasks.conductor().clone(),
         version: Arc::from(opts.version),
+        store_id,
     };
     let mut links = vec![tokio::spawn(links::socket::serve(
         listener,

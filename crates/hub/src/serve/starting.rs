@@ -24,6 +24,8 @@ use super::{Profile, ServeOptions};
 pub(super) struct Started {
     pub(super) db: Db,
     pub(super) epoch: lease::Epoch,
+    /// The state database's own id, in every welcome.
+    pub(super) store_id: Arc<str>,
     pub(super) client: Client,
     pub(super) username: String,
     pub(super) pacer: Arc<Mutex<Pacer>>,
@@ -34,7 +36,7 @@ pub(super) struct Started {
 
 /// Opens the store, takes the lease, meets the bot and binds the listeners.
 pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started, HubError> {
-    let (db, epoch) = open_store(p, opts.version).await?;
+    let (db, epoch, store_id) = open_store(p, opts.version).await?;
     let options = ClientOptions {
         timeout: opts.tuning.client_timeout,
         family: network::family_from_env(),
@@ -69,6 +71,7 @@ pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started
     Ok(Started {
         db,
         epoch,
+        store_id,
         client,
         username,
         pacer,
@@ -79,7 +82,10 @@ pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started
 }
 
 /// Opens the store and takes the profile's lease, recovering what the last hub left.
-async fn open_store(p: &Profile, version: &'static str) -> Result<(Db, lease::Epoch), HubError> {
+async fn open_store(
+    p: &Profile,
+    version: &'static str,
+) -> Result<(Db, lease::Epoch, Arc<str>), HubError> {
     // Opening runs migrations and fsyncs: on a blocking thread, like every store call.
     let state_db = p.paths.state_db();
     let store = tokio::task::spawn_blocking(move || Store::open(&state_db))
@@ -94,19 +100,35 @@ async fn open_store(p: &Profile, version: &'static str) -> Result<(Db, lease::Ep
     let binary = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let (epoch, (resent, ambiguous)) = db
+    let fresh_id = new_store_id()?;
+    let ((epoch, (resent, ambiguous)), store_id) = db
         .write(Durability::OnDisk, move |tx| {
             let taken = take_over(tx, pid, started_by.as_str(), now)?;
             kv::set(tx, kv::HUB_VERSION, version)?;
             kv::set(tx, kv::HUB_BINARY, &binary)?;
-            Ok(taken)
+            let store_id = match kv::get(tx, kv::STORE_ID)? {
+                Some(id) => id,
+                None => {
+                    kv::set(tx, kv::STORE_ID, &fresh_id)?;
+                    fresh_id
+                }
+            };
+            Ok((taken, store_id))
         })
         .await?;
     if resent + ambiguous > 0 {
         tracing::warn!(resent, ambiguous, "sends interrupted by the last stop");
     }
     tracing::info!(epoch = epoch.0, "took the profile lease");
-    Ok((db, epoch))
+    Ok((db, epoch, Arc::from(store_id)))
+}
+
+/// A state database's id, for one that has none yet: 16 random bytes as hex.
+fn new_store_id() -> Result<String, HubError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| HubError::Internal(format!("no randomness for the store's id: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The client's route and family in kv, for `status` (what this hub does, whatever the

@@ -49,6 +49,60 @@ struct Answer {
 }
 
 impl Conductor {
+    /// pi says it answered this prompt before and that answer was acknowledged: the hub
+    /// that did so lost its record (its machine crashed before the disk had it) and sent the
+    /// prompt again. No answer will come, so the turn ends interrupted, and the person is
+    /// told, rather than waiting for good with this pi's queue stopped behind it.
+    pub(super) async fn answered_before(
+        &mut self,
+        id: &InstanceId,
+        turn: wire::TurnId,
+    ) -> Result<(), HubError> {
+        let Some(n) = self.own_turn(id, &turn).await? else {
+            return Ok(());
+        };
+        let Some(l) = self.live.get(id) else {
+            return Ok(());
+        };
+        let (label, identity) = (l.label.clone(), l.identity.clone());
+        tracing::warn!(instance = %id, turn = n, "pi had answered this prompt before; that answer is not in the hub's state: the turn ends interrupted");
+        let now = self.db.now_ms();
+        let ended = self
+            .db
+            .write(Durability::OnDisk, move |tx| {
+                let Some(t) = turns::get(tx, n)? else {
+                    return Ok(false);
+                };
+                if !turns::mark_interrupted(tx, n, texts::ANSWER_LOST, now)? {
+                    return Ok(false);
+                }
+                outbound::prompt_notice(
+                    tx,
+                    t.chat_id,
+                    t.thread_id,
+                    &texts::answer_lost(&label, &t.text),
+                    &Purpose::NoticeInterrupted { turn: n },
+                    now,
+                )?;
+                tools::send_waiting(tx, &t, &identity, now)?;
+                Ok(true)
+            })
+            .await?;
+        if !ended {
+            return Ok(());
+        }
+        self.wakes.sender.notify_one();
+        if self.assistant.current().reactions {
+            self.fates.moved(n, Fate::Interrupted);
+        }
+        if let Some(l) = self.live.get_mut(id)
+            && l.outstanding == Some(n)
+        {
+            l.outstanding = None;
+        }
+        Ok(())
+    }
+
     /// pi finished a turn: its answer is stored and queued in one commit, handed to the
     /// sender, and pi is told it may forget the turn.
     pub(super) async fn turn_done(

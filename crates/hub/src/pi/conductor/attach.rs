@@ -101,6 +101,7 @@ impl Conductor {
             pending,
             received,
             completed,
+            store_id,
             commands,
             tools_token,
         } = a;
@@ -121,6 +122,7 @@ impl Conductor {
             idle,
             received,
             completed,
+            store_id,
         };
         let registered = self
             .db
@@ -208,6 +210,7 @@ struct Newcomer {
     idle: bool,
     received: Vec<TurnId>,
     completed: Vec<TurnResult>,
+    store_id: Option<String>,
 }
 
 /// How answers of turns a connecting instance finished while the hub was away are written.
@@ -289,6 +292,8 @@ fn register(
         instance_id: &id,
         received: &who.received,
         completed: &who.completed,
+        same_store: who.store_id.is_some()
+            && who.store_id.as_deref() == kv::get(tx, kv::STORE_ID)?.as_deref(),
     };
     let (done_acks, outstanding) = reconcile_reported(tx, &reported, &ctx, now)?;
     // A turn it carries on with gets its preview back.
@@ -375,6 +380,8 @@ struct Reported<'a> {
     instance_id: &'a str,
     received: &'a [TurnId],
     completed: &'a [TurnResult],
+    /// Its turns are this database's (it says so): turn ids of a state started over are not.
+    same_store: bool,
 }
 
 /// Reconciles what a connecting instance reports with the store. Only the process a turn was
@@ -396,6 +403,26 @@ fn reconcile_reported(
     };
     let mut done_acks = Vec::new();
     let mut outstanding = None;
+    if r.same_store && r.transport == Transport::Shim {
+        // A queued turn this process finished: the hub had dispatched it and then lost that
+        // (a crash of its machine takes what was not yet on disk, and a pi of another machine
+        // lives on). Its answer is here: delivered, never asked for again. A queued turn it
+        // only received goes again; pi says whether its answer is still to come (`ack`).
+        for c in r.completed {
+            let Some(t) = c.turn_id.number().map(|n| turns::get(tx, n)).transpose()? else {
+                continue;
+            };
+            if let Some(t) = t.filter(|t| t.state == TurnState::Queued) {
+                tracing::warn!(
+                    turn = t.id,
+                    identity = %r.identity,
+                    "pi reported the answer of a turn the hub had not recorded as sent (the hub's state lost it)"
+                );
+                finish(tx, &t, c, ctx, now)?;
+                done_acks.push(c.turn_id.clone());
+            }
+        }
+    }
     for t in turns::outstanding(tx)? {
         let turn_id = TurnId::from_number(t.id);
         if same_process(&t) {

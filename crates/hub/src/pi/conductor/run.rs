@@ -203,6 +203,7 @@ impl Conductor {
                     tracing::warn!(instance = %id, turn = n, "a link reported a turn that is not its own open turn; ignored");
                 }
             }
+            LinkEvent::AnsweredBefore { turn } => self.answered_before(&id, turn).await?,
             LinkEvent::PromptRefused { turn, error } => {
                 let Some(n) = self.own_turn(&id, &turn).await? else {
                     return Ok(());

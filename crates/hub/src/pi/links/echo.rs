@@ -24,6 +24,7 @@ pub async fn start(
         pending: false,
         received: Vec::new(),
         completed: Vec::new(),
+        store_id: None,
         commands: tx,
         tools_token: None,
     };

@@ -280,6 +280,7 @@ fn attach_of(
             > 0,
         received: Vec::new(),
         completed: Vec::new(),
+        store_id: None,
         commands,
         tools_token: Some(token),
     }

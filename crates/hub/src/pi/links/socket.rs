@@ -17,8 +17,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use wire::{
-    ClientMsg, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role, TurnId, encode,
-    secrets_match,
+    ClientMsg, Disposition, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role,
+    TurnId, encode, secrets_match,
 };
 
 use std::collections::HashMap;
@@ -73,6 +73,8 @@ pub struct Shared {
     pub conductor: mpsc::Sender<ConductorMsg>,
     /// This hub's release, in every welcome.
     pub version: Arc<str>,
+    /// The state database's id, in every welcome (`Welcome::store_id`).
+    pub store_id: Arc<str>,
 }
 
 /// Where a connection comes from.
@@ -134,6 +136,8 @@ struct Conn {
     writer: tokio::task::JoinHandle<()>,
     /// The hub's release, for the welcome.
     version: Arc<str>,
+    /// The state database's id, for the welcome.
+    store_id: Arc<str>,
 }
 
 /// Where a connection's lines go, to its writer. Handlers of an instance's messages take this
@@ -204,6 +208,7 @@ pub async fn connection<S>(
         write_timeout,
         conductor,
         version,
+        store_id,
     } = shared;
     let (rd, wr) = tokio::io::split(stream);
     let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
@@ -214,6 +219,7 @@ pub async fn connection<S>(
         out,
         writer,
         version,
+        store_id,
     };
     let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
         Ok(Ok(Some(line))) => line,
@@ -386,12 +392,20 @@ async fn instance(conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<
 
 /// What the conductor is told of a new instance, from its hello.
 fn attach_of(hello: Hello, peer: Peer, cwd: String, commands: mpsc::Sender<Command>) -> Attach {
+    let elsewhere = crate::machine::is_elsewhere(hello.machine.as_deref());
+    if peer == Peer::Local && elsewhere {
+        tracing::info!(
+            pid = ?hello.state.pid,
+            "a pi of another machine came by hub.sock (a forwarded socket): what it is told is on disk first"
+        );
+    }
     Attach {
         transport: Transport::Shim,
         reach: match peer {
-            Peer::Local => Reach::ThisMachine,
-            Peer::Remote(_) => Reach::OtherMachine,
+            Peer::Local if !elsewhere => Reach::ThisMachine,
+            Peer::Local | Peer::Remote(_) => Reach::OtherMachine,
         },
+        store_id: hello.store_id,
         pid: hello.state.pid,
         cwd,
         session_id: hello.state.session_id,
@@ -432,6 +446,7 @@ async fn register(
         hub_pid: std::process::id(),
         instance_id: Some(id.0.clone()),
         hub_version: Some(conn.version.to_string()),
+        store_id: Some(conn.store_id.to_string()),
     });
     Some((conn, id))
 }
@@ -483,6 +498,10 @@ impl InstanceLink {
     /// What a message from pi is for the conductor; `None` for those answered here.
     async fn on_message(&mut self, out: &Out, msg: ClientMsg) -> Step<Option<LinkEvent>> {
         let event = match msg {
+            ClientMsg::Ack {
+                turn_id,
+                disposition: Disposition::Finished,
+            } => LinkEvent::AnsweredBefore { turn: turn_id },
             ClientMsg::Ack { turn_id, .. } => LinkEvent::Acked { turn: turn_id },
             ClientMsg::TurnDone(r) => {
                 crate::latency::mark(crate::latency::Step::Settled, &r.turn_id.0);
@@ -651,6 +670,7 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
         hub_pid: std::process::id(),
         instance_id: Some(id.0.clone()),
         hub_version: Some(conn.version.to_string()),
+        store_id: Some(conn.store_id.to_string()),
     });
     loop {
         tokio::select! {
@@ -711,6 +731,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
         hub_pid: std::process::id(),
         instance_id: None,
         hub_version: Some(conn.version.to_string()),
+        store_id: Some(conn.store_id.to_string()),
     });
     loop {
         let line = match conn.lines.next_line().await {
@@ -782,7 +803,32 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use super::bind;
+    use super::{Peer, attach_of, bind};
+    use crate::db::Reach;
+
+    /// A pi whose hello names another machine is told only what is on disk, though it came
+    /// by `hub.sock` (a socket forwarded over SSH); one naming this machine, or none (an older
+    /// extension), is this machine's.
+    #[test]
+    fn reach_follows_the_machine_the_hello_names() {
+        let reach = |machine: Option<&str>, peer: Peer| {
+            let hello: wire::Hello = serde_json::from_value(serde_json::json!({
+                "protocol": 1, "role": "instance", "machine": machine
+            }))
+            .unwrap();
+            let (tx, _rx) = tokio::sync::mpsc::channel(1);
+            attach_of(hello, peer, "/w".into(), tx).reach
+        };
+        let here = crate::machine::this_machine();
+        assert_eq!(reach(None, Peer::Local), Reach::ThisMachine);
+        assert_eq!(reach(Some(here), Peer::Local), Reach::ThisMachine);
+        assert_eq!(
+            reach(Some("host:elsewhere"), Peer::Local),
+            Reach::OtherMachine
+        );
+        let remote = Peer::Remote("10.0.0.5:1".parse().unwrap());
+        assert_eq!(reach(Some(here), remote), Reach::OtherMachine);
+    }
 
     #[tokio::test]
     async fn the_socket_appears_listening_private_and_alone() {

@@ -1,5 +1,6 @@
 import * as fs from "node:fs";
 import { otherHubAlive, spawnHub } from "./hub-process.js";
+import { thisMachine } from "./machine.js";
 import { lastLine, profilePaths } from "./paths.js";
 import { binaryVersion, hubBinary, ownVersion } from "./release.js";
 import { globalState } from "./state.js";
@@ -235,7 +236,7 @@ export class HubConnection {
                 if (this.sock !== s)
                     return;
                 this.phase = "handshake";
-                s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), ...this.cb.hello() }));
+                s.write(encodeLine({ type: "hello", protocol: PROTOCOL, secret: secret ?? "", version: ownVersion(), machine: thisMachine(), ...this.cb.hello() }));
                 this.handshakeTimer = setTimeout(() => {
                     if (this.sock === s && this.phase === "handshake") {
                         this.setDetail("the hub did not answer the hello");
@@ -339,7 +340,7 @@ export class HubConnection {
             this.fastUntil = 0;
             this.hubExitError = undefined;
             this.lastShown.clear();
-            this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version };
+            this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version, store_id: msg.store_id };
             this.detail = "connected";
             try {
                 this.cb.onWelcome(this.welcome);

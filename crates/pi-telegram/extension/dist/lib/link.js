@@ -14,7 +14,7 @@ export class InstanceLink {
     open(profile, autoStart) {
         const hub = new HubConnection(profile, {
             hello: () => ({ role: "instance", ...this.s.stateFields(), ...this.hooks.helloTurns() }),
-            onWelcome: () => this.hooks.onWelcome(),
+            onWelcome: (w) => this.hooks.onWelcome(w),
             onMessage: (m) => this.s.problems.guard(`handling the hub's ${m.type}`, this.hooks.onMessage)(m),
             onStatus: () => {
                 if (this.hub !== hub)

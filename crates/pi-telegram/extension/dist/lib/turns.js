@@ -27,10 +27,21 @@ export class TurnRunner {
             completed.push(d);
         }
         this.helloCompleted = new Set(completed.map((d) => d.turn_id));
-        return { received_turns: this.G.received.slice(-RECEIVED_CAP), completed_turns: completed };
+        return {
+            received_turns: this.G.received.slice(-RECEIVED_CAP),
+            completed_turns: completed,
+            ...(this.G.storeId ? { store_id: this.G.storeId } : {}),
+        };
     }
-    afterWelcome() {
-        for (const d of this.G.completed)
+    afterWelcome(storeId) {
+        const G = this.G;
+        if (storeId && G.storeId && G.storeId !== storeId) {
+            G.received.length = 0;
+            G.completed.length = 0;
+        }
+        if (storeId)
+            G.storeId = storeId;
+        for (const d of G.completed)
             if (!this.helloCompleted.has(d.turn_id))
                 this.sendTurnDone(d);
     }
@@ -40,7 +51,11 @@ export class TurnRunner {
             this.s.problems.record(`hub turn ${m.turn_id}`, `${m.droppedImages} of its images are not {type:"image",data,mimeType} and were left out`);
         }
         if (G.received.includes(m.turn_id)) {
-            this.out.send({ type: "ack", turn_id: m.turn_id, disposition: "duplicate" });
+            const done = G.completed.find((d) => d.turn_id === m.turn_id);
+            const open = G.queue.some((t) => t.turn_id === m.turn_id) || G.starting?.turn_id === m.turn_id || G.active?.turn_id === m.turn_id;
+            this.out.send({ type: "ack", turn_id: m.turn_id, disposition: done || open ? "duplicate" : "finished" });
+            if (done)
+                this.sendTurnDone(done);
             return;
         }
         markReceived(G, m.turn_id);

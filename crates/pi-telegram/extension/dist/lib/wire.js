@@ -25,6 +25,7 @@ export function decodeHandshake(m) {
             hub_pid: typeof m.hub_pid === "number" ? m.hub_pid : null,
             instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
             hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
+            store_id: typeof m.store_id === "string" && m.store_id !== "" ? m.store_id : null,
         };
     }
     if (m.type === "refused")
