@@ -109,8 +109,7 @@ pub fn answer_stranger(tx: &Connection, user: i64, now: i64) -> Result<bool, Sto
         return Ok(false);
     }
     answered.insert(user, now);
-    let value =
-        serde_json::to_string(&answered).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let value = serde_json::to_string(&answered).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     kv::set(tx, STRANGERS_ANSWERED, &value)?;
     Ok(true)
 }

@@ -1172,10 +1172,16 @@ fn forged_foreign_expired_and_strangers_taps_only_get_an_answer() {
         if n == 0 {
             let row = h.only_row_of(d.update_id);
             assert_eq!(row.method(), "answerCallbackQuery");
-            assert_eq!((row.chat_id, &row.purpose), (STRANGER, &Purpose::AnswerStranger));
+            assert_eq!(
+                (row.chat_id, &row.purpose),
+                (STRANGER, &Purpose::AnswerStranger)
+            );
             assert_eq!(row.params()["callback_query_id"], json!(q));
         } else {
-            assert!(h.rows_of(d.update_id).is_empty(), "a second tap within the minute");
+            assert!(
+                h.rows_of(d.update_id).is_empty(),
+                "a second tap within the minute"
+            );
         }
         assert!(!d.after.turns, "{d:?}");
         unchanged(&h);

@@ -168,6 +168,9 @@ async fn queued_strangers_answers_go_after_the_owners_message() {
         .position(|r| words(r) == Some("for the owner"))
         .expect("the owner's message");
     let before = log[..owner_at].iter().filter(|r| is_answer(r)).count();
-    assert_eq!(before, 0, "strangers' answers went out before the owner's message");
+    assert_eq!(
+        before, 0,
+        "strangers' answers went out before the owner's message"
+    );
     hub.stop().await;
 }
