@@ -84,3 +84,32 @@ pub fn fold_of(tx: &Connection, identity: &str) -> Result<Option<Fold>, StoreErr
 pub fn clear_fold(tx: &Connection, identity: &str) -> Result<(), StoreError> {
     kv::delete(tx, &fold_key(identity))
 }
+
+/// Key of the strangers whose taps were answered lately: a JSON object, user id -> when (ms).
+pub const STRANGERS_ANSWERED: &str = "strangers.answered";
+
+/// A stranger's taps are answered at most once in this long (ms).
+pub const STRANGER_ANSWER_EVERY_MS: i64 = 60_000;
+
+/// Strangers answered within [`STRANGER_ANSWER_EVERY_MS`], at most: more taps from new
+/// strangers in that time go unanswered.
+pub const STRANGERS_ANSWERED_MAX: usize = 32;
+
+/// Whether a stranger's tap is answered now, and if so, noted as answered. A stranger's tap
+/// does nothing, and its answer only stops their button from spinning; every answer is a call
+/// the owner's messages could wait behind, so a flood of taps gets one answer per stranger a
+/// minute, and no more than [`STRANGERS_ANSWERED_MAX`] strangers a minute (an unanswered
+/// button stops spinning on its own). A note that does not read counts as none.
+pub fn answer_stranger(tx: &Connection, user: i64, now: i64) -> Result<bool, StoreError> {
+    let mut answered: std::collections::BTreeMap<i64, i64> = kv::get(tx, STRANGERS_ANSWERED)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    answered.retain(|_, at| now.saturating_sub(*at) < STRANGER_ANSWER_EVERY_MS && *at <= now);
+    if answered.contains_key(&user) || answered.len() >= STRANGERS_ANSWERED_MAX {
+        return Ok(false);
+    }
+    answered.insert(user, now);
+    let value = serde_json::to_string(&answered).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    kv::set(tx, STRANGERS_ANSWERED, &value)?;
+    Ok(true)
+}

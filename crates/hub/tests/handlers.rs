@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use store::controls::{self, Control};
 use store::instances::{self, InstanceRow};
 use store::lease::{self, Epoch};
-use store::outbox::{self, OutboxRow};
+use store::outbox::{self, OutboxRow, Purpose};
 use store::threads::{self as tables, Binding, BindingState};
 use store::turns::{self, Lane, Turn, TurnState};
 use store::{Store, StoreError, callbacks, journal, kv};
@@ -1164,11 +1164,26 @@ fn forged_foreign_expired_and_strangers_taps_only_get_an_answer() {
     assert_only_answered(&h, &q, &d);
     unchanged(&h);
 
-    // A stranger tapping the owner's real token, or their own.
-    for data in [token(&menu, "1 ✕"), theirs] {
+    // A stranger tapping the owner's real token, or their own: answered once a minute, under
+    // the stranger's chat, after the owner's.
+    for (n, data) in [token(&menu, "1 ✕"), theirs].into_iter().enumerate() {
         let (q, d) = h.tap(STRANGER, MENU_MESSAGE, &shown, &data);
         assert_eq!(d.outcome, "ignored:not-owner");
-        assert_only_answered(&h, &q, &d);
+        if n == 0 {
+            let row = h.only_row_of(d.update_id);
+            assert_eq!(row.method(), "answerCallbackQuery");
+            assert_eq!(
+                (row.chat_id, &row.purpose),
+                (STRANGER, &Purpose::AnswerStranger)
+            );
+            assert_eq!(row.params()["callback_query_id"], json!(q));
+        } else {
+            assert!(
+                h.rows_of(d.update_id).is_empty(),
+                "a second tap within the minute"
+            );
+        }
+        assert!(!d.after.turns, "{d:?}");
         unchanged(&h);
     }
 
@@ -1182,9 +1197,9 @@ fn forged_foreign_expired_and_strangers_taps_only_get_an_answer() {
     assert_only_answered(&h, &q, &d);
     unchanged(&h);
 
-    // Six taps, six answers, and nothing else.
+    // Six taps, five answers (the stranger's second tap went unanswered), and nothing else.
     let after: Vec<OutboxRow> = h.all_rows().into_iter().skip(rows_before).collect();
-    assert_eq!(after.len(), 6);
+    assert_eq!(after.len(), 5);
     assert!(after.iter().all(|r| r.method() == "answerCallbackQuery"));
 }
 

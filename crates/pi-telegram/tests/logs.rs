@@ -292,3 +292,51 @@ fn refused_and_repaired_hellos_are_logged_with_the_reason_and_no_text() {
         "{repaired}"
     );
 }
+
+/// The probe's finding: the extension's `hub.log` (the hub's stderr, appended to by every hub
+/// it starts) grew by 44.6 MB under a flood, and nothing capped it. A hub whose stderr is a
+/// regular file past the cap empties it, says so, and goes on.
+#[test]
+fn a_stderr_file_past_its_cap_is_emptied_and_goes_on() {
+    let env = Env::new();
+    env.preset_owner();
+    let path = env.profile_dir().join("hub.log");
+    std::fs::create_dir_all(env.profile_dir()).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(env.profile_dir(), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+    }
+    let cap = hub::logging::capped::STDERR_CAP;
+    let mut old = "an older hub's line\n".repeat(cap as usize / 20 + 1);
+    old.truncate(cap as usize);
+    std::fs::write(&path, old).unwrap();
+    // As the extension opens it (extension/lib/hub-process.ts): appending.
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let child = env
+        .cmd(&["serve"])
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let mut hub = common::Hub {
+        child: Some(child),
+        log: path.clone(),
+    };
+    wait_for("the hub's socket", 30, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    assert_eq!(hub.stop(), Some(0));
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len < 1024 * 1024, "hub.log is {len} bytes");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with(&hub::logging::capped::emptied_note(cap)),
+        "{text}"
+    );
+    assert!(!text.contains("an older hub's line"), "{text}");
+    assert!(text.contains("INFO"), "the hub's own lines follow: {text}");
+}

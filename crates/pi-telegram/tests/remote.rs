@@ -410,6 +410,11 @@ struct Client {
 
 impl Client {
     fn connect(addr: &str, fingerprint: &str) -> Result<Self, std::io::Error> {
+        Self::over(TcpStream::connect(addr)?, fingerprint)
+    }
+
+    /// Over a TCP connection made already (from a chosen address).
+    fn over(tcp: TcpStream, fingerprint: &str) -> Result<Self, std::io::Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -422,7 +427,6 @@ impl Client {
             .with_no_client_auth();
         let name = pki_types::ServerName::try_from("pi-telegram-hub").unwrap();
         let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-        let tcp = TcpStream::connect(addr)?;
         tcp.set_read_timeout(Some(Duration::from_secs(20)))?;
         let mut tls = rustls::StreamOwned::new(conn, tcp);
         // Drive the handshake now, so a certificate mismatch fails here.
@@ -596,4 +600,133 @@ fn the_listener_serves_the_protocol_to_instances_only_and_keeps_its_certificate(
     wait_listening(&env, &hub, &addr);
     assert!(Client::connect(&addr, &fingerprint).is_ok());
     assert_eq!(remote_config(&env)["fingerprint"], fingerprint.as_str());
+}
+
+// ------------------------------------------------------------------------------ strangers
+
+/// A TCP connection to `addr` from `local`, an address of 127/8 (Linux routes all of it to
+/// loopback): another machine, as far as the hub can tell.
+fn connect_from(env: &Env, local: &str, addr: &str) -> std::io::Result<TcpStream> {
+    let (local, addr) = (format!("{local}:0").parse().unwrap(), addr.parse().unwrap());
+    env.rt.block_on(async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(local)?;
+        let stream = socket.connect(addr).await?.into_std()?;
+        stream.set_nonblocking(false)?;
+        Ok(stream)
+    })
+}
+
+/// The listener on, a hub serving it with `env_vars`; (address, fingerprint, secret).
+fn listening(env: &Env, env_vars: &[(&str, &str)]) -> (common::Hub, String, String, String) {
+    env.preset_owner();
+    let addr = listen(env);
+    let remote = remote_config(env);
+    let hub = env.serve_with(env_vars);
+    wait_listening(env, &hub, &addr);
+    let fingerprint = remote["fingerprint"].as_str().unwrap().to_owned();
+    let secret = remote["secret"].as_str().unwrap().to_owned();
+    (hub, addr, fingerprint, secret)
+}
+
+/// The probe's finding: idle connections from one stranger filled the listener's places (32
+/// in all) and locked remote pi out. A stranger holds a few now, for a few seconds, and a pi
+/// from another address gets through every time.
+#[test]
+fn a_strangers_idle_connections_never_lock_a_remote_pi_out() {
+    let env = Env::new();
+    let (hub, addr, fingerprint, secret) = listening(&env, &[]);
+    let idle = |n| -> Vec<TcpStream> {
+        (0..n)
+            .filter_map(|_| TcpStream::connect(&addr).ok())
+            .collect()
+    };
+    let mut held = idle(40);
+    let first = std::time::Instant::now();
+    for attempt in 0..10 {
+        // The stranger tops up before every attempt.
+        held.extend(idle(40));
+        let tcp = connect_from(&env, "127.0.0.2", &addr).unwrap();
+        let mut c = Client::over(tcp, &fingerprint)
+            .unwrap_or_else(|e| panic!("attempt {attempt}: no TLS handshake: {e}"));
+        c.send(&instance_hello(&secret, &format!("/far/away/{attempt}")));
+        let w = c.recv_type("welcome");
+        assert!(w["instance_id"].is_string(), "attempt {attempt}: {w}");
+        c.send(&json!({ "type": "bye", "reason": "shutdown" }));
+    }
+    // The stranger's first connection, idle since, was closed at its deadline.
+    let mut oldest = held.remove(0);
+    oldest
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let end = std::io::Read::read(&mut oldest, &mut buf);
+    assert!(
+        matches!(&end, Ok(0))
+            || end
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{end:?}"
+    );
+    assert!(
+        first.elapsed() < Duration::from_secs(25),
+        "closed {:?} after it opened",
+        first.elapsed()
+    );
+    // What the stranger did is in the log once or twice, not 400 times.
+    let log = hub.log_text();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("peer=127.0.0.1") && !l.contains("127.0.0.2"))
+        .count();
+    assert!(lines <= 6, "{lines} lines about the stranger:\n{log}");
+}
+
+/// The probe's other finding: 268,000 failed handshakes in 20 s pushed the log's history out
+/// of its cap. Each source's failures of a kind are logged once, then summed up per interval.
+#[test]
+fn a_flood_of_failed_handshakes_is_logged_once_then_summed_up() {
+    let env = Env::new();
+    let (hub, addr, _, _) = listening(&env, &[("PI_TELEGRAM_REMOTE_LOG_EVERY_SECS", "2")]);
+    const ATTEMPTS: u64 = 300;
+    for _ in 0..ATTEMPTS {
+        let mut s = connect_from(&env, "127.0.0.3", &addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // Not TLS: the handshake fails, and the hub closes.
+        let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+        let _ = std::io::Read::read_to_end(&mut s, &mut Vec::new());
+    }
+    let summed = regex::Regex::new(
+        r"([0-9][0-9,]*) failed TLS handshakes from 127\.0\.0\.3 in the last 2 s",
+    )
+    .unwrap();
+    let total = |log: &str| -> u64 {
+        summed
+            .captures_iter(log)
+            .map(|c| c[1].replace(',', "").parse::<u64>().unwrap())
+            .sum()
+    };
+    wait_for("the summary lines to count every attempt", 30, || {
+        total(&hub.log_text()) >= ATTEMPTS
+    });
+    let log = hub.log_text();
+    assert_eq!(total(&log), ATTEMPTS, "{log}");
+    let about: Vec<&str> = log.lines().filter(|l| l.contains("127.0.0.3")).collect();
+    assert!(
+        about.len() <= 12,
+        "{} lines for {ATTEMPTS} attempts:\n{log}",
+        about.len()
+    );
+    assert_eq!(
+        about
+            .iter()
+            .filter(|l| l.contains("a remote TLS handshake failed"))
+            .count(),
+        1,
+        "{log}"
+    );
+    // The JSON log holds as few.
+    let json = std::fs::read_to_string(env.profile_dir().join("logs/hub.jsonl")).unwrap();
+    let json_about = json.lines().filter(|l| l.contains("127.0.0.3")).count();
+    assert_eq!(json_about, about.len(), "{json}");
 }

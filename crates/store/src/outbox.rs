@@ -96,6 +96,9 @@ stored_text_enum! {
         units {
             /// The answer to a button tap.
             AnswerCallback = "answer:callback",
+            /// The answer to a stranger's tap (queued under the stranger's chat, sent after
+            /// everything of the owner's).
+            AnswerStranger = "answer:stranger",
             /// A message edited after a tap.
             EditCallback = "edit:callback",
             /// A message's buttons replaced.

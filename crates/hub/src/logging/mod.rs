@@ -1,11 +1,13 @@
 //! The hub's log: `tracing` events as JSON lines in `<profile>/logs/hub.jsonl`, capped by size
-//! and rotated ([`rotate`]), plus the human format on stderr, both at the same level
+//! and rotated ([`rotate`]), plus the human format on stderr (capped too when it is a file,
+//! [`capped`]), both at the same level
 //! (`$PI_TELEGRAM_LOG`, else the command's default). `pi-telegram logs` reads it back
 //! ([`read`]).
 //!
 //! What may be logged: at info and above, never a token or message text (ids, counts, kinds
 //! and Telegram's error texts only); message content goes to debug, if anywhere.
 
+pub mod capped;
 pub(crate) mod layer;
 pub mod read;
 pub mod rotate;
@@ -51,9 +53,10 @@ fn filter(default_level: &str) -> EnvFilter {
 /// the process goes on without it.
 pub fn init(setup: &LogSetup) {
     use std::io::IsTerminal;
-    // Colours only for a person: a file (the extension's hub.log, a test's capture) gets text.
+    // Colours only for a person: a file (the extension's hub.log, a test's capture) gets text,
+    // capped.
     let stderr = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(capped::Stderr::new())
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter(setup.default_level));
     let (file, problem) = match &setup.file {

@@ -274,7 +274,12 @@ fn pick_and_mark(
     wanted: impl Fn(&OutboxRow) -> bool,
 ) -> Result<(Option<OutboxRow>, Option<Duration>), store::StoreError> {
     let mut wait: Option<Duration> = None;
-    for mut row in outbox::heads(tx, now)?.into_iter().filter(|r| wanted(r)) {
+    let mut heads = outbox::heads(tx, now)?;
+    // Strangers' tap answers go last (a stable sort keeps the order of the rest): every send
+    // takes one of the bot's global budget, and a flood of them must not hold the owner's
+    // messages back.
+    heads.sort_by_key(|r| r.purpose == Purpose::AnswerStranger);
+    for mut row in heads.into_iter().filter(|r| wanted(r)) {
         let w = pace.ready_in(pace_key(&row), now as u64);
         if w.is_zero() {
             // A claim only for the head of its conversation. Checked where a broken invariant

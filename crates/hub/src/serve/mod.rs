@@ -70,6 +70,10 @@ pub struct Tuning {
     /// as failed then (of unknown outcome once the request left); a download may take four
     /// times as long, a long poll its own deadline.
     pub client_timeout: Duration,
+    /// How often repeated failures of strangers' connections to the remote listener (one
+    /// source, one kind) are summed up in one log line (`PI_TELEGRAM_REMOTE_LOG_EVERY_SECS`,
+    /// default 60; the first of them is logged in full).
+    pub remote_log_every: Duration,
 }
 
 impl Tuning {
@@ -97,6 +101,11 @@ impl Tuning {
             ),
             client_timeout: Duration::from_secs(
                 num("PI_TELEGRAM_CLIENT_TIMEOUT_SECS").unwrap_or(30).max(1),
+            ),
+            remote_log_every: Duration::from_secs(
+                num("PI_TELEGRAM_REMOTE_LOG_EVERY_SECS")
+                    .unwrap_or(60)
+                    .max(1),
             ),
         }
     }
@@ -380,10 +389,15 @@ fn spawn_links(
         tasks.stop_signal(),
     ))];
     if let Some((tcp, acceptor)) = remote {
+        let limits = links::strangers::Limits {
+            summary_every: opts.tuning.remote_log_every,
+            ..links::strangers::Limits::default()
+        };
         links.push(tokio::spawn(links::tcp::serve(
             tcp,
             acceptor,
             shared,
+            limits,
             tasks.stop_signal(),
         )));
     }

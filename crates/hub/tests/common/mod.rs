@@ -47,6 +47,7 @@ pub fn tuning() -> Tuning {
         retention_age: None,
         profile_check_every: Duration::from_millis(200),
         client_timeout: Duration::from_secs(30),
+        remote_log_every: Duration::from_secs(60),
     }
 }
 

@@ -114,15 +114,25 @@ fn decide(
     match owner {
         Some(owner) if owner == sender => from_owner(&mut say, &update),
         Some(_) => {
-            // Logged by user id only; never the content. A stranger's tap is answered (no
-            // spinning button) and does nothing.
+            // Logged by user id only; never the content. A stranger's tap does nothing; it
+            // is answered (no spinning button) only now and then, never ahead of the owner.
             tracing::info!(
                 update_id = entry.update_id,
                 user_id = sender,
                 "ignored an update from someone who is not the owner"
             );
-            if let Some(id) = update.callback().and_then(|c| c.id()) {
-                say.answer_tap(id, &crate::outgoing::texts::unknown_button())?;
+            if let Some(id) = update.callback().and_then(|c| c.id())
+                && state::answer_stranger(tx, sender, ctx.now_ms)?
+            {
+                outbound::answer_stranger_tap(
+                    tx,
+                    id,
+                    sender,
+                    &crate::outgoing::texts::unknown_button(),
+                    Some(entry.update_id),
+                    ctx.now_ms,
+                )?;
+                say.after.outbox = true;
             }
             Ok(Outcome::IgnoredNotOwner)
         }

@@ -459,6 +459,31 @@ pub fn answer_tap(
     )
 }
 
+/// Answers a stranger's tap (see [`crate::state::answer_stranger`] for how often). Under the
+/// stranger's own chat, not the owner's queue of tap answers (chat 0), and marked so that the
+/// sender takes it only when nothing of the owner's can go.
+pub fn answer_stranger_tap(
+    tx: &Connection,
+    query_id: &str,
+    stranger: i64,
+    words: &str,
+    source_update_id: Option<i64>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let message = Outgoing::TapAnswer(TapAnswer {
+        callback_query_id: query_id.to_owned(),
+        text: words.to_owned(),
+    });
+    own(
+        tx,
+        stranger,
+        message,
+        &Purpose::AnswerStranger,
+        source_update_id,
+        now,
+    )
+}
+
 /// Queues the bot's command list (`setMyCommands`). Bot-wide, not a message of any chat: the
 /// queue of such calls (chat 0). Sent again after an unknown outcome: a second list is the
 /// same list.

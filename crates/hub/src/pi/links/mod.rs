@@ -4,6 +4,7 @@
 pub(crate) mod echo;
 pub mod rpc;
 pub(crate) mod socket;
+pub mod strangers;
 pub(crate) mod tcp;
 
 /// Commands an instance may have waiting before the hub considers it stuck.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use wire::{
     ClientMsg, Disposition, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role,
     TurnId, encode, secrets_match,
@@ -23,6 +23,7 @@ use wire::{
 
 use std::collections::HashMap;
 
+use super::strangers::{Admission, Failure};
 use crate::pi::instance::{
     Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Request,
     ToolCall, Transport,
@@ -178,11 +179,24 @@ fn malformed(e: &serde_json::Error) -> String {
 }
 
 /// Refuses a connection's hello: says why to the client and in the log (the hub's own words,
-/// never what the client sent), then closes.
-async fn refuse(conn: Conn, peer: Peer, code: &str, message: String) {
-    match peer {
-        Peer::Local => tracing::warn!(code, reason = %message, "refused a client's hello"),
-        Peer::Remote(addr) => {
+/// never what the client sent), then closes. A stranger's refusal (`unproved`: no hello proved
+/// the secret) is logged as their failures are, once and then summed up.
+async fn refuse(
+    conn: Conn,
+    peer: Peer,
+    unproved: Option<&Admission>,
+    code: &'static str,
+    message: String,
+) {
+    match (peer, unproved) {
+        (_, Some(a)) => a.failed(Failure::Refused {
+            code,
+            reason: message.clone(),
+        }),
+        (Peer::Local, None) => {
+            tracing::warn!(code, reason = %message, "refused a client's hello");
+        }
+        (Peer::Remote(addr), None) => {
             tracing::warn!(peer = %addr, code, reason = %message, "refused a remote client's hello");
         }
     }
@@ -193,13 +207,14 @@ async fn refuse(conn: Conn, peer: Peer, code: &str, message: String) {
     .await;
 }
 
-/// One connection, from its hello to its end. `unauthenticated` is held until the hello is
-/// settled (the TLS listener bounds how many strangers may wait at once).
+/// One connection, from its hello to its end. `unauthenticated` (the TLS listener's place for
+/// a connection without a hello, [`super::strangers`]) is held until the hello is settled, and
+/// sets its deadline.
 pub async fn connection<S>(
     stream: S,
     peer: Peer,
     shared: Shared,
-    unauthenticated: Option<OwnedSemaphorePermit>,
+    unauthenticated: Option<Admission>,
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
@@ -221,21 +236,26 @@ pub async fn connection<S>(
         version,
         store_id,
     };
-    let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.lines.next_line()).await {
+    let stranger = unauthenticated.as_ref();
+    let (deadline, limit) = match stranger {
+        Some(a) => (a.deadline(), a.limit()),
+        None => (tokio::time::Instant::now() + HELLO_TIMEOUT, HELLO_TIMEOUT),
+    };
+    let first = match tokio::time::timeout_at(deadline, conn.lines.next_line()).await {
         Ok(Ok(Some(line))) => line,
         Ok(Ok(None)) => {
-            if let Peer::Remote(addr) = peer {
-                // What a pi sees when the certificate is not the one it pinned: it hangs up
-                // before its hello, which carries the secret.
-                tracing::info!(peer = %addr, "a remote connection closed before its hello (a wrong fingerprint on that machine?)");
+            if let Some(a) = stranger {
+                a.failed(Failure::ClosedBeforeHello);
             }
             return;
         }
         Ok(Err(e)) => {
-            return refuse(conn, peer, "hello", format!("unreadable first line: {e}")).await;
+            let why = format!("unreadable first line: {e}");
+            return refuse(conn, peer, stranger, "hello", why).await;
         }
         Err(_) => {
-            return refuse(conn, peer, "hello", "no hello within 5 seconds".into()).await;
+            let why = format!("no hello within {} seconds", limit.as_secs());
+            return refuse(conn, peer, stranger, "hello", why).await;
         }
     };
     let hello = match wire::read_hello(&first) {
@@ -246,17 +266,17 @@ pub async fn connection<S>(
             }
             hello
         }
-        Err(e) => return refuse(conn, peer, "hello", e.to_string()).await,
+        Err(e) => return refuse(conn, peer, stranger, "hello", e.to_string()).await,
     };
     if hello.protocol != PROTOCOL {
         let message = format!(
             "this hub speaks protocol {PROTOCOL}; the client speaks {}: update pi-telegram and the extension to the same version",
             hello.protocol
         );
-        return refuse(conn, peer, "protocol", message).await;
+        return refuse(conn, peer, stranger, "protocol", message).await;
     }
     if !secrets_match(&hello.secret, &secret) {
-        return refuse(conn, peer, "secret", "wrong hub secret".into()).await;
+        return refuse(conn, peer, stranger, "secret", "wrong hub secret".into()).await;
     }
     if let Some(theirs) = hello.version.as_deref()
         && theirs != &*conn.version
@@ -272,7 +292,7 @@ pub async fn connection<S>(
         // processes and files; a headless child is always local.
         (Role::Control | Role::Tools, Peer::Remote(_)) => {
             let message = "only pi instances connect from other machines; run the pi-telegram CLI on the hub's machine".to_owned();
-            refuse(conn, peer, "role", message).await;
+            refuse(conn, peer, None, "role", message).await;
         }
         (Role::Control, Peer::Local) => control(conn, conductor).await,
         (Role::Tools, Peer::Local) => tools(conn, hello, conductor).await,
@@ -355,6 +375,7 @@ async fn instance(conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<
         return refuse(
             conn,
             peer,
+            None,
             "hello",
             "an instance hello needs its cwd".into(),
         )
@@ -654,7 +675,7 @@ fn tool_call(
 async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMsg>) {
     let Some(token) = hello.token.clone() else {
         let message = "a tools hello needs the token".into();
-        return refuse(conn, Peer::Local, "token", message).await;
+        return refuse(conn, Peer::Local, None, "token", message).await;
     };
     let (reply, rx) = oneshot::channel();
     let id = match conductor.send(ConductorMsg::ToolsHello(token, reply)).await {
@@ -663,7 +684,7 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
     };
     let Some(id) = id else {
         let message = "no headless pi has this token".into();
-        return refuse(conn, Peer::Local, "token", message).await;
+        return refuse(conn, Peer::Local, None, "token", message).await;
     };
     conn.send(&HubMsg::Welcome {
         protocol: PROTOCOL,

@@ -3,21 +3,20 @@
 //! ([`super::socket::connection`], as a [`Peer::Remote`]).
 //!
 //! Anyone who can reach the port can open a connection, so what a stranger may hold is
-//! bounded: the TLS handshake and the hello share the hello's time limit, and at most
-//! [`MAX_UNAUTHENTICATED`] connections may be on their way to a hello at once.
+//! bounded ([`super::strangers`]): a few connections without a hello per source, a deadline
+//! from the accept to the hello, and room kept for sources that hold fewer; their failures are
+//! logged once, then summed up.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use super::socket::{HELLO_TIMEOUT, Peer, Shared, connection};
+use super::socket::{Peer, Shared, connection};
+use super::strangers::{Failure, Limits, Strangers};
 
-/// Connections that have not proved the secret yet, at most (more are closed at once).
-pub const MAX_UNAUTHENTICATED: usize = 32;
 /// A silent peer (a machine that went away without closing) is noticed after about
 /// `IDLE + INTERVAL * PROBES`: a minute, rather than the system's default two hours.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -34,25 +33,38 @@ pub async fn serve(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     shared: Shared,
+    limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let gate = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
+    let strangers = Strangers::new(limits);
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
-                    let Ok(permit) = gate.clone().try_acquire_owned() else {
-                        tracing::warn!(peer = %addr, "too many remote connections without a hello; closed this one");
+                    let Some((admission, evicted)) = strangers.admit(addr) else {
+                        strangers.failed(addr, Failure::TooMany);
                         continue;
                     };
-                    let (acceptor, shared) = (acceptor.clone(), shared.clone());
+                    let (acceptor, shared, strangers) = (acceptor.clone(), shared.clone(), strangers.clone());
                     tokio::spawn(async move {
                         keep_alive(&stream);
-                        match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => connection(tls, Peer::Remote(addr), shared, Some(permit)).await,
-                            Ok(Err(e)) => tracing::info!(peer = %addr, error = %e, "a remote TLS handshake failed"),
-                            Err(_) => tracing::info!(peer = %addr, "a remote TLS handshake took too long"),
+                        let deadline = admission.deadline();
+                        let work = async move {
+                            match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+                                Ok(Ok(tls)) => connection(tls, Peer::Remote(addr), shared, Some(admission)).await,
+                                Ok(Err(e)) => admission.failed(Failure::Handshake(e.to_string())),
+                                Err(_) => admission.failed(Failure::SlowHandshake),
+                            }
+                        };
+                        // Until its hello the connection may have to make room (`Strangers::
+                        // admit`); once the hello is settled its admission is gone, and with it
+                        // the eviction (`Err`: that branch is off).
+                        tokio::select! {
+                            () = work => {}
+                            Ok(()) = evicted => {
+                                strangers.failed(addr, Failure::Evicted);
+                            }
                         }
                     });
                 }
