@@ -112,7 +112,12 @@ mod tests {
         std::fs::write(&real, "old").unwrap();
         std::os::unix::fs::symlink("real.json", &link).unwrap();
         replace(&link, b"new", 0o600).unwrap();
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
     }
 }

@@ -142,7 +142,11 @@ mod tests {
             "an older release",
             "the file was rewritten in place"
         );
-        assert_eq!(names_in(path.parent().unwrap()), before, "a temporary file is left");
+        assert_eq!(
+            names_in(path.parent().unwrap()),
+            before,
+            "a temporary file is left"
+        );
     }
 
     /// pi's settings.json kept in dotfiles, as a link: it stays a link, its target gets the

@@ -170,10 +170,7 @@ fn an_answer_whose_send_hangs_is_sent_again_once_marked_after_the_calls_deadline
         .filter_map(|e| e["message"].as_str())
         .collect();
     println!("a hung send: status says {said:?}");
-    assert!(
-        said.iter().any(|m| m.contains("sending again")),
-        "{st:#}"
-    );
+    assert!(said.iter().any(|m| m.contains("sending again")), "{st:#}");
     assert_eq!(hub.stop(), Some(0));
 }
 

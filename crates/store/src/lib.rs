@@ -596,9 +596,8 @@ fn sync_log(wal: &Path) -> Result<()> {
     // A missing log is an error: while this handle's connection is open in WAL mode SQLite
     // keeps its log, so a log not found is one at another place than SQLite's (a database
     // reached through a link was once synced this way without ever syncing anything).
-    let log = std::fs::File::open(wal).map_err(|e| {
-        StoreError::Corrupt(format!("opening {} to sync it: {e}", wal.display()))
-    })?;
+    let log = std::fs::File::open(wal)
+        .map_err(|e| StoreError::Corrupt(format!("opening {} to sync it: {e}", wal.display())))?;
     log.sync_data()
         .map_err(|e| StoreError::Corrupt(format!("syncing {}: {e}", wal.display())))
 }

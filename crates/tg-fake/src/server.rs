@@ -54,9 +54,10 @@ async fn cut_mid_body(kill: ConnKill, full: Response) -> Response {
     let bytes = axum::body::to_bytes(body, MAX_BODY)
         .await
         .unwrap_or_default();
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, header::HeaderValue::from(bytes.len()));
+    parts.headers.insert(
+        header::CONTENT_LENGTH,
+        header::HeaderValue::from(bytes.len()),
+    );
     let half = bytes.slice(..bytes.len() / 2);
     let stream = futures_util::stream::unfold(Some(half), move |left| {
         let kill = kill.clone();
@@ -241,7 +242,15 @@ async fn answer(
     if fault == Some(FaultKind::ResetMidBody) {
         shared.changes.send_modify(|n| *n += 1);
         // `status` null: the client never read an answer.
-        log(&shared, bot, spec.name, &params, None, fault, result.is_ok());
+        log(
+            &shared,
+            bot,
+            spec.name,
+            &params,
+            None,
+            fault,
+            result.is_ok(),
+        );
         return cut_mid_body(kill, into_response(&result)).await;
     }
     log(

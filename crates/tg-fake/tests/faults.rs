@@ -272,7 +272,10 @@ async fn reset_mid_body_applies_the_effect_and_cuts_the_answer_after_its_headers
     assert_eq!(resp.status().as_u16(), 200);
     let announced = resp.content_length().expect("a Content-Length");
     let body = resp.bytes().await;
-    assert!(body.is_err(), "the body ends early: {body:?} of {announced} bytes");
+    assert!(
+        body.is_err(),
+        "the body ends early: {body:?} of {announced} bytes"
+    );
     assert_eq!(bot_messages(&h), 1, "the effect happened");
     let log = h.fake.control().requests(0, Some("sendMessage"));
     assert_eq!(
@@ -289,7 +292,10 @@ async fn reset_mid_body_applies_the_effect_and_cuts_the_answer_after_its_headers
     let head_end = text.find("\r\n\r\n").expect("whole headers") + 4;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let got = raw.len() - head_end;
-    assert!(got > 0 && got < announced, "{got} of {announced} body bytes: {text}");
+    assert!(
+        got > 0 && got < announced,
+        "{got} of {announced} body bytes: {text}"
+    );
     // Once: the next call is answered whole.
     assert!(h.call("getMe", json!({})).await.ok());
 }
