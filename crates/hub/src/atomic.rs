@@ -35,9 +35,10 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     ));
     let result = (|| {
         // A temporary file a crash left behind under this name is stale.
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
+        if let Err(e) = std::fs::remove_file(&tmp)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(e);
         }
         let mut f = std::fs::OpenOptions::new()
             .write(true)
