@@ -17,6 +17,7 @@
 //! - [`crashpoint`]: deterministic crash injection for tests.
 
 pub mod assistant;
+pub mod atomic;
 pub mod bot_api;
 pub mod buttons;
 pub mod clock;

@@ -95,9 +95,9 @@ pub fn mark_stopped(paths: &ProfilePaths, how: &str) -> std::io::Result<()> {
     };
     let text = serde_json::to_string(&marker).map_err(std::io::Error::other)?;
     let path = marker_path(paths);
-    let tmp = path.with_extension("stopped.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)
+    // Read by every start and by the extension: replaced whole, so a power loss leaves it
+    // as it was or as written.
+    crate::atomic::replace(&path, text.as_bytes(), 0o600)
 }
 
 /// The marker, if a person stopped the hub on purpose since the last start.

@@ -58,7 +58,9 @@ fn write_files(agent_dir: &AgentDir) -> Result<PathBuf, HubError> {
         if std::fs::read(&path).is_ok_and(|old| old == *bytes) {
             continue;
         }
-        std::fs::write(&path, bytes)
+        // Replaced whole (written beside, synced, renamed): a file rewritten in place was
+        // found empty after a power loss, and pi loads these at its next start.
+        hub::atomic::replace(&path, bytes, 0o644)
             .map_err(HubError::io(format!("writing {}", path.display())))?;
     }
     Ok(dir)
@@ -99,8 +101,78 @@ fn register_package(settings: &Path, dir: &Path) -> Result<(), HubError> {
     }
     let body = serde_json::to_string_pretty(&Value::Object(doc))
         .map_err(|e| HubError::io("writing pi settings")(std::io::Error::other(e)))?;
-    let tmp = settings.with_extension("json.tmp");
-    std::fs::write(&tmp, format!("{body}\n"))
-        .map_err(HubError::io(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, settings).map_err(HubError::io(format!("writing {}", settings.display())))
+    // pi reads it at every start: replaced whole and synced, and a link (dotfiles) kept.
+    hub::atomic::replace(settings, format!("{body}\n").as_bytes(), 0o644)
+        .map_err(HubError::io(format!("writing {}", settings.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A changed extension file is replaced by a rename, never rewritten in place: whoever
+    /// holds the old file (pi reading it, or the disk after a power loss) has it whole.
+    #[test]
+    fn a_changed_extension_file_is_replaced_whole() {
+        let agent = tempfile::tempdir().unwrap();
+        let agent_dir = AgentDir::at(agent.path());
+        let dir = write_files(&agent_dir).unwrap();
+        let (rel, bytes) = EXTENSION_FILES[0];
+        let path = dir.join(rel);
+        std::fs::write(&path, "an older release").unwrap();
+        let held = agent.path().join("held");
+        std::fs::hard_link(&path, &held).unwrap();
+        let before = names_in(path.parent().unwrap());
+
+        write_files(&agent_dir).unwrap();
+
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        assert_eq!(
+            std::fs::read_to_string(&held).unwrap(),
+            "an older release",
+            "the file was rewritten in place"
+        );
+        assert_eq!(
+            names_in(path.parent().unwrap()),
+            before,
+            "a temporary file is left"
+        );
+    }
+
+    /// pi's settings.json kept in dotfiles, as a link: it stays a link, its target gets the
+    /// package, and no temporary file is left.
+    #[test]
+    fn registering_keeps_a_linked_settings_file() {
+        let agent = tempfile::tempdir().unwrap();
+        let dotfiles = tempfile::tempdir().unwrap();
+        let real = dotfiles.path().join("settings.json");
+        std::fs::write(&real, r#"{"theme": "dark"}"#).unwrap();
+        let settings = agent.path().join("settings.json");
+        std::os::unix::fs::symlink(&real, &settings).unwrap();
+
+        register_package(&settings, Path::new("/x/extension")).unwrap();
+
+        assert!(
+            std::fs::symlink_metadata(&settings)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link was replaced by a file"
+        );
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+        assert_eq!(doc["theme"], "dark");
+        assert_eq!(doc["packages"][0], "/x/extension");
+        assert_eq!(names_in(agent.path()), ["settings.json"]);
+        assert_eq!(names_in(dotfiles.path()), ["settings.json"]);
+    }
 }

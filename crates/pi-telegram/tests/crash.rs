@@ -264,13 +264,26 @@ fn a_crash_at_every_crash_point_loses_nothing_and_repeats_nothing() {
         check_exactly_once(&env, &sent);
         let st = env.status();
         if point.starts_with("send.after_mark_sending") || point.starts_with("send.after_call") {
-            // The first send is a reply (recorded ambiguous: it may have arrived) or the
-            // bot's command list (safe to repeat: sent again and counted), whichever the hub
-            // queued first.
+            // The first send is a reply (recorded ambiguous: it may have arrived; or sent
+            // again, marked and counted, when it is all the person learns of a message) or
+            // the bot's command list (safe to repeat: sent again, not counted in `resent`,
+            // which counts what the person may see twice), whichever the hub queued first.
             let ambiguous = st["outbox"]["ambiguous"].as_i64().unwrap();
             let resent = st["outbox"]["resent"].as_i64().unwrap();
+            let commands_again: i64 = env
+                .open_store()
+                .read(|c| {
+                    c.query_row(
+                        "SELECT count(*) FROM outbox
+                         WHERE chat_id = 0 AND handling LIKE 'resent: the hub stopped%'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| store::StoreError::Corrupt(e.to_string()))
+                })
+                .unwrap();
             assert_eq!(
-                ambiguous + resent,
+                ambiguous + resent + commands_again,
                 1,
                 "{point}: the interrupted send is recorded ({})",
                 st["outbox"]

@@ -264,17 +264,20 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         configure(&conn, path)?;
         schema::migrate(&conn, path)?;
-        restrict_existing(path)?;
+        // SQLite keeps its log and shared memory beside the file it opened, a symbolic link's
+        // target: these are the files to sync and keep private, not the ones beside `path`.
+        let real = real_path(&conn, path)?;
+        restrict_existing(&real)?;
         let store = Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
-            durability: Durability::new(path),
+            durability: Durability::new(&real),
         };
         preallocate_log(&store.durability.wal)?;
         // The migration committed like every commit, without waiting for the disk; the log's
         // directory entry was perhaps just made.
         sync_log(&store.durability.wal)?;
-        sync_directory(path);
+        sync_directory(&real);
         Ok(store)
     }
 
@@ -311,10 +314,11 @@ impl Store {
                 schema::CURRENT
             )));
         }
+        let real = real_path(&conn, path)?;
         Ok(Some(Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
-            durability: Durability::new(path),
+            durability: Durability::new(&real),
         }))
     }
 
@@ -334,6 +338,12 @@ impl Store {
     /// Where the database lives.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The write-ahead log SQLite writes, which [`Store::sync`] syncs: beside the database
+    /// file SQLite opened (a symbolic link's target), not necessarily beside [`Store::path`].
+    pub fn wal_path(&self) -> &Path {
+        &self.durability.wal
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -570,19 +580,26 @@ fn restrict_existing(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The database file SQLite opened for `path`, as SQLite names it (`sqlite3_db_filename`:
+/// symbolic links resolved), so that its `-wal` is the log SQLite writes. A name SQLite
+/// cannot give as UTF-8 is resolved the same way by the OS.
+fn real_path(conn: &Connection, path: &Path) -> Result<PathBuf> {
+    match conn.path() {
+        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ => std::fs::canonicalize(path)
+            .map_err(|e| StoreError::Corrupt(format!("resolving {}: {e}", path.display()))),
+    }
+}
+
 /// Syncs the write-ahead log's data and size.
 fn sync_log(wal: &Path) -> Result<()> {
-    match std::fs::File::open(wal) {
-        Ok(log) => log
-            .sync_data()
-            .map_err(|e| StoreError::Corrupt(format!("syncing {}: {e}", wal.display()))),
-        // No log: SQLite removes it only after copying it all into the synced database.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StoreError::Corrupt(format!(
-            "opening {} to sync it: {e}",
-            wal.display()
-        ))),
-    }
+    // A missing log is an error: while this handle's connection is open in WAL mode SQLite
+    // keeps its log, so a log not found is one at another place than SQLite's (a database
+    // reached through a link was once synced this way without ever syncing anything).
+    let log = std::fs::File::open(wal)
+        .map_err(|e| StoreError::Corrupt(format!("opening {} to sync it: {e}", wal.display())))?;
+    log.sync_data()
+        .map_err(|e| StoreError::Corrupt(format!("syncing {}: {e}", wal.display())))
 }
 
 /// The write-ahead log's size once SQLite checkpoints it (1,000 pages of 4 KiB, each frame

@@ -1030,7 +1030,8 @@ pub fn advance(
 }
 
 /// `sending -> pending` after an unknown outcome, for a row that must arrive: it is sent again at
-/// `not_before_ms` and counted as a possible duplicate.
+/// `not_before_ms` and, when it is a message a person sees (not a bot-wide call of chat 0, a
+/// command list), counted as a possible duplicate.
 pub fn mark_resend(
     conn: &Connection,
     id: i64,
@@ -1043,13 +1044,15 @@ pub fn mark_resend(
         id,
         State::Sending,
         "state = 'pending', not_before_ms = ?2, last_error = ?3, updated_ms = ?4,
-         resent = resent + 1, handling = 'sent again: the outcome of a send was unknown',
+         resent = resent + (chat_id <> 0), handling = 'sent again: the outcome of a send was unknown',
          delivery = json_set(delivery, '$.repeat', json_extract(delivery, '$.part'))",
         &[&not_before_ms, &error, &now_ms],
     )
 }
 
-/// How many copies were sent again after an unknown outcome, in all (pruned rows included).
+/// How many copies a person may see twice were sent again after an unknown outcome, in all
+/// (pruned rows included). A bot-wide call sent again (chat 0: `setMyCommands`) shows the
+/// person nothing twice and is not counted.
 pub fn resent_total(conn: &Connection) -> Result<i64> {
     let here: i64 = conn
         .row("SELECT coalesce(sum(resent), 0) FROM outbox", [], |r| {
@@ -1107,17 +1110,26 @@ pub fn drop_pending(conn: &Connection, id: i64, handling: &str, now_ms: i64) -> 
 
 /// After a restart: rows left `sending` by a crash have an unknown outcome. Rows that must
 /// arrive go back to `pending` (a possible duplicate is the lesser evil); the others become
-/// `ambiguous`. Returns `(resent, ambiguous)` counts.
+/// `ambiguous`. Returns `(resent, ambiguous)` counts; `resent` counts the messages a person may
+/// see twice, not bot-wide calls (chat 0: the command list), which are sent again uncounted.
 pub fn recover_interrupted(conn: &Connection, now_ms: i64) -> Result<(usize, usize)> {
-    let resent = conn
-        .exec(
-            "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
-                    resent = resent + 1, updated_ms = ?1,
-                    delivery = json_set(delivery, '$.repeat', json_extract(delivery, '$.part'))
-             WHERE state = 'sending' AND resend_if_unknown = 1",
-            [now_ms],
+    let resent: i64 = conn
+        .row(
+            "SELECT count(*) FROM outbox
+             WHERE state = 'sending' AND resend_if_unknown = 1 AND chat_id <> 0",
+            [],
+            |r| r.get(0),
         )
         .map_err(StoreError::sqlite("recovering the outbox"))?;
+    conn.exec(
+        "UPDATE outbox SET state = 'pending', handling = 'resent: the hub stopped during the send',
+                resent = resent + (chat_id <> 0), updated_ms = ?1,
+                delivery = json_set(delivery, '$.repeat', json_extract(delivery, '$.part'))
+         WHERE state = 'sending' AND resend_if_unknown = 1",
+        [now_ms],
+    )
+    .map_err(StoreError::sqlite("recovering the outbox"))?;
+    let resent = usize::try_from(resent).unwrap_or(0);
     let ambiguous = conn
         .exec(
             "UPDATE outbox SET state = 'ambiguous',

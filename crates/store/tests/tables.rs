@@ -242,6 +242,51 @@ fn rows_of_one_chat_go_in_order_and_interrupted_sends_are_recovered() {
     );
 }
 
+/// `resent` counts what the person may see twice (a power-loss run from outside found 10 in
+/// `status` where the person saw 9 marked answers: the tenth was a command list).
+#[test]
+fn a_resent_command_list_is_not_counted_as_a_repeat_the_person_sees() {
+    let (_d, s) = open();
+    let p = outbox::single("sendMessage", &json!({}));
+    let mk = |chat, purpose: &'static Purpose| NewRow {
+        chat_id: chat,
+        thread_id: None,
+        delivery: &p,
+        purpose,
+        source_update_id: None,
+        resend_if_unknown: true,
+        identity: None,
+        turn_id: None,
+    };
+    let enqueue = |chat, purpose: &'static Purpose| {
+        let id = s
+            .write(|tx| outbox::enqueue(tx, &mk(chat, purpose), 0))
+            .unwrap()
+            .unwrap();
+        s.write(|tx| outbox::mark_sending(tx, id, 1)).unwrap();
+        id
+    };
+    // A restart with an interrupted setMyCommands and an interrupted answer.
+    let commands = enqueue(0, &Purpose::Commands { generation: 1 });
+    let answer = enqueue(1, &Purpose::Answer { turn: 7 });
+    assert_eq!(
+        s.write(|tx| outbox::recover_interrupted(tx, 2)).unwrap(),
+        (1, 0)
+    );
+    for id in [commands, answer] {
+        let row = s.read(|x| outbox::get(x, id)).unwrap().unwrap();
+        assert_eq!(row.state, State::Pending, "both are sent again");
+    }
+    assert_eq!(s.read(outbox::resent_total).unwrap(), 1);
+    // The same for an unknown outcome while the hub runs.
+    for id in [commands, answer] {
+        s.write(|tx| outbox::mark_sending(tx, id, 3)).unwrap();
+        s.write(|tx| outbox::mark_resend(tx, id, 0, "timed out", 3))
+            .unwrap();
+    }
+    assert_eq!(s.read(outbox::resent_total).unwrap(), 2);
+}
+
 #[test]
 fn wrong_pairing_codes_are_counted_per_sender_and_the_code_stays_open() {
     const STRANGER: i64 = 777;

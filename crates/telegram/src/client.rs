@@ -30,6 +30,10 @@ pub struct ClientOptions {
     pub family: Family,
     /// Names answered from this table instead of the system's resolver ([`Hosts`]).
     pub hosts: Hosts,
+    /// A file in `/etc/hosts` form that answers every name instead of the system's resolver,
+    /// read again at each resolution (`PI_TELEGRAM_HOSTS_FILE`, tests: a name that stops
+    /// resolving and resolves again). A name it does not list does not resolve.
+    pub hosts_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -39,6 +43,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             family: Family::Auto,
             hosts: Hosts::new(),
+            hosts_file: None,
         }
     }
 }
@@ -113,6 +118,7 @@ impl Client {
         let resolver = FamilyResolver {
             family: opts.family,
             hosts: std::sync::Arc::new(opts.hosts.clone()),
+            hosts_file: opts.hosts_file.clone().map(std::sync::Arc::new),
         };
         let mut builder = reqwest::Client::builder()
             .connect_timeout(opts.connect_timeout)

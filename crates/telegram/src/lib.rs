@@ -25,7 +25,7 @@ pub mod view;
 pub use client::{Client, ClientOptions, DEFAULT_API_BASE, Upload};
 pub use error::{ApiError, ApiErrorKind, CallError};
 pub use method::{Safety, paced_per_chat, safety};
-pub use network::{FAMILY_ENV, Family, Route};
+pub use network::{FAMILY_ENV, Family, HOSTS_FILE_ENV, Route};
 pub use pacing::{FloodScope, Pacer, PacingConfig, RATE_SLACK};
 pub use token::{Token, TokenError};
 pub use update::{RawUpdate, parse_updates};

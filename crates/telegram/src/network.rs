@@ -143,6 +143,29 @@ pub type Hosts = Vec<(String, Vec<IpAddr>)>;
 pub(crate) struct FamilyResolver {
     pub(crate) family: Family,
     pub(crate) hosts: Arc<Hosts>,
+    pub(crate) hosts_file: Option<Arc<std::path::PathBuf>>,
+}
+
+/// The environment variable naming a hosts file that answers every name (tests).
+pub const HOSTS_FILE_ENV: &str = "PI_TELEGRAM_HOSTS_FILE";
+
+/// A name the hosts file does not list: it does not resolve.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{host} does not resolve (not in {HOSTS_FILE_ENV})")]
+pub struct NotResolved {
+    host: String,
+}
+
+/// The addresses `/etc/hosts`-form `text` gives `host` (none when it does not list it).
+fn hosts_lookup(text: &str, host: &str) -> Vec<IpAddr> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or_default())
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let ip: IpAddr = words.next()?.parse().ok()?;
+            words.any(|n| n.eq_ignore_ascii_case(host)).then_some(ip)
+        })
+        .collect()
 }
 
 impl reqwest::dns::Resolve for FamilyResolver {
@@ -154,10 +177,20 @@ impl reqwest::dns::Resolve for FamilyResolver {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(&host))
             .map(|(_, ips)| ips.clone());
+        let file = self.hosts_file.clone();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = match fixed {
-                Some(ips) => ips.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect(),
-                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
+            let found: Vec<SocketAddr> = match (fixed, file) {
+                (Some(ips), _) => ips.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect(),
+                (None, Some(file)) => {
+                    // A missing file lists nothing, as a resolver that answers nothing.
+                    let text = tokio::fs::read_to_string(&*file).await.unwrap_or_default();
+                    let ips = hosts_lookup(&text, &host);
+                    if ips.is_empty() {
+                        return Err(NotResolved { host }.into());
+                    }
+                    ips.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect()
+                }
+                (None, None) => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
             };
             let chosen = family.choose(&host, found)?;
             let addrs: reqwest::dns::Addrs = Box::new(chosen.into_iter());
@@ -349,6 +382,19 @@ mod tests {
         list.iter()
             .map(|a| SocketAddr::new(a.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])), 0))
             .collect()
+    }
+
+    #[test]
+    fn a_hosts_file_lists_names_as_etc_hosts_does() {
+        let text = "# comment\n127.0.0.1 telegram.test other # trailing\n::1 Telegram.Test\nnonsense here\n";
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(
+            hosts_lookup(text, "telegram.test"),
+            [ip("127.0.0.1"), ip("::1")]
+        );
+        assert_eq!(hosts_lookup(text, "other"), [ip("127.0.0.1")]);
+        assert!(hosts_lookup(text, "comment").is_empty());
+        assert!(hosts_lookup("", "telegram.test").is_empty());
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub enum FaultKind {
     /// the client giving up ends it. With `probability: 1.0` every matching request hangs
     /// until the rule is cleared.
     Hang,
+    /// Handle the request (its effect happens), answer `200` with the whole answer's
+    /// `Content-Length`, write half of the body and close the connection: a connection reset
+    /// while the answer was on its way (a client sees headers, then a body that ends early).
+    ResetMidBody,
 }
 
 /// The name a fault rule uses for file downloads (`GET /file/bot<token>/<path>`), which are not

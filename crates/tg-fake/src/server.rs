@@ -47,6 +47,36 @@ async fn hang() -> Response {
     std::future::pending().await
 }
 
+/// `full` as far as half of its body, then the connection closed (the `reset_mid_body`
+/// fault). The headers announce the whole body, so the client reads a body that ends early.
+async fn cut_mid_body(kill: ConnKill, full: Response) -> Response {
+    let (mut parts, body) = full.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_LENGTH,
+        header::HeaderValue::from(bytes.len()),
+    );
+    let half = bytes.slice(..bytes.len() / 2);
+    let stream = futures_util::stream::unfold(Some(half), move |left| {
+        let kill = kill.clone();
+        async move {
+            match left {
+                Some(half) => Some((Ok::<_, std::io::Error>(half), None)),
+                None => {
+                    // hyper flushes what it has while the body waits here; only then does the
+                    // connection go, so the half is on the wire before the close.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    kill.0.notify_one();
+                    std::future::pending().await
+                }
+            }
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
 /// Serves `app` on `listener` (over TLS with `tls`) until `stop` changes.
 pub async fn accept_loop(
     listener: TcpListener,
@@ -208,6 +238,20 @@ async fn answer(
         shared.changes.send_modify(|n| *n += 1);
         log(&shared, bot, spec.name, &params, None, fault, true);
         return kill.drop_connection().await;
+    }
+    if fault == Some(FaultKind::ResetMidBody) {
+        shared.changes.send_modify(|n| *n += 1);
+        // `status` null: the client never read an answer.
+        log(
+            &shared,
+            bot,
+            spec.name,
+            &params,
+            None,
+            fault,
+            result.is_ok(),
+        );
+        return cut_mid_body(kill, into_response(&result)).await;
     }
     log(
         &shared,
@@ -371,7 +415,7 @@ async fn download(shared: &Shared, kill: ConnKill, rest: &str) -> Response {
         ))),
         Some((FaultKind::Flood, secs)) => Some(Err(ApiError::flood(secs))),
         // A download changes nothing: dropping before or after reading the file is the same.
-        Some((FaultKind::DropBefore | FaultKind::CommitThenDrop, _)) => {
+        Some((FaultKind::DropBefore | FaultKind::CommitThenDrop | FaultKind::ResetMidBody, _)) => {
             log(shared, bot, method, &params, None, fault, false);
             return kill.drop_connection().await;
         }

@@ -254,3 +254,78 @@ async fn faults_can_be_listed_and_cleared() {
     });
     assert!(bad.is_err());
 }
+
+#[tokio::test]
+async fn reset_mid_body_applies_the_effect_and_cuts_the_answer_after_its_headers() {
+    let h = Harness::start().await;
+    h.fake
+        .control()
+        .add_fault(fault("sendMessage", FaultKind::ResetMidBody, Some(1)))
+        .unwrap();
+    let resp = h
+        .http
+        .post(h.url("sendMessage"))
+        .json(&json!({ "chat_id": h.chat(), "text": "cut" }))
+        .send()
+        .await
+        .expect("the headers arrive");
+    assert_eq!(resp.status().as_u16(), 200);
+    let announced = resp.content_length().expect("a Content-Length");
+    let body = resp.bytes().await;
+    assert!(
+        body.is_err(),
+        "the body ends early: {body:?} of {announced} bytes"
+    );
+    assert_eq!(bot_messages(&h), 1, "the effect happened");
+    let log = h.fake.control().requests(0, Some("sendMessage"));
+    assert_eq!(
+        (log[0].status, log[0].committed, log[0].fault.as_deref()),
+        (None, true, Some("reset_mid_body"))
+    );
+    // On the wire: the whole answer announced, half of it written, then the end.
+    h.fake
+        .control()
+        .add_fault(fault("getMe", FaultKind::ResetMidBody, Some(1)))
+        .unwrap();
+    let (raw, announced) = raw_get(&h, "getMe").await;
+    let text = String::from_utf8_lossy(&raw);
+    let head_end = text.find("\r\n\r\n").expect("whole headers") + 4;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let got = raw.len() - head_end;
+    assert!(
+        got > 0 && got < announced,
+        "{got} of {announced} body bytes: {text}"
+    );
+    // Once: the next call is answered whole.
+    assert!(h.call("getMe", json!({})).await.ok());
+}
+
+/// A GET over a bare TCP connection, read until the server closes it: the bytes and the
+/// `Content-Length` the answer announced.
+async fn raw_get(h: &Harness, method: &str) -> (Vec<u8>, usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = reqwest::Url::parse(&h.url(method)).unwrap();
+    let mut conn = tokio::net::TcpStream::connect((
+        url.host_str().unwrap(),
+        url.port_or_known_default().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: fake\r\nConnection: keep-alive\r\n\r\n",
+        url.path()
+    );
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut raw))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let announced = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length header");
+    (raw, announced)
+}

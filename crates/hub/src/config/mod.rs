@@ -572,10 +572,10 @@ impl ConfigFile {
     /// mode 0600: the one way telegram.json is written (setup, the settings menu, pairing's
     /// `allowedUserId`, the profile migration, `install-extension`). A `telegram.json` that is
     /// a link (dotfiles kept in a repository) stays one: the file it leads to is replaced
-    /// ([`write_target`]).
+    /// ([`write_target`](crate::atomic::write_target)).
     pub fn save(&self) -> Result<(), ConfigError> {
         use std::os::unix::fs::OpenOptionsExt;
-        let target = write_target(&self.path).map_err(|source| ConfigError::Io {
+        let target = crate::atomic::write_target(&self.path).map_err(|source| ConfigError::Io {
             path: self.path.clone(),
             source,
         })?;
@@ -613,33 +613,6 @@ impl ConfigFile {
         }
         result.map_err(io)
     }
-}
-
-/// Links followed before a link chain counts as a loop (Linux's own limit).
-const MAX_LINKS: usize = 40;
-
-/// The file a write of `path` must replace: `path` itself, or, when it is a symbolic link,
-/// the file at the end of its links (which need not exist yet). Renaming over the link
-/// itself would replace the link with a regular file and leave its target stale.
-fn write_target(path: &Path) -> std::io::Result<PathBuf> {
-    let mut at = path.to_owned();
-    for _ in 0..MAX_LINKS {
-        let link = match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => std::fs::read_link(&at)?,
-            Ok(_) => return Ok(at),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(at),
-            Err(e) => return Err(e),
-        };
-        // A relative link is relative to the folder that holds it.
-        at = match at.parent() {
-            Some(dir) if link.is_relative() => dir.join(link),
-            _ => link,
-        };
-    }
-    Err(std::io::Error::other(format!(
-        "{} leads through more than {MAX_LINKS} links",
-        path.display()
-    )))
 }
 
 /// Warnings about who can read the config file (it holds the bot token): empty when only its

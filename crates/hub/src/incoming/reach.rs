@@ -141,7 +141,17 @@ struct Failing {
     polls: u32,
     /// The conductor was told Telegram is out of reach.
     told: bool,
+    /// The error recorded last (what `status` shows).
+    message: String,
+    /// Errors of the same class told (log and incident) after the first, up to
+    /// [`TOLD_CHANGES`].
+    changes_told: u32,
 }
+
+/// Changes of error within one class of failure told at `warn` and as an incident in one
+/// outage; later ones only change what `status` shows. Two failures that alternate (a dead
+/// connection from the pool, then a name that does not resolve) would otherwise fill the log.
+const TOLD_CHANGES: u32 = 3;
 
 /// The updates caught up after an outage, until a batch that is not full says they are all in.
 #[derive(Debug, Clone)]
@@ -277,10 +287,16 @@ impl Reach {
             class,
             polls: 0,
             told: false,
+            message: String::new(),
+            changes_told: 0,
         });
         let changed = f.polls == 0 || f.class != class;
+        // The same class failing otherwise (the pool's dead connection first, then the name
+        // that no longer resolves): `status` shows the error of now, not the outage's first.
+        let reworded = !changed && f.message != message;
         f.polls += 1;
         f.class = class;
+        f.message.clone_from(&message);
         if class.unreachable() && !f.told && (f.polls >= 2 || class == ErrorClass::Timeout) {
             f.told = true;
             wakes
@@ -288,11 +304,19 @@ impl Reach {
                 .store(f.since_ms, Ordering::SeqCst);
             wakes.conductor.notify_one();
         }
-        if !changed {
+        if !changed && !reworded {
             tracing::debug!(error = %message, "getUpdates failed again; retrying");
             return Ok(());
         }
-        tracing::warn!(error = %message, "getUpdates failed; retrying");
+        let tell = changed || f.changes_told < TOLD_CHANGES;
+        if changed {
+            tracing::warn!(error = %message, "getUpdates failed; retrying");
+        } else if tell {
+            f.changes_told += 1;
+            tracing::warn!(error = %message, "getUpdates fails otherwise now; retrying");
+        } else {
+            tracing::debug!(error = %message, "getUpdates fails otherwise now; retrying");
+        }
         let state = self.recorded(Some(message.clone()));
         let now = db.now_ms();
         db.write(Durability::Lazy, move |tx| {
@@ -301,7 +325,10 @@ impl Reach {
                 STATE,
                 &serde_json::to_string(&state).unwrap_or_default(),
             )?;
-            incidents::record(tx, now, "poll", &message)
+            if tell {
+                incidents::record(tx, now, "poll", &message)?;
+            }
+            Ok(())
         })
         .await?;
         Ok(())
@@ -441,6 +468,8 @@ mod tests {
             class: ErrorClass::Timeout,
             polls: 1,
             told: true,
+            message: String::new(),
+            changes_told: 0,
         });
         assert!(r.probe(), "after a hang the next poll is a probe");
         let hung = r.recorded(Some("x".into()));
@@ -453,6 +482,8 @@ mod tests {
             class: ErrorClass::Conflict,
             polls: 1,
             told: false,
+            message: String::new(),
+            changes_told: 0,
         });
         assert!(
             !r.probe(),

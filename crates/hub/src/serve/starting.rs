@@ -40,6 +40,7 @@ pub(super) async fn start_up(opts: &ServeOptions, p: &Profile) -> Result<Started
     let options = ClientOptions {
         timeout: opts.tuning.client_timeout,
         family: network::family_from_env(),
+        hosts_file: std::env::var_os(telegram::HOSTS_FILE_ENV).map(std::path::PathBuf::from),
         ..ClientOptions::default()
     };
     let client = Client::new(&p.api_base, p.token.clone(), options).map_err(|source| {

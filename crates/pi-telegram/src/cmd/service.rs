@@ -273,7 +273,8 @@ pub fn install(
         file,
     };
     let text = serde_json::to_string(&installed).map_err(std::io::Error::other);
-    text.and_then(|t| std::fs::write(marker(&paths), t))
+    // Read at every start (a hub started by hand starts the service instead): replaced whole.
+    text.and_then(|t| hub::atomic::replace(&marker(&paths), t.as_bytes(), 0o600))
         .map_err(HubError::io(format!(
             "writing {}",
             marker(&paths).display()

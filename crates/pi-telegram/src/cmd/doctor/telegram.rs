@@ -79,6 +79,8 @@ pub(crate) async fn checks(ctx: &Ctx, checks: &mut Vec<Check>) {
             timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(10),
             family,
+            // The hub's own resolver (tests), so doctor reaches what the hub reaches.
+            hosts_file: std::env::var_os(telegram::HOSTS_FILE_ENV).map(std::path::PathBuf::from),
             ..ClientOptions::default()
         },
     ) {
