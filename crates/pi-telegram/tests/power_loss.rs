@@ -164,7 +164,11 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         let mut hub = env.serve_with(extra);
         std::thread::sleep(Duration::from_millis(150 + rng.next_u64() % 650));
         hub.signal("KILL");
-        assert_eq!(hub.wait(Duration::from_secs(10)), None, "killed by a signal");
+        assert_eq!(
+            hub.wait(Duration::from_secs(10)),
+            None,
+            "killed by a signal"
+        );
         // The power goes with it: unmounted (the kernel's caches go), cut, mounted again.
         mounted.take().unwrap().unmount().unwrap();
         fs.cut();
@@ -237,7 +241,11 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
             *seen.entry(r).or_default() += 1;
         }
     }
-    out.duplicates += seen.values().filter(|n| **n > 1).map(|n| n - 1).sum::<usize>();
+    out.duplicates += seen
+        .values()
+        .filter(|n| **n > 1)
+        .map(|n| n - 1)
+        .sum::<usize>();
     let notices = transcript
         .iter()
         .filter(|m| {
@@ -299,7 +307,9 @@ fn power_cuts_with_the_hub_lose_nothing_confirmed_and_repeat_nothing() {
         return;
     }
     let (cycles, seed) = cycles_and_seed(20);
-    eprintln!("power-loss harness: {cycles} cycles, seed {seed} (POWERLOSS_CYCLES, POWERLOSS_SEED)");
+    eprintln!(
+        "power-loss harness: {cycles} cycles, seed {seed} (POWERLOSS_CYCLES, POWERLOSS_SEED)"
+    );
     let started = Instant::now();
     let o = run(cycles, seed, false);
     eprintln!(
@@ -326,10 +336,17 @@ fn power_cuts_with_the_hub_lose_nothing_confirmed_and_repeat_nothing() {
     assert_eq!(o.opened, o.cycles);
     assert!(o.lost.is_empty(), "confirmed updates lost: {:?}", o.lost);
     assert!(o.invented.is_empty(), "updates invented: {:?}", o.invented);
-    assert!(o.unhandled.is_empty(), "updates never handled: {:?}", o.unhandled);
+    assert!(
+        o.unhandled.is_empty(),
+        "updates never handled: {:?}",
+        o.unhandled
+    );
     assert_eq!(o.duplicates, 0, "duplicate answers");
     assert_eq!(o.unanswered, 0, "unanswered /help");
-    assert_eq!(o.queued.0 as usize, o.queued.1, "each plain message queued once");
+    assert_eq!(
+        o.queued.0 as usize, o.queued.1,
+        "each plain message queued once"
+    );
     assert_eq!(o.journaled, o.sent, "the last hub journaled everything");
     assert!(
         o.fs.files_reverted > 0,

@@ -42,9 +42,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may cache names and attributes (every change goes through it).
@@ -52,8 +52,14 @@ const TTL: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 enum Kind {
-    File { cur: Vec<u8>, dur: Vec<u8> },
-    Dir { cur: BTreeMap<OsString, u64>, dur: BTreeMap<OsString, u64> },
+    File {
+        cur: Vec<u8>,
+        dur: Vec<u8>,
+    },
+    Dir {
+        cur: BTreeMap<OsString, u64>,
+        dur: BTreeMap<OsString, u64>,
+    },
     /// A socket or fifo (`mknod`): no contents.
     Special(FileType),
 }
@@ -237,7 +243,9 @@ pub fn unavailable() -> Option<String> {
         Ok(m) => {
             let probe = std::fs::write(dir.join("probe"), b"x");
             let _ = m.unmount();
-            probe.err().map(|e| format!("the mounted file system does not work: {e}"))
+            probe
+                .err()
+                .map(|e| format!("the mounted file system does not work: {e}"))
         }
         Err(e) => Some(format!("mounting a FUSE file system failed: {e}")),
     };

@@ -20,10 +20,16 @@ fn a_cut_keeps_what_was_synced_and_nothing_else() {
     f.write_all(b"synced").unwrap();
     f.sync_all().unwrap();
     f.write_all(b" and not").unwrap();
-    File::create(p.join("never named")).unwrap().sync_all().unwrap();
+    File::create(p.join("never named"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
     // The directory synced after "kept" and before the others.
     File::open(p).unwrap().sync_all().unwrap();
-    File::create(p.join("created after")).unwrap().sync_all().unwrap();
+    File::create(p.join("created after"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
     fs::rename(p.join("never named"), p.join("renamed")).unwrap();
     drop(f);
     assert_eq!(fs::read(p.join("kept")).unwrap(), b"synced and not");
@@ -31,9 +37,15 @@ fn a_cut_keeps_what_was_synced_and_nothing_else() {
     fs.cut();
     let m = fs.mount(p).unwrap();
     assert_eq!(fs::read(p.join("kept")).unwrap(), b"synced");
-    assert!(p.join("never named").exists(), "a rename not synced is undone");
+    assert!(
+        p.join("never named").exists(),
+        "a rename not synced is undone"
+    );
     assert!(!p.join("renamed").exists());
-    assert!(!p.join("created after").exists(), "a create not synced is undone");
+    assert!(
+        !p.join("created after").exists(),
+        "a create not synced is undone"
+    );
     // Truncation is pending too.
     let f = OpenOptions::new().write(true).open(p.join("kept")).unwrap();
     f.set_len(2).unwrap();

@@ -181,7 +181,9 @@ fn unsynced_confirms_for_tests() -> bool {
     *ON.get_or_init(|| {
         let on = std::env::var(NO_POLL_SYNC_VAR).is_ok_and(|v| v == "1");
         if on {
-            tracing::warn!("{NO_POLL_SYNC_VAR}=1: polled updates are confirmed before they are on disk");
+            tracing::warn!(
+                "{NO_POLL_SYNC_VAR}=1: polled updates are confirmed before they are on disk"
+            );
         }
         on
     })
