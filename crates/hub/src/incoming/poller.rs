@@ -160,9 +160,39 @@ async fn journal_polled(
     tracing::debug!(count, offset = next, "journaled updates");
     // The next poll confirms these updates to Telegram: they must survive a crash of this
     // machine first. The sync runs while the tasks woken above go on.
-    db.sync().await?;
+    if !unsynced_confirms_for_tests() {
+        db.sync().await?;
+    }
     crashpoint::hit(crashpoint::CrashPoint::JournalAfterSync);
     Ok(Some(next))
+}
+
+/// The variable of [`unsynced_confirms_for_tests`].
+#[cfg(debug_assertions)]
+pub const NO_POLL_SYNC_VAR: &str = "PI_TELEGRAM_TEST_NO_POLL_SYNC";
+
+/// Test only, and only in debug builds: with `PI_TELEGRAM_TEST_NO_POLL_SYNC=1` the poller skips
+/// the sync above, so the next poll confirms updates that a power cut can still lose. The
+/// power-loss harness (`crates/pi-telegram/tests/power_loss.rs`) turns it on to show that it
+/// detects that loss. A release build has no such switch: this is `false` there.
+#[cfg(debug_assertions)]
+fn unsynced_confirms_for_tests() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let on = std::env::var(NO_POLL_SYNC_VAR).is_ok_and(|v| v == "1");
+        if on {
+            tracing::warn!(
+                "{NO_POLL_SYNC_VAR}=1: polled updates are confirmed before they are on disk"
+            );
+        }
+        on
+    })
+}
+
+/// Release builds: the sync is never skipped.
+#[cfg(not(debug_assertions))]
+fn unsynced_confirms_for_tests() -> bool {
+    false
 }
 
 /// What the poller keeps about failing polls.

@@ -90,6 +90,7 @@ impl Env {
             "TELEGRAM_TOKEN",
             "TELEGRAM_KEY",
             "PI_TELEGRAM_CRASH_AT",
+            "PI_TELEGRAM_TEST_NO_POLL_SYNC",
             // The way to the fake is the test's to choose (tests/network.rs), never the
             // shell's: a proxy set there would carry every test's calls.
             "PI_TELEGRAM_NETWORK_FAMILY",
