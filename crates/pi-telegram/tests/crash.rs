@@ -9,30 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Env, OWNER, wait_for};
+use common::{Env, OWNER, journal, wait_for};
 use serde_json::json;
 use store::outbox::{Purpose, State};
 use tg_fake::faults::Rng;
-
-/// The journal: update id -> (handled?, outcome).
-fn journal(env: &Env) -> BTreeMap<i64, (bool, String)> {
-    let s = env.open_store();
-    s.read(|c| {
-        let mut stmt = c
-            .prepare("SELECT update_id, handled_ms IS NOT NULL, coalesce(outcome, '') FROM journal")
-            .map_err(store::StoreError::from)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    (r.get::<_, bool>(1)?, r.get::<_, String>(2)?),
-                ))
-            })
-            .map_err(store::StoreError::from)?;
-        Ok::<_, store::StoreError>(rows.map(|r| r.unwrap()).collect())
-    })
-    .unwrap()
-}
 
 /// Checks exactly-once against what the person sent (`sent`: update id -> text).
 fn check_exactly_once(env: &Env, sent: &BTreeMap<i64, (i64, String)>) {

@@ -89,25 +89,6 @@ fn opens(env: &Env) -> Result<(), String> {
     }
 }
 
-fn journal(env: &Env) -> BTreeMap<i64, (bool, String)> {
-    let s = env.open_store();
-    s.read(|c| {
-        let mut stmt = c
-            .prepare("SELECT update_id, handled_ms IS NOT NULL, coalesce(outcome, '') FROM journal")
-            .map_err(store::StoreError::from)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    (r.get::<_, bool>(1)?, r.get::<_, String>(2)?),
-                ))
-            })
-            .map_err(store::StoreError::from)?;
-        Ok::<_, store::StoreError>(rows.map(|r| r.unwrap()).collect())
-    })
-    .unwrap()
-}
-
 fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
     let env = Env::new();
     env.preset_owner();
@@ -212,7 +193,7 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         .filter_map(|e| e.params.get("offset").and_then(serde_json::Value::as_i64))
         .max()
         .unwrap_or(0);
-    let journal = journal(&env);
+    let journal = common::journal(&env);
     let sent_ids: BTreeSet<i64> = sent.keys().copied().collect();
     out.journaled = journal.len();
     out.confirmed = sent_ids.iter().filter(|id| **id < confirmed_below).count();

@@ -654,3 +654,23 @@ pub mod shim {
         }
     }
 }
+
+/// The journal: update id -> (handled?, outcome).
+pub fn journal(env: &Env) -> std::collections::BTreeMap<i64, (bool, String)> {
+    let s = env.open_store();
+    s.read(|c| {
+        let mut stmt = c
+            .prepare("SELECT update_id, handled_ms IS NOT NULL, coalesce(outcome, '') FROM journal")
+            .map_err(store::StoreError::from)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    (r.get::<_, bool>(1)?, r.get::<_, String>(2)?),
+                ))
+            })
+            .map_err(store::StoreError::from)?;
+        Ok::<_, store::StoreError>(rows.map(|r| r.unwrap()).collect())
+    })
+    .unwrap()
+}
