@@ -4,6 +4,9 @@
 # scripts/install-test-deps.sh fetches (with its Node 22) into .cache/test-deps/ when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A step that fails for want of disk or memory (a link that fails on CI with its reason cut
+# from the log) says so last, where a shortened log still shows it.
+trap 'echo "== failed; disk and memory at the end:"; df -h . "${TMPDIR:-/tmp}" || true; free -m || true' ERR
 
 echo "== test deps (node 22, pi, typescript, verdaccio, the network tests' proxies)"
 bash scripts/install-test-deps.sh
