@@ -58,6 +58,24 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     result
 }
 
+/// Creates `dir` and its missing parents with `mode`, and syncs the folder that holds each one
+/// it made: a new folder's entry is data of its parent, and a crash of the machine before that
+/// parent is synced can take the folder and everything synced inside it.
+pub fn create_dir_all(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let missing: Vec<&Path> = dir.ancestors().take_while(|a| !a.exists()).collect();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)?;
+    for made in missing {
+        if let Some(parent) = made.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::File::open(parent)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 /// The file a write of `path` must replace: `path` itself, or, when it is a symbolic link,
 /// the file at the end of its links (which need not exist yet). Renaming over the link
 /// itself would replace the link with a regular file and leave its target stale.

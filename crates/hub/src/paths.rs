@@ -123,11 +123,8 @@ impl ProfilePaths {
 
     /// Creates the folder (and its parents) with mode 0700, tightening an existing one.
     pub fn ensure(&self) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        use std::os::unix::fs::PermissionsExt;
+        crate::atomic::create_dir_all(&self.dir, 0o700)?;
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
     }
 }

@@ -63,11 +63,8 @@ impl RotatingFile {
     /// Opens (creating) `path` for appending, its folder with mode 0700.
     pub fn open(path: &Path, rotation: Rotation) -> std::io::Result<Self> {
         if let Some(dir) = path.parent() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
+            // Often the profile's folder, made here first (the log opens before `serve` runs).
+            crate::atomic::create_dir_all(dir, 0o700)?;
         }
         let file = open_append(path)?;
         let meta = file.metadata()?;
