@@ -147,3 +147,151 @@ fn a_killed_hub_brings_its_headless_pi_back_on_their_sessions() {
     );
     let _ = Duration::from_secs(0);
 }
+
+/// The hub killed while its headless pi streams an answer (no tool started): after the restart
+/// the turn runs again on the same session, the person is told so and gets one answer; pi is
+/// told it sees the message a second time.
+#[test]
+fn a_turn_cut_off_before_any_tool_runs_again_after_the_hub_restarts() {
+    let Some(s) = setup_threaded() else { return };
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let dir = project(&s.pi, "delta");
+    env.spawn_pi(&dir);
+    let topic = env.bound_topic("delta", 60);
+    let words = "[[slow]] one two three four five six seven eight nine ten eleven twelve";
+    say_in(env, topic, words);
+    wait_for("pi to ask the model", 60, || {
+        common::pi::prompts_containing(&s.llm, "eleven twelve") == 1
+    });
+    hub.kill();
+
+    let _hub = env.serve();
+    wait_for("the run-again notice", 60, || {
+        texts_in(env, ThreadFilter::Thread(topic))
+            .iter()
+            .any(|t| t.contains("pi had not started any tool, so it runs again"))
+    });
+    let answered = |env: &Env| {
+        texts_in(env, ThreadFilter::Thread(topic))
+            .into_iter()
+            .filter(|t| t.starts_with("echo:") && t.contains("eleven twelve"))
+            .count()
+    };
+    wait_for("the answer", 60, || answered(env) == 1);
+    let again = s
+        .llm
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.to_string().contains("eleven twelve"))
+        .unwrap();
+    assert!(
+        again.to_string().contains("it is sent again"),
+        "pi was not told it sees the message again: {again}"
+    );
+    // Nothing else comes for it: no interrupted notice, no second answer.
+    // Absence needs a wait: long enough for a second answer or run to show.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(answered(env), 1);
+    assert!(
+        !texts_in(env, ThreadFilter::Thread(topic))
+            .iter()
+            .any(|t| t.contains("send it again if you still need it")),
+        "{:#?}",
+        texts_in(env, ThreadFilter::Thread(topic))
+    );
+}
+
+/// The hub killed while its headless pi runs a tool: the turn is not run a second time (the
+/// tool ran once), and the person is told it was interrupted.
+#[test]
+fn a_turn_cut_off_while_a_tool_runs_is_never_run_again() {
+    let Some(s) = setup_threaded() else { return };
+    let env = &s.env;
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let dir = project(&s.pi, "epsilon");
+    env.spawn_pi(&dir);
+    let topic = env.bound_topic("epsilon", 60);
+    let ran = std::path::Path::new(&dir).join("ran.txt");
+    say_in(env, topic, "[[bash:echo ran >> ran.txt && sleep 3]]");
+    wait_for("the tool to start", 60, || ran.exists());
+    hub.kill();
+
+    let _hub = env.serve();
+    wait_for("the interrupted notice", 60, || {
+        texts_in(env, ThreadFilter::Thread(topic))
+            .iter()
+            .any(|t| t.contains("send it again if you still need it"))
+    });
+    // Absence needs a wait: long enough for a second answer or run to show.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+    // Judged from pi's session file, not for want of it.
+    let why: Vec<String> = store::Store::open(&env.state_db())
+        .unwrap()
+        .read(|c| {
+            let mut q = c
+                .prepare("SELECT error FROM turns WHERE state = 'interrupted'")
+                .map_err(store::StoreError::from)?;
+            let rows = q
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(store::StoreError::from)?;
+            Ok::<_, store::StoreError>(rows.map(|r| r.unwrap()).collect())
+        })
+        .unwrap();
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert!(why[0].contains("pi had started bash"), "{why:?}");
+    assert!(
+        !texts_in(env, ThreadFilter::Thread(topic))
+            .iter()
+            .any(|t| t.contains("runs again")),
+        "{:#?}",
+        texts_in(env, ThreadFilter::Thread(topic))
+    );
+}
+
+/// The hub dies as its headless pi's answer reaches it (`turn_done.before_commit`): the answer
+/// is in pi's session file, and after the restart it is delivered from there, once, without
+/// asking the model again.
+#[test]
+fn an_answer_the_hub_died_receiving_is_taken_from_pi_s_session_file() {
+    let Some(s) = setup_threaded() else { return };
+    let env = &s.env;
+    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", "turn_done.before_commit")]);
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let dir = project(&s.pi, "zeta");
+    env.spawn_pi(&dir);
+    let topic = env.bound_topic("zeta", 60);
+    say_in(env, topic, "tell me about zeta");
+    assert_eq!(
+        hub.wait(Duration::from_secs(60)),
+        None,
+        "the hub aborts at the crash point"
+    );
+
+    let _hub = env.serve();
+    let answered = |env: &Env| {
+        texts_in(env, ThreadFilter::Thread(topic))
+            .into_iter()
+            .filter(|t| t == "echo: tell me about zeta")
+            .count()
+    };
+    wait_for("the answer", 60, || answered(env) == 1);
+    // Absence needs a wait: long enough for a second answer to show.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(answered(env), 1);
+    assert_eq!(
+        common::pi::prompts_containing(&s.llm, "tell me about zeta"),
+        1,
+        "the model was asked again"
+    );
+}

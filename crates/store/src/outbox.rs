@@ -253,6 +253,12 @@ stored_text_enum! {
             /// The intent.
             id: i64,
         },
+        /// `notice:again:<turn>`: turns a hub crash cut off run again (pi had not started a
+        /// tool).
+        NoticeAgain {
+            /// The (first) turn queued again.
+            turn: i64,
+        },
         /// `notice:interrupted:<turn>`.
         NoticeInterrupted {
             /// The (first) interrupted turn.
@@ -404,6 +410,7 @@ impl Purpose {
             Self::NoticeConnected { instance } => format!("notice:connected:{instance}").into(),
             Self::NoticeGone { key } => format!("notice:gone:{key}").into(),
             Self::NoticeIntent { id } => format!("notice:intent:{id}").into(),
+            Self::NoticeAgain { turn } => format!("notice:again:{turn}").into(),
             Self::NoticeInterrupted { turn } => format!("notice:interrupted:{turn}").into(),
             Self::NoticeMode { at } => format!("notice:mode:{at}").into(),
             Self::NoticeMoved { identity, thread } => {
@@ -515,6 +522,7 @@ impl Purpose {
                 key: rest.to_owned(),
             },
             "intent" => Self::NoticeIntent { id: num(rest)? },
+            "again" => Self::NoticeAgain { turn: num(rest)? },
             "interrupted" => Self::NoticeInterrupted { turn: num(rest)? },
             "mode" => Self::NoticeMode { at: num(rest)? },
             "noslot" => Self::NoticeNoSlot { at: num(rest)? },
@@ -1266,6 +1274,7 @@ mod tests {
                 key: "i-1:exit".into(),
             },
             Purpose::NoticeIntent { id: 4 },
+            Purpose::NoticeAgain { turn: 7 },
             Purpose::NoticeInterrupted { turn: 7 },
             Purpose::NoticeMode { at: 1_700 },
             Purpose::NoticeMoved {

@@ -653,6 +653,28 @@ pub fn requeue(conn: &Connection, id: i64) -> Result<bool> {
     )
 }
 
+/// An outstanding turn whose pi is known not to have acted on it (a hub crash cut it off before
+/// pi started anything) goes back to the queue, in its place (its number), to run again.
+pub fn run_again(conn: &Connection, id: i64) -> Result<bool> {
+    transition(
+        conn,
+        id,
+        &[TurnState::Dispatched, TurnState::Acked],
+        "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, dispatched_ms = NULL, acked_ms = NULL",
+        &[],
+    )
+}
+
+/// When the turn was dispatched (`None`: it was not, or is queued again).
+pub fn dispatched_ms(conn: &Connection, id: i64) -> Result<Option<i64>> {
+    conn.row("SELECT dispatched_ms FROM turns WHERE id = ?1", [id], |r| {
+        r.get::<_, Option<i64>>(0)
+    })
+    .optional()
+    .map(Option::flatten)
+    .map_err(StoreError::sqlite("reading a turn's dispatch time"))
+}
+
 /// Turns that wait for their files or their group, oldest first.
 pub fn preparing(conn: &Connection) -> Result<Vec<Turn>> {
     select(conn, "WHERE state = 'queued' AND ready = 0 ORDER BY id", [])

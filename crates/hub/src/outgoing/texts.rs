@@ -168,6 +168,28 @@ pub fn restart_interrupted(prompts: &[String]) -> String {
     )
 }
 
+/// Headless turns a hub crash cut off before pi started a tool: they run again.
+pub fn restart_again(prompts: &[String]) -> String {
+    let quoted: Vec<String> = prompts
+        .iter()
+        .map(|p| format!("\"{}\"", short(p)))
+        .collect();
+    let (it, runs) = if prompts.len() == 1 {
+        ("it", "runs")
+    } else {
+        ("they", "run")
+    };
+    format!(
+        "The hub restarted while pi was working on {}. pi had not started any tool, so {it} \
+         {runs} again.",
+        quoted.join(", ")
+    )
+}
+
+/// What pi reads with a prompt it may have seen before the hub's crash cut its turn off.
+pub const SENT_AGAIN: &str = "[telegram: the hub restarted before this message was answered; it \
+                              is sent again. Any reply you started to it did not reach the person.]";
+
 fn short(prompt: &str) -> String {
     let s: String = prompt.chars().take(80).collect();
     if prompt.chars().count() > 80 {

@@ -12,6 +12,7 @@ pub(crate) mod inbound;
 pub mod instance;
 pub mod links;
 pub(crate) mod preamble;
+pub(crate) mod resume;
 pub(crate) mod scope;
 pub(crate) mod sessions;
 pub mod spawned;

@@ -23,14 +23,23 @@ use crate::outgoing::outbound;
 use crate::outgoing::preview::PreviewMsg;
 use crate::outgoing::texts;
 use crate::pi::instance::{Attach, Command, InstanceId, Transport};
+use crate::pi::resume::{self, Resume};
 use crate::state::{self, HELD_NOTICE, HUB_RESTARTED, SELECTED, waits_notice_key};
 
 impl Conductor {
-    /// After a hub restart: the previous hub's links are gone. Headless children died with it,
-    /// so their turns are interrupted (one line per place they were asked in); extension
-    /// instances reconnect and report.
+    /// After a hub restart: the previous hub's links are gone. Extension instances reconnect
+    /// and report. Headless children died with the hub; each turn one had is judged from its
+    /// session file ([`resume`]): answered from there, queued again when pi had not started a
+    /// tool, else interrupted (one line per place, for each kind).
     pub(super) async fn recover(&mut self) -> Result<(), HubError> {
+        let judged = self.judge_cut_off().await?;
         let now = self.db.now_ms();
+        let current = self.assistant.current();
+        let (rendering, voice) = (
+            current.rendering,
+            (current.voice_reply, current.voice_transcript),
+        );
+        let clock = self.db.clock().clone();
         self.db
             .write(Durability::OnDisk, move |tx| {
                 // Hubs that start through `serve` did this with their lease; kept for a
@@ -38,29 +47,90 @@ impl Conductor {
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
                 // The pi processes that asked are gone with their connections.
                 super::dialogs::void_stranded(tx, now)?;
-                let mut by_place: BTreeMap<(i64, Option<i64>), Vec<Turn>> = BTreeMap::new();
+                let mut by_place: BTreeMap<(i64, Option<i64>), Cut> = BTreeMap::new();
                 for t in turns::outstanding(tx)? {
                     if t.transport == Some(Transport::Shim) {
                         continue;
                     }
-                    let interrupted =
-                        turns::mark_interrupted(tx, t.id, &HUB_RESTARTED.detail(), now)?;
-                    // `outstanding` read it dispatched or acked in this transaction.
-                    if crate::never!(
-                        !interrupted,
-                        "outstanding turn {} could not be interrupted at the hub's start",
-                        t.id
-                    ) {
-                        continue;
+                    let place = by_place.entry((t.chat_id, t.thread_id)).or_default();
+                    let verdict = judged.get(&t.id).cloned().unwrap_or(Resume::Unknown(
+                        "not a headless pi's turn".into(),
+                    ));
+                    match verdict {
+                        Resume::NotStarted | Resume::Again => {
+                            let again = verdict == Resume::Again;
+                            let queued = turns::run_again(tx, t.id)?;
+                            // `outstanding` read it dispatched or acked in this transaction.
+                            if crate::never!(!queued, "outstanding turn {} could not be queued again", t.id) {
+                                continue;
+                            }
+                            if again {
+                                turns::append_context(tx, t.id, texts::SENT_AGAIN)?;
+                            }
+                            tracing::info!(turn = t.id, recorded = again, "a turn the hub's restart cut off runs again: pi had not started a tool");
+                            place.again.push((t.id, t.text.clone()));
+                        }
+                        Resume::Answered { text, error } => {
+                            let identity = t.identity.clone().unwrap_or_default();
+                            let ctx = AnswerCtx {
+                                label: None,
+                                identity: &identity,
+                                rendering,
+                                voice,
+                                clock: &clock,
+                            };
+                            let result = TurnResult {
+                                turn_id: TurnId::from_number(t.id),
+                                text,
+                                aborted: false,
+                                error,
+                                handled: false,
+                            };
+                            tracing::info!(turn = t.id, "a turn the hub's restart cut off had been answered: the answer is taken from pi's session file");
+                            finish(tx, &t, &result, &ctx, now)?;
+                        }
+                        Resume::ToolsStarted(_) | Resume::Unknown(_) => {
+                            let why = match &verdict {
+                                Resume::ToolsStarted(tools) => format!(
+                                    "{}; pi had started {}, so it is not run again",
+                                    HUB_RESTARTED.detail(),
+                                    tools.join(", ")
+                                ),
+                                Resume::Unknown(why) => {
+                                    format!("{}; {why}", HUB_RESTARTED.detail())
+                                }
+                                _ => HUB_RESTARTED.detail(),
+                            };
+                            let interrupted = turns::mark_interrupted(tx, t.id, &why, now)?;
+                            if crate::never!(
+                                !interrupted,
+                                "outstanding turn {} could not be interrupted at the hub's start",
+                                t.id
+                            ) {
+                                continue;
+                            }
+                            place.interrupted.push(t);
+                        }
                     }
-                    by_place
-                        .entry((t.chat_id, t.thread_id))
-                        .or_default()
-                        .push(t);
                 }
-                for ((chat, thread), list) in &by_place {
-                    let prompts: Vec<String> = list.iter().map(|t| t.text.clone()).collect();
-                    let first = list.first().map_or(0, |t| t.id);
+                for ((chat, thread), cut) in &by_place {
+                    if let Some(first) = cut.again.first().map(|(n, _)| *n) {
+                        let prompts: Vec<String> =
+                            cut.again.iter().map(|(_, p)| p.clone()).collect();
+                        outbound::notice(
+                            tx,
+                            *chat,
+                            *thread,
+                            &texts::restart_again(&prompts),
+                            &Purpose::NoticeAgain { turn: first },
+                            now,
+                        )?;
+                    }
+                    let Some(first) = cut.interrupted.first().map(|t| t.id) else {
+                        continue;
+                    };
+                    let prompts: Vec<String> =
+                        cut.interrupted.iter().map(|t| t.text.clone()).collect();
                     outbound::prompt_notice(
                         tx,
                         *chat,
@@ -69,7 +139,7 @@ impl Conductor {
                         &Purpose::NoticeInterrupted { turn: first },
                         now,
                     )?;
-                    for t in list {
+                    for t in &cut.interrupted {
                         if let Some(identity) = t.identity.as_deref() {
                             tools::send_waiting(tx, t, identity, now)?;
                         }
@@ -80,6 +150,50 @@ impl Conductor {
             .await?;
         self.wakes.sender.notify_one();
         Ok(())
+    }
+
+    /// The headless turns the last hub left outstanding, each judged from its pi's session
+    /// file once the pi that had it is gone.
+    async fn judge_cut_off(&self) -> Result<BTreeMap<i64, Resume>, HubError> {
+        let cut = self
+            .db
+            .read(|tx| {
+                let mut cut = Vec::new();
+                for t in turns::outstanding(tx)? {
+                    if t.transport != Some(Transport::Rpc) {
+                        continue;
+                    }
+                    let file = match t.instance_id.as_deref() {
+                        Some(i) => store::spawned::by_instance(tx, i)?.and_then(|s| s.session_file),
+                        None => None,
+                    };
+                    let at = turns::dispatched_ms(tx, t.id)?;
+                    cut.push((t.id, t.text, t.instance_pid, file, at));
+                }
+                Ok(cut)
+            })
+            .await?;
+        if cut.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let judged = tokio::task::spawn_blocking(move || {
+            cut.into_iter()
+                .map(|(id, words, pid, file, at)| {
+                    let verdict = match (file, at) {
+                        (None, _) => Resume::Unknown("its session file is not known".into()),
+                        (_, None) => Resume::Unknown("its dispatch time is not known".into()),
+                        (Some(_), _) if pid.is_some_and(|p| !gone_soon(p)) => {
+                            Resume::Unknown("the pi that had it still runs".into())
+                        }
+                        (Some(f), Some(at)) => resume::judge_file(Path::new(&f), &words, at),
+                    };
+                    (id, verdict)
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| HubError::Internal(format!("judging cut-off turns: {e}")))?;
+        Ok(judged)
     }
 
     /// Registers a connecting instance, reconciles what it reports, and makes it live.
@@ -520,6 +634,29 @@ fn choose_identity(
         .find(|n| !live.contains(&format!("{cwd}#{n}")))
         .unwrap_or(2);
     Ok(format!("{cwd}#{n}"))
+}
+
+/// The pi of a dead hub shuts down when its input closes; its last writes to the session file
+/// come first. At the hub's start only, and bounded: one that still runs after that is judged
+/// unknown.
+fn gone_soon(pid: i64) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while process_alive(pid) {
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// The turns one place had cut off by the hub's restart.
+#[derive(Default)]
+struct Cut {
+    /// Queued again: their numbers and prompts.
+    again: Vec<(i64, String)>,
+    /// Interrupted.
+    interrupted: Vec<Turn>,
 }
 
 fn process_alive(pid: i64) -> bool {
