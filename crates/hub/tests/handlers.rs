@@ -704,6 +704,29 @@ fn abort_with_a_running_turn_records_an_abort_for_that_turn() {
     );
 }
 
+/// A turn a hub crash cut off and queued to run again is what /abort stops: cancelled before
+/// pi gets it again, and the person told something was aborted.
+#[test]
+fn abort_stops_a_turn_queued_to_run_again_after_a_crash() {
+    let mut h = Hub::with_proj();
+    let (_, cut) = h.prompt("long job");
+    h.dispatch(cut.id);
+    let (_, waiting) = h.prompt("after that");
+    h.store.write(|tx| turns::run_again(tx, cut.id)).unwrap();
+    assert_eq!(h.turn(cut.id).state, TurnState::Queued);
+
+    let (_, d) = h.write("/abort");
+    assert_eq!(d.outcome, "abort:running");
+    assert_eq!(h.turn(cut.id).state, TurnState::Cancelled);
+    // Nothing to tell pi: it does not have the turn.
+    assert!(h.controls().is_empty());
+    assert_eq!(h.turn(waiting.id).state, TurnState::Queued);
+    assert!(text_of(&h.only_row_of(d.update_id)).contains("Aborting proj"));
+    // Only the cut-off one: a second /abort finds nothing running.
+    let (_, d) = h.write("/abort");
+    assert_eq!(d.outcome, "abort:idle");
+}
+
 #[test]
 fn abort_when_idle_records_no_control() {
     let mut h = Hub::with_proj();

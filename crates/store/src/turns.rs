@@ -654,15 +654,27 @@ pub fn requeue(conn: &Connection, id: i64) -> Result<bool> {
 }
 
 /// An outstanding turn whose pi is known not to have acted on it (a hub crash cut it off before
-/// pi started anything) goes back to the queue, in its place (its number), to run again.
+/// pi started anything) goes back to the queue, in its place (its number), to run again. Its
+/// dispatch time stays: a queued turn that has one is such a turn ([`cut_off`]).
 pub fn run_again(conn: &Connection, id: i64) -> Result<bool> {
     transition(
         conn,
         id,
         &[TurnState::Dispatched, TurnState::Acked],
-        "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, dispatched_ms = NULL, acked_ms = NULL",
+        "state = 'queued', instance_id = NULL, instance_pid = NULL, transport = NULL, acked_ms = NULL",
         &[],
     )
+}
+
+/// `identity`'s turn that a hub crash cut off and [`run_again`] queued, not yet sent again: for
+/// the person it is still the running one (an `/abort` stops it).
+pub fn cut_off(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
+    Ok(select(
+        conn,
+        "WHERE state = 'queued' AND identity = ?1 AND dispatched_ms IS NOT NULL ORDER BY id LIMIT 1",
+        [identity],
+    )?
+    .pop())
 }
 
 /// When the turn was dispatched (`None`: it was not, or is queued again).

@@ -369,10 +369,19 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
         return Ok(what.outcome(None));
     };
     let label = label_of(&identity);
-    let running = turns::outstanding(tx)?
+    let outstanding = turns::outstanding(tx)?
         .into_iter()
         .find(|t| t.identity.as_deref() == Some(identity.as_str()));
-    if let Some(t) = &running {
+    // A turn a hub crash cut off, queued to run again, is the running one for the person: it
+    // is stopped here, before pi gets it again.
+    let cut_off = match outstanding {
+        Some(_) => None,
+        None => turns::cut_off(tx, &identity)?,
+    };
+    if let Some(t) = &cut_off {
+        turns::cancel(tx, t.id, "aborted before it ran again", say.ctx.now_ms)?;
+    }
+    if let Some(t) = &outstanding {
         say.control(controls::NewControl {
             source_update_id: None,
             kind: "abort",
@@ -384,6 +393,7 @@ fn abort(say: &mut Say<'_>, msg: &MessageView<'_>, what: Halt) -> Result<Outcome
             params: &json!({}),
         })?;
     }
+    let running = outstanding.or(cut_off);
     let mut dropped = 0;
     if what == Halt::Stop {
         for t in turns::queue_of(tx, &identity)? {
