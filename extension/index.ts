@@ -30,6 +30,7 @@ import { contributeSkill } from "./lib/skill.ts";
 import { claimProcess } from "./lib/state.ts";
 import { ToolGate } from "./lib/tool-gate.ts";
 import { registerTools, ToolCalls } from "./lib/tools.ts";
+import { Inbox } from "./lib/files.ts";
 import { TurnRunner } from "./lib/turns.ts";
 import { UiPromptWatch } from "./lib/ui-prompt.ts";
 import type { HubMessage } from "./lib/wire.ts";
@@ -88,14 +89,24 @@ export default function piTelegram(pi: ExtensionAPI): void {
 		refuses: (tool) => link.refuses(tool),
 		send: (msg) => link.send(msg),
 		turnId: () => turns.activeTurnId(),
+		filesAsBytes: () => link.filesAsBytes(),
+		drained: () => link.drained(),
 	});
+	// Files the person sent, from a hub on another machine.
+	const inbox = new Inbox();
 
 	/** What the hub says, after the welcome. */
 	const route = (m: HubMessage): void => {
 		switch (m.type) {
 			case "prompt":
-				turns.onPrompt(m);
+				// Its files came before it: it names them by their paths here.
+				turns.onPrompt({ ...m, text: inbox.localize(m.text), context: inbox.localize(m.context) });
 				return;
+			case "file": {
+				const failed = inbox.onPart(m);
+				if (failed) s.problems.record("receiving a file from the hub", new Error(failed));
+				return;
+			}
 			case "abort":
 				requests.abort(m);
 				return;

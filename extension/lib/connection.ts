@@ -40,6 +40,8 @@ export interface WelcomeInfo {
 	hub_version: string | null;
 	/** The hub's state database; null from an older hub. */
 	store_id: string | null;
+	/** How files cross the connection ("bytes": pi is on another machine). */
+	files: "paths" | "bytes";
 }
 
 export interface ConnectOutcome {
@@ -222,6 +224,22 @@ export class HubConnection {
 	 * Sends a message now when connected; otherwise keeps it in the bounded outbox when `buffer`
 	 * is set (events), or drops it. Returns whether it was written.
 	 */
+	/** Resolves once the socket's write buffer holds at most `limit` bytes (or it closed): a
+	 * sender of many lines (an upload) waits here rather than buffering a whole file. */
+	drained(limit = 1 << 20): Promise<void> {
+		const s = this.sock;
+		if (!s || !s.writable || s.writableLength <= limit) return Promise.resolve();
+		return new Promise((resolve) => {
+			const done = () => {
+				s.off("drain", done);
+				s.off("close", done);
+				resolve();
+			};
+			s.on("drain", done);
+			s.on("close", done);
+		});
+	}
+
 	send(msg: ClientMessage, opts: SendOptions = {}): boolean {
 		const s = this.sock;
 		const connected = this.phase === "connected" && s !== undefined && s.writable;
@@ -446,7 +464,13 @@ export class HubConnection {
 			this.fastUntil = 0;
 			this.hubExitError = undefined;
 			this.lastShown.clear();
-			this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version, store_id: msg.store_id };
+			this.welcome = {
+				hub_pid: msg.hub_pid,
+				instance_id: msg.instance_id,
+				hub_version: msg.hub_version,
+				store_id: msg.store_id,
+				files: msg.files,
+			};
 			this.detail = "connected";
 			try {
 				this.cb.onWelcome(this.welcome);

@@ -115,6 +115,16 @@ export class InstanceLink implements Outbox {
 		}
 	}
 
+	/** The hub is on another machine and takes files as bytes (its welcome said so). */
+	filesAsBytes(): boolean {
+		return this.hub?.welcome?.files === "bytes";
+	}
+
+	/** Resolves when the connection has room for more lines (see `HubConnection.drained`). */
+	drained(): Promise<void> {
+		return this.hub?.drained() ?? Promise.resolve();
+	}
+
 	/** Whether a tool call can reach the hub now (or is about to: see `HubConnection.unreachable`). */
 	usable(): boolean {
 		const hub = this.hub;
@@ -136,7 +146,7 @@ export class InstanceLink implements Outbox {
 	 */
 	refuses(tool: ToolName): string | undefined {
 		const hub = this.hub;
-		if (tool !== "telegram_attach" || !hub || !isRemote(hub.target)) return undefined;
+		if (tool !== "telegram_attach" || !hub || !isRemote(hub.target) || this.filesAsBytes()) return undefined;
 		return "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
 	}
 }

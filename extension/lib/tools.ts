@@ -11,6 +11,7 @@ import * as path from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import type { Static } from "typebox";
 import { type ClientMessage, type HubResponse, isJson, type Json, type ToolName } from "./wire.ts";
+import { upload } from "./files.ts";
 
 /** How long a tool call waits for the hub's answer. */
 export const TOOL_CALL_TIMEOUT_MS = 120_000;
@@ -25,6 +26,10 @@ export interface ToolChannel {
 	turnId?(): string | null;
 	/** Why this channel cannot carry out `tool` at all, or undefined when it can. */
 	refuses?(tool: ToolName): string | undefined;
+	/** The hub is on another machine: files go as bytes (lib/files.ts). */
+	filesAsBytes?(): boolean;
+	/** Resolves when the channel has room for more lines. */
+	drained?(): Promise<void>;
 }
 
 interface Pending {
@@ -85,6 +90,23 @@ export class ToolCalls {
 			});
 			if (!sent) this.pending.get(id)?.reject(new Error(this.channel.unavailable() ?? "not connected to Telegram"));
 		});
+	}
+
+	/** Whether files must be uploaded (the hub is on another machine). */
+	filesAsBytes(): boolean {
+		return this.channel.filesAsBytes?.() ?? false;
+	}
+
+	/** Uploads `paths` (absolute) to the hub; their ids for `args.uploads`. */
+	async upload(paths: string[], signal: AbortSignal | undefined): Promise<string[]> {
+		const why = this.channel.unavailable() ?? this.channel.refuses?.("telegram_attach");
+		if (why) throw new Error(why);
+		return upload(
+			paths,
+			(m) => this.channel.send(m),
+			() => this.channel.drained?.() ?? Promise.resolve(),
+			signal,
+		);
 	}
 
 	/** The hub's `response`: true when it answered one of our calls. */
@@ -183,13 +205,17 @@ export function registerTools(pi: ExtensionAPI, calls: () => ToolCalls): void {
 			const paths = Array.isArray(params.paths) ? params.paths : [];
 			if (paths.length === 0) throw new Error("telegram_attach needs at least one path");
 			if (paths.some((p) => typeof p !== "string" || p.trim() === "")) throw new Error("telegram_attach: a path is empty");
+			const absolute = paths.map((p) => absolutePath(p, ctx.cwd));
+			const c = calls();
+			// A hub on another machine cannot read this disk: the files go to it first.
+			const files = c.filesAsBytes() ? { uploads: await c.upload(absolute, signal) } : { paths: absolute };
 			const args = given({
-				paths: paths.map((p) => absolutePath(p, ctx.cwd)),
+				...files,
 				caption: params.caption,
 				chat_id: params.chat_id,
 				thread_id: params.thread_id,
 			});
-			const text = await calls().call("telegram_attach", args, signal);
+			const text = await c.call("telegram_attach", args, signal);
 			return { content: [{ type: "text", text }], details: undefined };
 		},
 	});

@@ -165,6 +165,31 @@ export interface ToolCall {
 	turn_id?: string | null;
 }
 
+/**
+ * A piece of a file sent as bytes (the welcome said `files: "bytes"`: pi is on another machine
+ * than the hub). Pieces of a file share `id`, come in order (`offset` is where `data` starts)
+ * and the last says `done`. Client to hub: an `upload` for `telegram_attach`, which then names
+ * its ids in `args.uploads`; hub to client: a `file` the person sent, before the prompt that
+ * names it by `path` (on the hub's disk).
+ */
+export interface FilePart {
+	id: string;
+	name: string;
+	size: number;
+	offset: number;
+	/** The bytes, base64; at most FILE_PART_BYTES of them. */
+	data: string;
+	done: boolean;
+	path?: string;
+}
+
+export interface Upload extends FilePart {
+	type: "upload";
+}
+
+/** The most bytes one piece carries (the hub's `FILE_PART_BYTES`). */
+export const FILE_PART_BYTES = 256 * 1024;
+
 /** A protocol error: the sender closes the connection after it. */
 export interface ProtocolError {
 	type: "error";
@@ -182,6 +207,7 @@ export type ClientMessage =
 	| Bye
 	| UiPrompt
 	| ToolCall
+	| Upload
 	| ProtocolError;
 
 // ------------------------------------------------------------------------------ hub -> client
@@ -195,6 +221,8 @@ export interface Welcome {
 	hub_version: string | null;
 	/** The hub's state database; turn ids are its own. Null from an older hub. */
 	store_id: string | null;
+	/** How files cross the connection: "bytes" when pi is on another machine; "paths" else. */
+	files: "paths" | "bytes";
 }
 
 export interface Refused {
@@ -283,8 +311,15 @@ export interface HubResponse {
 }
 
 /** Everything the hub sends after the welcome that this extension knows. */
+/** A piece of a file the person sent, for a pi on another machine. */
+export interface HubFile extends FilePart {
+	type: "file";
+	path: string;
+}
+
 export type HubMessage =
 	| Prompt
+	| HubFile
 	| Abort
 	| GetState
 	| PiRequest
@@ -326,6 +361,7 @@ export function decodeHandshake(m: Json): Handshake | undefined {
 			instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
 			hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
 			store_id: typeof m.store_id === "string" && m.store_id !== "" ? m.store_id : null,
+			files: m.files === "bytes" ? "bytes" : "paths",
 		};
 	}
 	if (m.type === "refused") return { type: "refused", code: str(m.code), message: str(m.message, str(m.code)) };
@@ -343,6 +379,26 @@ export function decodeHubMessage(m: Json): HubMessage | undefined {
 			if (typeof m.turn_id !== "string" || m.turn_id === "") return undefined;
 			const { images, dropped } = decodeImages(m.images);
 			return { type: "prompt", turn_id: m.turn_id, text: str(m.text), context: str(m.context), images, droppedImages: dropped };
+		}
+		case "file": {
+			const ok =
+				typeof m.id === "string" &&
+				m.id !== "" &&
+				typeof m.name === "string" &&
+				typeof m.path === "string" &&
+				typeof m.size === "number" &&
+				typeof m.offset === "number";
+			if (!ok) return undefined;
+			return {
+				type: "file",
+				id: m.id as string,
+				name: m.name as string,
+				path: m.path as string,
+				size: m.size as number,
+				offset: m.offset as number,
+				data: str(m.data),
+				done: m.done === true,
+			};
 		}
 		case "abort":
 		case "get_state":

@@ -163,8 +163,14 @@ describe("decoding", () => {
 		const welcome = { type: "welcome", protocol: 1, hub_pid: 1, instance_id: "i1", hub_version: "0.1.0" };
 		assert.equal(decodeHubMessage(welcome), undefined);
 		assert.equal(decodeHubMessage({ type: "refused", code: "secret", message: "no" }), undefined);
-		assert.deepStrictEqual(decodeHandshake(welcome), { ...welcome, store_id: null }, "an older hub says no store id");
-		assert.deepStrictEqual(decodeHandshake({ ...welcome, store_id: "ab12" }), { ...welcome, store_id: "ab12" });
+		assert.deepStrictEqual(
+			decodeHandshake(welcome),
+			{ ...welcome, store_id: null, files: "paths" },
+			"an older hub says no store id, and files go as paths",
+		);
+		assert.deepStrictEqual(decodeHandshake({ ...welcome, store_id: "ab12" }), { ...welcome, store_id: "ab12", files: "paths" });
+		assert.deepStrictEqual(decodeHandshake({ ...welcome, files: "bytes" }), { ...welcome, store_id: null, files: "bytes" });
+		assert.deepStrictEqual(decodeHandshake({ ...welcome, files: "carrier pigeon" }), { ...welcome, store_id: null, files: "paths" });
 		assert.equal(decodeHandshake({ type: "error", message: "closing" }), undefined);
 	});
 });

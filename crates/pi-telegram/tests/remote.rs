@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use common::pi::{PiSetup, setup};
 use common::{Env, OWNER, wait_for};
 use pi_testkit::{PiEnv, PiRpc};
@@ -138,8 +139,18 @@ fn connect_until(pi: &mut PiRpc, needle: &str) -> Vec<Value> {
 }
 
 /// Asks the pi for `telegram_attach out.txt` and waits for the `n`-th refusal as its answer;
-/// no file ever reaches Telegram.
+/// no file reaches Telegram for it.
 fn attach_is_refused(env: &Env, n: usize) {
+    let bot_files = || {
+        env.fake
+            .control()
+            .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.from_bot && m.media.is_some())
+            .count()
+    };
+    let before = bot_files();
     env.say(r#"[[tool:telegram_attach:{"paths":["out.txt"]}]]"#);
     wait_for("the attach refusal", 60, || {
         env.bot_texts(OWNER)
@@ -148,15 +159,31 @@ fn attach_is_refused(env: &Env, n: usize) {
             .count()
             == n
     });
-    let files = env
-        .fake
+    assert_eq!(bot_files(), before);
+}
+
+/// The `file_id` of the file the bot sent as `name`, if it did.
+fn bot_file(env: &Env, name: &str) -> Option<String> {
+    env.fake
         .control()
-        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .uploads(None)
         .unwrap()
         .into_iter()
-        .filter(|m| m.media.is_some())
-        .count();
-    assert_eq!(files, 0);
+        .find(|u| u.from_bot && u.file_name.as_deref() == Some(name))
+        .map(|u| u.file_id)
+}
+
+/// The path of the attachment whose name ends in `name`, as the prompt names it (its folder
+/// after `[attachments]`, then `- <file> (...)` per file).
+fn path_in(text: &str, name: &str) -> Option<String> {
+    let folder = text
+        .lines()
+        .find_map(|l| l.strip_prefix("[attachments] "))?;
+    let file = text.lines().find_map(|l| {
+        let f = l.strip_prefix("- ")?.split(" (").next()?;
+        f.ends_with(name).then_some(f)
+    })?;
+    Some(format!("{folder}/{file}"))
 }
 
 /// The other machine started no hub of its own and has no socket.
@@ -199,9 +226,53 @@ fn a_pi_on_another_machine_joins_over_tls_and_answers() {
             .iter()
             .any(|t| t == "echo: hello from afar")
     });
-    // Files are read from the hub's disk: a remote pi is told so, nothing is sent.
+    // Files cross the connection as bytes, both ways. Out: a file only the other machine has
+    // reaches Telegram, named as it was there.
     std::fs::write(other.work_dir().join("out.txt"), "on the other machine").unwrap();
-    attach_is_refused(env, 1);
+    env.say(r#"[[tool:telegram_attach:{"paths":["out.txt"]}]]"#);
+    wait_for("the remote pi's file", 60, || {
+        bot_file(env, "out.txt").is_some()
+    });
+    let sent = bot_file(env, "out.txt").unwrap();
+    assert_eq!(
+        env.fake.control().file_bytes(&sent, None).unwrap().as_ref(),
+        b"on the other machine"
+    );
+    // In: a document the person sends is on the other machine when pi reads its prompt, at a
+    // path there (the fake model echoes the prompt, path included).
+    let doc = b"%PDF-1.4 for the other machine".to_vec();
+    env.fake
+        .control()
+        .send_media(tg_fake::control::SendMedia {
+            item: tg_fake::control::MediaItem {
+                kind: tg_fake::world::MediaKind::Document,
+                data_base64: base64::engine::general_purpose::STANDARD.encode(&doc),
+                filename: Some("brief.pdf".into()),
+                mime_type: Some("application/pdf".into()),
+                caption: Some("read the brief".into()),
+            },
+            thread_id: None,
+            user_id: None,
+            reply_to_message_id: None,
+            token: None,
+        })
+        .unwrap();
+    wait_for("the answer about the brief", 60, || {
+        env.bot_texts(OWNER)
+            .iter()
+            .any(|t| t.starts_with("echo: read the brief"))
+    });
+    let echo = env
+        .bot_texts(OWNER)
+        .into_iter()
+        .find(|t| t.starts_with("echo: read the brief"))
+        .unwrap();
+    let local = path_in(&echo, "brief.pdf").unwrap_or_else(|| panic!("no path in {echo:?}"));
+    assert!(
+        !local.starts_with(env.agent.to_str().unwrap()),
+        "pi was given the hub's path: {echo}"
+    );
+    assert_eq!(std::fs::read(&local).unwrap(), doc);
     assert_no_local_hub(&other);
     let _ = pi.close(Duration::from_secs(20));
     wait_for("the remote pi to leave", 30, || live(env) == 0);
@@ -221,8 +292,11 @@ fn a_pi_on_another_machine_joins_over_tls_and_answers() {
             .iter()
             .any(|t| t == "echo: through the tunnel")
     });
-    // The hub cannot tell a forwarded socket from a local pi: the extension refuses itself.
-    attach_is_refused(env, 2);
+    // Here the forwarded socket's pi is on the hub's own machine (the hello's machine says so),
+    // so the hub takes paths, which a pi behind a forwarded socket cannot know to be the
+    // hub's: the extension refuses itself. (On a real other machine the hub says bytes, and
+    // files go as they do over TLS.)
+    attach_is_refused(env, 1);
     assert_no_local_hub(&other);
     let _ = pi.close(Duration::from_secs(20));
 }
@@ -565,6 +639,7 @@ fn the_listener_serves_the_protocol_to_instances_only_and_keeps_its_certificate(
     c.send(&instance_hello(&secret, cwd));
     let w = c.recv_type("welcome");
     assert!(w["instance_id"].is_string());
+    assert_eq!(w["files"], "bytes", "{w}");
     wait_for("the instance", 20, || live(&env) == 1);
     assert_eq!(instances(&env)[0]["cwd"], cwd);
     c.send(
@@ -578,6 +653,60 @@ fn the_listener_serves_the_protocol_to_instances_only_and_keeps_its_certificate(
         r["error"].as_str().unwrap().contains("another machine"),
         "{r}"
     );
+    // Its files come as bytes: an upload in two pieces, then the call names it.
+    let piece = |offset: u64, data: &[u8], done: bool| {
+        json!({ "type": "upload", "id": "u1", "name": "notes.txt", "size": 11, "offset": offset,
+                "data": base64::engine::general_purpose::STANDARD.encode(data), "done": done })
+    };
+    c.send(&piece(0, b"hello ", false));
+    c.send(&piece(6, b"world", true));
+    c.send(
+        &json!({ "type": "tool_call", "id": "a2", "tool": "telegram_attach", "turn_id": null,
+                    "args": { "uploads": ["u1"] } }),
+    );
+    let r = c.recv_type("response");
+    assert_eq!(
+        (r["id"].as_str(), r["ok"].as_bool()),
+        (Some("a2"), Some(true)),
+        "{r}"
+    );
+    wait_for("the uploaded file", 30, || {
+        bot_file(&env, "notes.txt").is_some()
+    });
+    let sent = bot_file(&env, "notes.txt").unwrap();
+    assert_eq!(
+        env.fake.control().file_bytes(&sent, None).unwrap().as_ref(),
+        b"hello world"
+    );
+    // A piece past the size it announced ends that upload; the call says why.
+    c.send(&json!({ "type": "upload", "id": "u2", "name": "x.bin", "size": 2, "offset": 0,
+                    "data": base64::engine::general_purpose::STANDARD.encode(b"abc"), "done": true }));
+    c.send(
+        &json!({ "type": "tool_call", "id": "a3", "tool": "telegram_attach", "turn_id": null,
+                    "args": { "uploads": ["u2"] } }),
+    );
+    let r = c.recv_type("response");
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 2 bytes"),
+        "{r}"
+    );
+    // The upload one call took is not another's.
+    c.send(
+        &json!({ "type": "tool_call", "id": "a4", "tool": "telegram_attach", "turn_id": null,
+                    "args": { "uploads": ["u1"] } }),
+    );
+    let r = c.recv_type("response");
+    assert!(r["error"].as_str().unwrap().contains("no upload u1"), "{r}");
+    // Nothing of the uploads is left in the hub's folder of copies but what is being sent.
+    wait_for("the copies to be gone", 30, || {
+        std::fs::read_dir(env.agent.join("tmp/telegram/default/out"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    });
     env.say("over the network");
     let prompt = c.recv_type("prompt");
     assert_eq!(prompt["text"], "over the network");

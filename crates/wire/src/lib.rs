@@ -13,6 +13,6 @@ pub mod msg;
 pub use codec::{LineError, LineReader, MAX_LINE, encode, repair_surrogates};
 pub use event::{EventKind, PiEvent, ToolPhase};
 pub use msg::{
-    ClientMsg, Disposition, Hello, HelloError, HubMsg, ImagePart, InstanceState, ModelRef,
-    PROTOCOL, Role, TurnId, TurnResult, read_hello, secrets_match,
+    ClientMsg, Disposition, FILE_PART_BYTES, FilePart, Files, Hello, HelloError, HubMsg, ImagePart,
+    InstanceState, ModelRef, PROTOCOL, Role, TurnId, TurnResult, read_hello, secrets_match,
 };

@@ -347,6 +347,10 @@ pub enum ClientMsg {
         )]
         turn_id: Option<Option<TurnId>>,
     },
+    /// A piece of a file for `telegram_attach` from a pi whose files are not on the hub's disk
+    /// (the welcome said [`Files::Bytes`]); the call then names the upload's `id` in
+    /// `args.uploads` instead of a path.
+    Upload(FilePart),
     /// pi started or stopped waiting for the person at its terminal (pi's `ui_prompt_start`
     /// and `ui_prompt_end`: a dialog of one of its extensions). Sent again after a reconnect
     /// while it still waits.
@@ -397,6 +401,57 @@ pub enum ClientMsg {
     Unknown,
 }
 
+/// How files cross the connection, said in the welcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Files {
+    /// As paths: the hub and pi see one disk.
+    #[default]
+    Paths,
+    /// As bytes ([`FilePart`]s): pi is on another machine. Files the person sent come as
+    /// [`HubMsg::File`] before the prompt that names them; `telegram_attach` uploads.
+    Bytes,
+    /// A newer hub's word: read as paths.
+    #[serde(other)]
+    Other,
+}
+
+impl Files {
+    fn is_paths(&self) -> bool {
+        *self == Self::Paths
+    }
+}
+
+/// The most bytes one [`FilePart`] carries (before base64): its line stays well under
+/// [`crate::MAX_LINE`].
+pub const FILE_PART_BYTES: usize = 256 * 1024;
+
+/// One piece of a file sent as bytes. The pieces of a file share `id`, come in order (`offset`
+/// is where `data` starts in the file) and the last says `done`; `name` and `size` are the
+/// same in each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePart {
+    /// The file's id on this connection.
+    pub id: String,
+    /// Its name, without folders.
+    pub name: String,
+    /// Its whole size, in bytes.
+    pub size: u64,
+    /// Where `data` starts.
+    #[serde(default)]
+    pub offset: u64,
+    /// The bytes, base64 (at most [`FILE_PART_BYTES`] of them).
+    #[serde(default)]
+    pub data: String,
+    /// The last piece.
+    #[serde(default)]
+    pub done: bool,
+    /// Hub to pi: the path the prompt names the file by, on the hub's disk (the extension
+    /// puts its own copy's path in its place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
 /// An image in a prompt, in pi's shape (`{"type":"image","data":<base64>,"mimeType":…}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImagePart {
@@ -430,6 +485,9 @@ pub enum HubMsg {
         /// forgets the turns of another one (a state started over reuses `t1`, `t2`, ...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         store_id: Option<String>,
+        /// How files cross this connection (absent: as paths).
+        #[serde(default, skip_serializing_if = "Files::is_paths")]
+        files: Files,
     },
     /// Handshake refused; the connection closes.
     Refused {
@@ -452,6 +510,9 @@ pub enum HubMsg {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<ImagePart>,
     },
+    /// A piece of a file the person sent, for a pi on another machine, before the prompt
+    /// that names it by [`FilePart::path`].
+    File(FilePart),
     /// Abort the current run.
     Abort {
         /// Request id.

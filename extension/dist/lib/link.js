@@ -72,6 +72,12 @@ export class InstanceLink {
             this.s.problems.record("setting the footer", e);
         }
     }
+    filesAsBytes() {
+        return this.hub?.welcome?.files === "bytes";
+    }
+    drained() {
+        return this.hub?.drained() ?? Promise.resolve();
+    }
     usable() {
         const hub = this.hub;
         return hub !== undefined && !hub.unreachable;
@@ -86,7 +92,7 @@ export class InstanceLink {
     }
     refuses(tool) {
         const hub = this.hub;
-        if (tool !== "telegram_attach" || !hub || !isRemote(hub.target))
+        if (tool !== "telegram_attach" || !hub || !isRemote(hub.target) || this.filesAsBytes())
             return undefined;
         return "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
     }

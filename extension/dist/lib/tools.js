@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import * as os from "node:os";
 import * as path from "node:path";
 import { isJson } from "./wire.js";
+import { upload } from "./files.js";
 export const TOOL_CALL_TIMEOUT_MS = 120_000;
 export class ToolCalls {
     channel;
@@ -54,6 +55,15 @@ export class ToolCalls {
             if (!sent)
                 this.pending.get(id)?.reject(new Error(this.channel.unavailable() ?? "not connected to Telegram"));
         });
+    }
+    filesAsBytes() {
+        return this.channel.filesAsBytes?.() ?? false;
+    }
+    async upload(paths, signal) {
+        const why = this.channel.unavailable() ?? this.channel.refuses?.("telegram_attach");
+        if (why)
+            throw new Error(why);
+        return upload(paths, (m) => this.channel.send(m), () => this.channel.drained?.() ?? Promise.resolve(), signal);
     }
     onResponse(m) {
         const p = this.pending.get(m.id);
@@ -142,13 +152,16 @@ export function registerTools(pi, calls) {
                 throw new Error("telegram_attach needs at least one path");
             if (paths.some((p) => typeof p !== "string" || p.trim() === ""))
                 throw new Error("telegram_attach: a path is empty");
+            const absolute = paths.map((p) => absolutePath(p, ctx.cwd));
+            const c = calls();
+            const files = c.filesAsBytes() ? { uploads: await c.upload(absolute, signal) } : { paths: absolute };
             const args = given({
-                paths: paths.map((p) => absolutePath(p, ctx.cwd)),
+                ...files,
                 caption: params.caption,
                 chat_id: params.chat_id,
                 thread_id: params.thread_id,
             });
-            const text = await calls().call("telegram_attach", args, signal);
+            const text = await c.call("telegram_attach", args, signal);
             return { content: [{ type: "text", text }], details: undefined };
         },
     });

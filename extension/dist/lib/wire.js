@@ -5,6 +5,7 @@ export const MAX_HUB_LINE_BYTES = 64 * 1024 * 1024;
 export function isJson(v) {
     return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+export const FILE_PART_BYTES = 256 * 1024;
 const str = (v, dflt = "") => (typeof v === "string" ? v : v === undefined || v === null ? dflt : String(v));
 const optStr = (v) => (typeof v === "string" ? v : undefined);
 const requestId = (v) => (v === undefined || v === null ? undefined : String(v));
@@ -26,6 +27,7 @@ export function decodeHandshake(m) {
             instance_id: typeof m.instance_id === "string" ? m.instance_id : null,
             hub_version: typeof m.hub_version === "string" ? m.hub_version : null,
             store_id: typeof m.store_id === "string" && m.store_id !== "" ? m.store_id : null,
+            files: m.files === "bytes" ? "bytes" : "paths",
         };
     }
     if (m.type === "refused")
@@ -40,6 +42,26 @@ export function decodeHubMessage(m) {
                 return undefined;
             const { images, dropped } = decodeImages(m.images);
             return { type: "prompt", turn_id: m.turn_id, text: str(m.text), context: str(m.context), images, droppedImages: dropped };
+        }
+        case "file": {
+            const ok = typeof m.id === "string" &&
+                m.id !== "" &&
+                typeof m.name === "string" &&
+                typeof m.path === "string" &&
+                typeof m.size === "number" &&
+                typeof m.offset === "number";
+            if (!ok)
+                return undefined;
+            return {
+                type: "file",
+                id: m.id,
+                name: m.name,
+                path: m.path,
+                size: m.size,
+                offset: m.offset,
+                data: str(m.data),
+                done: m.done === true,
+            };
         }
         case "abort":
         case "get_state":

@@ -67,6 +67,9 @@ pub enum Command {
         context: String,
         /// Images that go with it.
         images: Vec<wire::ImagePart>,
+        /// The files the person sent with it, as the prompt names them (a pi on another
+        /// machine gets their bytes first).
+        files: Vec<PromptFile>,
     },
     /// Abort the current run.
     Abort,
@@ -183,8 +186,29 @@ pub struct ToolCall {
     pub args: serde_json::Value,
     /// What pi says of the call's run: a turn, a run typed in pi (`Some(None)`), or nothing.
     pub turn: Option<Option<TurnId>>,
+    /// `telegram_attach` from a pi on another machine: the files it uploaded, on the hub's
+    /// disk (the link made them; never a path pi named). The call removes them once copied.
+    pub uploaded: Vec<Uploaded>,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Result<String, String>>,
+}
+
+/// A file the person sent, on the hub's disk, as a prompt names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptFile {
+    /// Where the hub saved it (the path in the prompt).
+    pub path: std::path::PathBuf,
+    /// Its name as sent.
+    pub name: String,
+}
+
+/// A file a pi on another machine uploaded ([`crate::pi::links::uploads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uploaded {
+    /// Where the link wrote it.
+    pub path: std::path::PathBuf,
+    /// Its name on pi's machine.
+    pub name: String,
 }
 
 /// Everything that reaches the conductor.

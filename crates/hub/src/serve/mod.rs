@@ -267,6 +267,7 @@ async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
         .join("telegram")
         .join(opts.profile.as_str());
     let (out_dir, voice_dir) = (files_dir.join("out"), files_dir.join("voice"));
+    let out_dir_for_links = out_dir.clone();
     let hub = Hub::new(parts(opts, p, &started, out_dir.clone()));
     let extras = extras(opts, p, &started.client, files_dir, out_dir, voice_dir);
     let Started {
@@ -286,7 +287,11 @@ async fn spawn(opts: &ServeOptions, p: &Profile, started: Started) -> Running {
     };
     let rows = spawner.to_restore().await;
     let tasks = hub.spawn(Some(extras));
-    let links = spawn_links(opts, &tasks, (secret, store_id), listener, remote);
+    let uploads = links::socket::UploadSettings {
+        dir: out_dir_for_links,
+        max_bytes: p.settings.outbound_max_bytes,
+    };
+    let links = spawn_links(opts, &tasks, (secret, store_id, uploads), listener, remote);
     start_instances(&spawner, rows, &opts.instances_at_start, tasks.conductor());
     // Broken invariants in a release build: incidents, beside the log.
     let _invariants = tokio::spawn(crate::never::record_incidents(db));
@@ -372,7 +377,7 @@ fn extras(
 fn spawn_links(
     opts: &ServeOptions,
     tasks: &Tasks,
-    (secret, store_id): (Arc<String>, Arc<str>),
+    (secret, store_id, uploads): (Arc<String>, Arc<str>, links::socket::UploadSettings),
     listener: UnixListener,
     remote: Option<(TcpListener, TlsAcceptor)>,
 ) -> Vec<JoinHandle<()>> {
@@ -382,6 +387,7 @@ fn spawn_links(
         conductor: tasks.conductor().clone(),
         version: Arc::from(opts.version),
         store_id,
+        uploads: Arc::new(uploads),
     };
     let mut links = vec![tokio::spawn(links::socket::serve(
         listener,

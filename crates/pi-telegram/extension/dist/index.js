@@ -9,6 +9,7 @@ import { contributeSkill } from "./lib/skill.js";
 import { claimProcess } from "./lib/state.js";
 import { ToolGate } from "./lib/tool-gate.js";
 import { registerTools, ToolCalls } from "./lib/tools.js";
+import { Inbox } from "./lib/files.js";
 import { TurnRunner } from "./lib/turns.js";
 import { UiPromptWatch } from "./lib/ui-prompt.js";
 export default function piTelegram(pi) {
@@ -56,12 +57,21 @@ export default function piTelegram(pi) {
         refuses: (tool) => link.refuses(tool),
         send: (msg) => link.send(msg),
         turnId: () => turns.activeTurnId(),
+        filesAsBytes: () => link.filesAsBytes(),
+        drained: () => link.drained(),
     });
+    const inbox = new Inbox();
     const route = (m) => {
         switch (m.type) {
             case "prompt":
-                turns.onPrompt(m);
+                turns.onPrompt({ ...m, text: inbox.localize(m.text), context: inbox.localize(m.context) });
                 return;
+            case "file": {
+                const failed = inbox.onPart(m);
+                if (failed)
+                    s.problems.record("receiving a file from the hub", new Error(failed));
+                return;
+            }
             case "abort":
                 requests.abort(m);
                 return;

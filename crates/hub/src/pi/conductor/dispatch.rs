@@ -21,7 +21,7 @@ use crate::outgoing::outbound;
 use crate::outgoing::preview::PreviewMsg;
 use crate::outgoing::reactions::Fate;
 use crate::outgoing::texts;
-use crate::pi::instance::{Command, InstanceId, Transport};
+use crate::pi::instance::{Command, InstanceId, PromptFile, Transport};
 use crate::pi::preamble::{self, Preamble};
 use crate::pi::waited::{self, Waited};
 
@@ -131,6 +131,7 @@ impl Conductor {
                 VoiceReply::Manual => false,
             },
         };
+        let named = prompt_files(&files);
         let images = photos_of(files).await;
         let context = lines.context_for(&prompt_text, now);
         let prompt = Command::Prompt {
@@ -138,6 +139,7 @@ impl Conductor {
             text: prompt_text,
             context,
             images,
+            files: named,
         };
         if l.commands.try_send(prompt).is_err() {
             // The link is closing or stuck: the prompt never left.
@@ -435,6 +437,22 @@ const MAX_PROMPT_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
 /// too large) is left out: the prompt still names its file.
+/// The saved files of a prompt, as it names them.
+fn prompt_files(saved: &[store::files::File]) -> Vec<PromptFile> {
+    saved
+        .iter()
+        .filter(|f| f.state == store::files::FileState::Saved)
+        .filter_map(|f| {
+            let path = std::path::PathBuf::from(f.path.as_deref()?);
+            let name = f
+                .name
+                .clone()
+                .or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))?;
+            Some(PromptFile { path, name })
+        })
+        .collect()
+}
+
 async fn photos_of(saved: Vec<store::files::File>) -> Vec<wire::ImagePart> {
     use base64::Engine as _;
     let mut images = Vec::new();

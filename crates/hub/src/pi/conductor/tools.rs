@@ -36,7 +36,7 @@ use crate::names::label_of;
 use crate::outgoing::markup;
 use crate::outgoing::outbound::{self, OutFile, Place};
 use crate::pi::inbound::{limit_text, names, prompt::human_size};
-use crate::pi::instance::{InstanceId, ToolCall};
+use crate::pi::instance::{InstanceId, ToolCall, Uploaded};
 
 /// Where the tools keep what they send, and how much they send.
 #[derive(Debug, Clone)]
@@ -117,7 +117,7 @@ impl Conductor {
         };
         tokio::spawn(async move {
             let result = match call.tool.as_str() {
-                "telegram_attach" => job.attach(&call.args).await,
+                "telegram_attach" => job.attach(&call.args, call.uploaded).await,
                 "telegram_message" => job.message(&call.args).await,
                 other => Err(format!("{other} is not a tool of pi-telegram")),
             };
@@ -188,18 +188,24 @@ fn explicit_place(tx: &Connection, args: &Value, owner: i64) -> Result<Option<Pl
 impl Job {
     /// `telegram_attach`: the files copied, then recorded to go with the turn's answer or
     /// queued now. Returns what the model is told.
-    async fn attach(&self, args: &Value) -> Result<String, String> {
-        let paths: Vec<String> = args
-            .get("paths")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if paths.is_empty() {
+    async fn attach(&self, args: &Value, uploaded: Vec<Uploaded>) -> Result<String, String> {
+        // Named files: what a pi on another machine uploaded (its own names), else the paths
+        // pi gave, relative to its folder.
+        let sources: Vec<(PathBuf, Option<String>)> = if uploaded.is_empty() {
+            args.get("paths")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|p| (Path::new(&self.cwd).join(p), None))
+                .collect()
+        } else {
+            uploaded
+                .iter()
+                .map(|u| (u.path.clone(), Some(u.name.clone())))
+                .collect()
+        };
+        if sources.is_empty() {
             return Err("paths must list at least one file".into());
         }
         let caption: Option<String> = args
@@ -213,17 +219,22 @@ impl Job {
                     .collect::<String>()
             })
             .filter(|c| !c.trim().is_empty());
-        let paths: Vec<PathBuf> = paths.iter().map(|p| Path::new(&self.cwd).join(p)).collect();
         let (out_dir, max, stamp) = (
             self.settings.out_dir.clone(),
             self.settings.max_bytes,
             self.db.now_ms(),
         );
         // Reading files may block for as long as the disk (or a network mount) takes: off the
-        // runtime's threads.
-        let files = tokio::task::spawn_blocking(move || copy_all(&paths, &out_dir, max, stamp))
-            .await
-            .map_err(|e| format!("the copy failed: {e}"))??;
+        // runtime's threads. Uploads are the call's: gone once copied, whatever the outcome.
+        let files = tokio::task::spawn_blocking(move || {
+            let copied = copy_all(&sources, &out_dir, max, stamp);
+            for u in &uploaded {
+                let _ = std::fs::remove_file(&u.path);
+            }
+            copied
+        })
+        .await
+        .map_err(|e| format!("the copy failed: {e}"))??;
         let listed = files
             .iter()
             .map(|f| format!("{} ({})", f.name, human_size(f.size)))
@@ -563,12 +574,12 @@ pub(super) fn send_waiting(
 /// Checks every file, then copies each into `out_dir` (`<stamp>-<n>-<safe name>`): one bad path
 /// fails the whole call, and then no copy is left behind.
 fn copy_all(
-    paths: &[PathBuf],
+    sources: &[(PathBuf, Option<String>)],
     out_dir: &Path,
     max: u64,
     stamp: i64,
 ) -> Result<Vec<OutFile>, String> {
-    for path in paths {
+    for (path, _) in sources {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!("{}: no such file", path.display()),
             _ => format!("{} could not be read: {e}", path.display()),
@@ -577,21 +588,23 @@ fn copy_all(
     }
     make_private_dir(out_dir).map_err(|e| format!("cannot prepare the upload: {e}"))?;
     let mut files: Vec<OutFile> = Vec::new();
-    for (i, path) in paths.iter().enumerate() {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "file".into());
+    for (i, (path, given)) in sources.iter().enumerate() {
+        let name = given.clone().unwrap_or_else(|| {
+            path.file_name()
+                .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned())
+        });
+        // The type from the name pi's machine knows it by (an upload's own name says nothing).
+        let typed = Path::new(&name);
         // Numbered: two files of one call may have the same name.
         let stem = format!(
             "{stamp}-{i}-{}",
-            names::safe_name(Some(&name), "file", mime_of(path))
+            names::safe_name(Some(&name), "file", mime_of(typed))
         );
         match copy_one(path, out_dir, &stem, max) {
             Ok((copy, size)) => files.push(OutFile {
                 path: copy.display().to_string(),
+                mime: mime_of(typed).map(str::to_owned),
                 name,
-                mime: mime_of(path).map(str::to_owned),
                 size: size as i64,
             }),
             Err(why) => {
@@ -867,12 +880,12 @@ mod tests {
         assert!(err.contains("over the 50 B limit"), "{err}");
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
         // Two files of one name: two copies.
-        let files = copy_all(&[file.clone(), file.clone()], &out, 1000, 7).unwrap();
+        let files = copy_all(&[(file.clone(), None), (file.clone(), None)], &out, 1000, 7).unwrap();
         assert_eq!(files.len(), 2);
         assert_ne!(files[0].path, files[1].path);
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
         // Another call in the same millisecond: a name of its own.
-        let again = copy_all(std::slice::from_ref(&file), &out, 1000, 7).unwrap();
+        let again = copy_all(&[(file.clone(), None)], &out, 1000, 7).unwrap();
         assert!(
             again[0].path.ends_with("1-7-0-grows.log"),
             "{}",

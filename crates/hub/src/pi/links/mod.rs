@@ -6,6 +6,7 @@ pub mod rpc;
 pub(crate) mod socket;
 pub mod strangers;
 pub(crate) mod tcp;
+pub(crate) mod uploads;
 
 /// Commands an instance may have waiting before the hub considers it stuck.
 pub const COMMAND_QUEUE: usize = 256;

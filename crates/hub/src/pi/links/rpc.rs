@@ -601,6 +601,7 @@ async fn command(
             text,
             context,
             images,
+            ..
         } => {
             let request = rpc.id("prompt");
             // A new run: its text starts empty; pi's folder and the hub's requests in

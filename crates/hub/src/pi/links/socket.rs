@@ -17,24 +17,25 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use wire::{
-    ClientMsg, Disposition, EventKind, Hello, HubMsg, LineError, LineReader, PROTOCOL, Role,
-    TurnId, encode, secrets_match,
+    ClientMsg, Disposition, EventKind, FILE_PART_BYTES, FilePart, Files, Hello, HubMsg, LineError,
+    LineReader, PROTOCOL, Role, TurnId, encode, secrets_match,
 };
 
 use std::collections::HashMap;
 
 use super::strangers::{Admission, Failure};
+use super::uploads::Uploads;
 use crate::pi::instance::{
-    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, Reach, Request,
-    ToolCall, Transport,
+    Answer, Attach, Command, ConductorMsg, GoneReason, InstanceId, LinkEvent, PromptFile, Reach,
+    Request, ToolCall, Transport, Uploaded,
 };
 
 /// How long a new connection may take to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the last message before a close may take to be written.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The answer to `telegram_attach` from a pi on another machine.
-const REMOTE_ATTACH: &str = "telegram_attach cannot send files from a pi on another machine: the hub reads files from its own disk. Send text with telegram_message instead, or run this pi on the hub's machine";
+/// The answer to `telegram_attach` naming paths from a pi on another machine.
+const REMOTE_ATTACH: &str = "telegram_attach from a pi on another machine sends the files themselves, and this pi's extension sent paths on its own disk, which name nothing on the hub's: update the pi-telegram extension on this machine (pi install npm:pi-telegram), or send text with telegram_message";
 
 /// Binds `hub.sock` with mode 0600, replacing a stale socket (the caller holds the profile
 /// lock, so no other hub uses it).
@@ -76,6 +77,17 @@ pub struct Shared {
     pub version: Arc<str>,
     /// The state database's id, in every welcome (`Welcome::store_id`).
     pub store_id: Arc<str>,
+    /// Where files a pi on another machine uploads go, and how large one may be.
+    pub uploads: Arc<UploadSettings>,
+}
+
+/// Where files a pi on another machine uploads go ([`super::uploads`]).
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    /// The folder of the hub's outgoing copies.
+    pub dir: std::path::PathBuf,
+    /// `outboundMaxBytes`.
+    pub max_bytes: u64,
 }
 
 /// Where a connection comes from.
@@ -139,6 +151,8 @@ struct Conn {
     version: Arc<str>,
     /// The state database's id, for the welcome.
     store_id: Arc<str>,
+    /// Where a pi on another machine's uploads go.
+    uploads: Arc<UploadSettings>,
 }
 
 /// Where a connection's lines go, to its writer. Handlers of an instance's messages take this
@@ -224,6 +238,7 @@ pub async fn connection<S>(
         conductor,
         version,
         store_id,
+        uploads,
     } = shared;
     let (rd, wr) = tokio::io::split(stream);
     let (out, out_rx) = mpsc::channel(super::COMMAND_QUEUE);
@@ -235,6 +250,7 @@ pub async fn connection<S>(
         writer,
         version,
         store_id,
+        uploads,
     };
     let stranger = unauthenticated.as_ref();
     let (deadline, limit) = match stranger {
@@ -329,6 +345,7 @@ fn hub_msg(cmd: Command) -> HubMsg {
             text,
             context,
             images,
+            ..
         } => HubMsg::Prompt {
             turn_id: turn,
             text,
@@ -383,23 +400,27 @@ async fn instance(conn: Conn, hello: Hello, peer: Peer, conductor: mpsc::Sender<
     };
     let (commands, mut command_rx) = mpsc::channel(super::COMMAND_QUEUE);
     let attach = attach_of(hello, peer, cwd, commands);
-    let Some((mut conn, id)) = register(conn, &conductor, attach).await else {
+    // Paths name nothing on the other side: files cross the connection as bytes.
+    let bytes = attach.reach == Reach::OtherMachine;
+    let files = if bytes { Files::Bytes } else { Files::Paths };
+    let Some((mut conn, id)) = register(conn, &conductor, attach, files).await else {
         return;
     };
+    let uploads = bytes.then(|| Uploads::new(conn.uploads.dir.clone(), conn.uploads.max_bytes));
     if let Peer::Remote(addr) = peer {
         tracing::info!(instance = %id, peer = %addr, "a pi on another machine connected");
     }
     let mut link = InstanceLink {
         id,
-        peer,
         conductor,
         pending: HashMap::new(),
         next_request: 0,
+        uploads,
     };
     let gone = loop {
         let step = tokio::select! {
             line = conn.lines.next_line() => link.on_line(&conn.out, line).await,
-            cmd = command_rx.recv() => link.on_command(&conn.out, cmd),
+            cmd = command_rx.recv() => link.on_command(&conn.out, cmd).await,
             _ = &mut conn.writer => Step::Break(GoneReason::ConnectionLost("pi stopped reading".into())),
         };
         if let Step::Break(gone) = step {
@@ -446,6 +467,7 @@ async fn register(
     conn: Conn,
     conductor: &mpsc::Sender<ConductorMsg>,
     attach: Attach,
+    files: Files,
 ) -> Option<(Conn, InstanceId)> {
     let (reply, id_rx) = oneshot::channel();
     if conductor
@@ -468,6 +490,7 @@ async fn register(
         instance_id: Some(id.0.clone()),
         hub_version: Some(conn.version.to_string()),
         store_id: Some(conn.store_id.to_string()),
+        files,
     });
     Some((conn, id))
 }
@@ -475,11 +498,12 @@ async fn register(
 /// What a registered instance's connection keeps between messages.
 struct InstanceLink {
     id: InstanceId,
-    peer: Peer,
     conductor: mpsc::Sender<ConductorMsg>,
     /// Requests waiting for pi's answer, by request id.
     pending: HashMap<String, Answer>,
     next_request: u64,
+    /// A pi on another machine: its files come and go as bytes ([`Files::Bytes`]).
+    uploads: Option<Uploads>,
 }
 
 impl InstanceLink {
@@ -588,13 +612,37 @@ impl InstanceLink {
                 args,
                 turn_id,
             } => {
-                if self.peer != Peer::Local && tool == "telegram_attach" {
-                    // The hub reads attached files from its own disk: a path from
-                    // another machine names nothing here (or something else).
-                    send(out, &response(rid, Err(REMOTE_ATTACH.into())));
-                } else {
-                    let id = self.id.clone();
-                    tool_call(&self.conductor, out, id, rid, tool, args, turn_id);
+                let uploaded = match &mut self.uploads {
+                    Some(uploads) if tool == "telegram_attach" => {
+                        // A path from another machine names nothing here (or something
+                        // else): only what it uploaded on this connection goes.
+                        match uploaded_of(uploads, &args) {
+                            Ok(files) => files,
+                            Err(why) => {
+                                send(out, &response(rid, Err(why)));
+                                return Step::Continue(None);
+                            }
+                        }
+                    }
+                    _ => Vec::new(),
+                };
+                let id = self.id.clone();
+                let call = Call {
+                    request: rid,
+                    tool,
+                    args,
+                    turn: turn_id,
+                    uploaded,
+                };
+                tool_call(&self.conductor, out, id, call);
+                return Step::Continue(None);
+            }
+            ClientMsg::Upload(part) => {
+                match &mut self.uploads {
+                    Some(uploads) => uploads.part(part).await,
+                    None => {
+                        tracing::info!(instance = %self.id, "an upload from a pi that shares the hub's disk: ignored")
+                    }
                 }
                 return Step::Continue(None);
             }
@@ -607,8 +655,34 @@ impl InstanceLink {
     }
 
     /// A command of the conductor (`None`: the conductor is gone).
-    fn on_command(&mut self, out: &Out, cmd: Option<Command>) -> Step {
+    async fn on_command(&mut self, out: &Out, cmd: Option<Command>) -> Step {
         match cmd {
+            Some(Command::Prompt {
+                turn,
+                text,
+                context,
+                images,
+                files,
+            }) if self.uploads.is_some() && !files.is_empty() => {
+                // The files the prompt names, before it, in order: pi gets them whole first.
+                if let Err(why) = send_files(out, &turn, &files).await {
+                    return Step::Break(GoneReason::Closed(why));
+                }
+                let prompt = Command::Prompt {
+                    turn,
+                    text,
+                    context,
+                    images,
+                    files: Vec::new(),
+                };
+                if send(out, &hub_msg(prompt)) {
+                    Step::Continue(())
+                } else {
+                    Step::Break(GoneReason::Closed(
+                        "pi is not reading its connection".into(),
+                    ))
+                }
+            }
             Some(Command::Close(why)) => Step::Break(closing(out, why)),
             Some(Command::Request(req, answer)) => {
                 self.next_request += 1;
@@ -634,24 +708,116 @@ impl InstanceLink {
     }
 }
 
+/// The files a `telegram_attach` of a pi on another machine names by `args.uploads`.
+fn uploaded_of(uploads: &mut Uploads, args: &serde_json::Value) -> Result<Vec<Uploaded>, String> {
+    let ids: Vec<String> = args
+        .get("uploads")
+        .and_then(serde_json::Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Err(REMOTE_ATTACH.into());
+    }
+    uploads.take(&ids)
+}
+
+/// Streams `files` to pi as [`HubMsg::File`] pieces, waiting for room on the connection (a
+/// file is up to the inbound limit; the writer's timeout ends a peer that stops reading). A
+/// file that cannot be read is left out: pi's prompt still names it.
+async fn send_files(out: &Out, turn: &TurnId, files: &[PromptFile]) -> Result<(), String> {
+    use base64::Engine as _;
+    use tokio::io::AsyncReadExt;
+    for (n, f) in files.iter().enumerate() {
+        let opened = match tokio::fs::File::open(&f.path).await {
+            Ok(file) => file.metadata().await.map(|m| (file, m.len())),
+            Err(e) => Err(e),
+        };
+        let (mut file, size) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "a file for a pi on another machine could not be read");
+                continue;
+            }
+        };
+        let id = format!("{}-{n}", turn.0);
+        let mut offset = 0u64;
+        let mut buf = vec![0u8; FILE_PART_BYTES];
+        loop {
+            // The size it had when opened; whole pieces but the last (a short read is not the
+            // end).
+            let want = buf
+                .len()
+                .min(usize::try_from(size - offset).unwrap_or(usize::MAX));
+            let mut filled = 0;
+            while filled < want {
+                match file.read(&mut buf[filled..want]).await {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a file for a pi on another machine could not be read");
+                        return Ok(());
+                    }
+                }
+            }
+            let done = filled < want || offset + filled as u64 >= size;
+            let part = FilePart {
+                id: id.clone(),
+                name: f.name.clone(),
+                size,
+                offset,
+                data: base64::engine::general_purpose::STANDARD.encode(&buf[..filled]),
+                done,
+                path: Some(f.path.display().to_string()),
+            };
+            out.send(encode(&HubMsg::File(part)))
+                .await
+                .map_err(|_| "pi is not reading its connection".to_owned())?;
+            offset += filled as u64;
+            if done {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A tool call as the link hands it on.
+struct Call {
+    request: String,
+    tool: String,
+    args: serde_json::Value,
+    turn: Option<Option<TurnId>>,
+    uploaded: Vec<Uploaded>,
+}
+
 /// Carries out a tool call in a task of its own (a file copy or a send must not hold the
 /// connection) and answers it on `out`.
 fn tool_call(
     conductor: &mpsc::Sender<ConductorMsg>,
     out: &mpsc::Sender<String>,
     instance: InstanceId,
-    request: String,
-    tool: String,
-    args: serde_json::Value,
-    turn: Option<Option<TurnId>>,
+    c: Call,
 ) {
     let (conductor, out) = (conductor.clone(), out.clone());
     tokio::spawn(async move {
         let (reply, answered) = oneshot::channel();
+        let Call {
+            request,
+            tool,
+            args,
+            turn,
+            uploaded,
+        } = c;
         let call = ToolCall {
             tool,
             args,
             turn,
+            uploaded,
             reply,
         };
         let result = if conductor
@@ -692,6 +858,7 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
         instance_id: Some(id.0.clone()),
         hub_version: Some(conn.version.to_string()),
         store_id: Some(conn.store_id.to_string()),
+        files: Files::Paths,
     });
     loop {
         tokio::select! {
@@ -700,7 +867,8 @@ async fn tools(mut conn: Conn, hello: Hello, conductor: mpsc::Sender<ConductorMs
                 match serde_json::from_str::<ClientMsg>(&line) {
                     // The child's turn is the instance's: a child says nothing of it.
                     Ok(ClientMsg::ToolCall { id: rid, tool, args, .. }) => {
-                        tool_call(&conductor, &conn.out, id.clone(), rid, tool, args, None);
+                        let call = Call { request: rid, tool, args, turn: None, uploaded: Vec::new() };
+                        tool_call(&conductor, &conn.out, id.clone(), call);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -753,6 +921,7 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
         instance_id: None,
         hub_version: Some(conn.version.to_string()),
         store_id: Some(conn.store_id.to_string()),
+        files: Files::Paths,
     });
     loop {
         let line = match conn.lines.next_line().await {

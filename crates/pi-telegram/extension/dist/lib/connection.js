@@ -109,6 +109,20 @@ export class HubConnection {
     get where() {
         return describeTarget(this.target);
     }
+    drained(limit = 1 << 20) {
+        const s = this.sock;
+        if (!s || !s.writable || s.writableLength <= limit)
+            return Promise.resolve();
+        return new Promise((resolve) => {
+            const done = () => {
+                s.off("drain", done);
+                s.off("close", done);
+                resolve();
+            };
+            s.on("drain", done);
+            s.on("close", done);
+        });
+    }
     send(msg, opts = {}) {
         const s = this.sock;
         const connected = this.phase === "connected" && s !== undefined && s.writable;
@@ -340,7 +354,13 @@ export class HubConnection {
             this.fastUntil = 0;
             this.hubExitError = undefined;
             this.lastShown.clear();
-            this.welcome = { hub_pid: msg.hub_pid, instance_id: msg.instance_id, hub_version: msg.hub_version, store_id: msg.store_id };
+            this.welcome = {
+                hub_pid: msg.hub_pid,
+                instance_id: msg.instance_id,
+                hub_version: msg.hub_version,
+                store_id: msg.store_id,
+                files: msg.files,
+            };
             this.detail = "connected";
             try {
                 this.cb.onWelcome(this.welcome);
