@@ -158,22 +158,49 @@ fn main() {
     std::thread::sleep(Duration::from_millis(300));
 
     let gap = Duration::from_millis(env_or("ROUNDTRIP_GAP_MS", 100));
-    let mut windows = Vec::new();
-    for i in 0..turns {
+    // In one run, blocks of turns with the default settings (a "Thinking…" draft each turn)
+    // and with `draftPreviews` off, alternating, so that the machine's drift weighs on both:
+    // an answer must never wait on a draft's call.
+    let block = env_or("ROUNDTRIP_BLOCK", 10).max(1);
+    let config = agent.join("telegram.json");
+    let set_previews = |on: bool| {
+        let mut cfg: Value =
+            serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        cfg["assistant"] = json!({ "draftPreviews": on });
+        std::fs::write(&config, cfg.to_string()).unwrap();
+        // The hub re-reads telegram.json when it changes; a turn or two of margin.
+        std::thread::sleep(Duration::from_millis(1500));
+    };
+    let mut windows: [Vec<(u64, u64)>; 2] = [Vec::new(), Vec::new()];
+    let mut i = 0;
+    while i < turns * 2 {
+        let previews = (i / block) % 2 == 0;
+        if i % block == 0 {
+            set_previews(previews);
+        }
         let text = format!("ping {i}");
         let t0 = wall_us();
         say(&text);
         let t1 = answered(&format!("echo: {text}"));
-        windows.push((t0, t1));
+        windows[usize::from(!previews)].push((t0, t1));
         // Previews and typing of this turn settle before the next one starts; a person's next
         // message comes later still, so each turn meets a hub that was idle.
         std::thread::sleep(gap);
+        i += 1;
     }
+    let drafts: usize = ["sendMessageDraft", "sendRichMessageDraft"]
+        .iter()
+        .map(|m| fake.control().requests(0, Some(m)).len())
+        .sum();
     drop(hub);
     let log = std::fs::read_to_string(profile.join("logs/hub.jsonl")).unwrap_or_default();
     if let Ok(keep) = std::env::var("ROUNDTRIP_KEEP_LOG") {
         let _ = std::fs::write(&keep, &log);
-        let lines: Vec<String> = windows.iter().map(|(a, b)| format!("{a} {b}")).collect();
+        let lines: Vec<String> = windows
+            .iter()
+            .flatten()
+            .map(|(a, b)| format!("{a} {b}"))
+            .collect();
         let _ = std::fs::write(format!("{keep}.windows"), lines.join("\n"));
     }
     let marks = marks(&log);
@@ -183,6 +210,86 @@ fn main() {
     );
     let arrivals = llm.arrivals_us();
 
+    let on = steps(&windows[0], &marks, &arrivals);
+    let off = steps(&windows[1], &marks, &arrivals);
+    let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
+    println!(
+        "round trip (pi {}, the extension over hub.sock), state on {}: {} + {} turns with every mark, previews on / off in blocks of {block}; {drafts} draft calls",
+        pi_version(&pi_bin),
+        std::env::var("ROUNDTRIP_STATE_ON").unwrap_or_else(|_| "the temp dir's disk".into()),
+        on.0,
+        off.0,
+    );
+    println!();
+    println!("| step | previews on p50 | p90 | previews off p50 | p90 |");
+    println!("|---|---|---|---|---|");
+    for (i, name) in STEP_NAMES.iter().enumerate() {
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            ms(pct(&on.1[i], 0.5)),
+            ms(pct(&on.1[i], 0.9)),
+            ms(pct(&off.1[i], 0.5)),
+            ms(pct(&off.1[i], 0.9))
+        );
+    }
+    let _ = pi_proc.close(Duration::from_secs(5));
+    // The disk's own share, measured now: this virtual disk's flush latency drifts by half
+    // over hours, and every answer's way out contains one flush.
+    let flush = bare_flush_us(&agent.join("telegram"), gap.min(Duration::from_millis(20)));
+    println!(
+        "| for comparison: a bare flush on the same file system just after (16 KiB over written blocks, fdatasync) | {} | {} |",
+        ms(pct(&flush, 0.5)),
+        ms(pct(&flush, 0.9))
+    );
+}
+
+/// The steps of the way, from one mark (or `t0`, `t1`, `model`) to the next.
+const ROWS: [(&str, &str, &str); 11] = [
+    ("message at Telegram -> getUpdates returned", "t0", "polled"),
+    (
+        "journal commit (update + offset + its handling)",
+        "polled",
+        "journaled",
+    ),
+    (
+        "handling marked (the worker's commit when the poller leaves it one)",
+        "journaled",
+        "handled",
+    ),
+    ("conductor: prompt to the link", "handled", "dispatched"),
+    (
+        "socket, extension, pi -> model request",
+        "dispatched",
+        "model",
+    ),
+    ("model, pi, extension -> turn_done read", "model", "settled"),
+    ("conductor: answer committed", "settled", "queued"),
+    ("sender picks the row", "queued", "picked"),
+    ("sender: row marked sending", "picked", "calling"),
+    ("Bot API call until tg-fake handles it", "calling", "t1"),
+    ("round trip", "t0", "t1"),
+];
+
+/// [`ROWS`], then the hub's own time in and out.
+const STEP_NAMES: [&str; 13] = [
+    ROWS[0].0,
+    ROWS[1].0,
+    ROWS[2].0,
+    ROWS[3].0,
+    ROWS[4].0,
+    ROWS[5].0,
+    ROWS[6].0,
+    ROWS[7].0,
+    ROWS[8].0,
+    ROWS[9].0,
+    ROWS[10].0,
+    "hub time in (getUpdates returned -> prompt to the link)",
+    "hub time out (turn_done read -> Bot API call starts)",
+];
+
+/// Per step, the sorted durations (us) over the turns of `windows` that have every mark; and
+/// how many those were.
+fn steps(windows: &[(u64, u64)], marks: &[Mark], arrivals: &[u64]) -> (usize, Vec<Vec<u64>>) {
     // Per turn: the first mark of each step inside its window, in path order.
     let first = |step: &str, from: u64, to: u64| {
         marks
@@ -190,34 +297,9 @@ fn main() {
             .find(|m| m.step == step && m.us >= from && m.us <= to)
             .map(|m| m.us)
     };
-    let rows: [(&str, &str, &str); 11] = [
-        ("message at Telegram -> getUpdates returned", "t0", "polled"),
-        (
-            "journal commit (update + offset + its handling)",
-            "polled",
-            "journaled",
-        ),
-        (
-            "handling marked (the worker's commit when the poller leaves it one)",
-            "journaled",
-            "handled",
-        ),
-        ("conductor: prompt to the link", "handled", "dispatched"),
-        (
-            "socket, extension, pi -> model request",
-            "dispatched",
-            "model",
-        ),
-        ("model, pi, extension -> turn_done read", "model", "settled"),
-        ("conductor: answer committed", "settled", "queued"),
-        ("sender picks the row", "queued", "picked"),
-        ("sender: row marked sending", "picked", "calling"),
-        ("Bot API call until tg-fake handles it", "calling", "t1"),
-        ("round trip", "t0", "t1"),
-    ];
-    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); rows.len() + 2];
+    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); STEP_NAMES.len()];
     let mut complete = 0;
-    for &(t0, t1) in &windows {
+    for &(t0, t1) in windows {
         let model = arrivals.iter().copied().find(|&a| a >= t0 && a <= t1);
         let at = |name: &str| -> Option<u64> {
             match name {
@@ -227,7 +309,7 @@ fn main() {
                 step => first(step, t0, t1),
             }
         };
-        let spans: Option<Vec<u64>> = rows
+        let spans: Option<Vec<u64>> = ROWS
             .iter()
             .map(|(_, a, b)| Some(at(b)?.saturating_sub(at(a)?)))
             .collect();
@@ -244,47 +326,13 @@ fn main() {
         for (i, s) in spans.into_iter().enumerate() {
             samples[i].push(s);
         }
-        samples[rows.len()].push(dispatched - polled);
-        samples[rows.len() + 1].push(calling - settled);
+        samples[ROWS.len()].push(dispatched - polled);
+        samples[ROWS.len() + 1].push(calling - settled);
     }
     for s in &mut samples {
         s.sort_unstable();
     }
-    let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
-    println!(
-        "round trip, {complete} of {turns} turns with every mark (pi {}, the extension over hub.sock), state on {}",
-        pi_version(&pi_bin),
-        std::env::var("ROUNDTRIP_STATE_ON").unwrap_or_else(|_| "the temp dir's disk".into())
-    );
-    println!();
-    println!("| step | p50 | p90 |");
-    println!("|---|---|---|");
-    for (i, (name, _, _)) in rows.iter().enumerate() {
-        println!(
-            "| {name} | {} | {} |",
-            ms(pct(&samples[i], 0.5)),
-            ms(pct(&samples[i], 0.9))
-        );
-    }
-    for (i, name) in [
-        "hub time in (getUpdates returned -> prompt to the link)",
-        "hub time out (turn_done read -> Bot API call starts)",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let s = &samples[rows.len() + i];
-        println!("| {name} | {} | {} |", ms(pct(s, 0.5)), ms(pct(s, 0.9)));
-    }
-    let _ = pi_proc.close(Duration::from_secs(5));
-    // The disk's own share, measured now: this virtual disk's flush latency drifts by half
-    // over hours, and every answer's way out contains one flush.
-    let flush = bare_flush_us(&agent.join("telegram"), gap.min(Duration::from_millis(20)));
-    println!(
-        "| for comparison: a bare flush on the same file system just after (16 KiB over written blocks, fdatasync) | {} | {} |",
-        ms(pct(&flush, 0.5)),
-        ms(pct(&flush, 0.9))
-    );
+    (complete, samples)
 }
 
 /// `fdatasync` of 16 KiB written over blocks already written (as the hub's preallocated log),
