@@ -8,6 +8,10 @@
 //! short: recorded ambiguous), one "keeping your message" notice, the database opens after
 //! every cut. The plain messages find no pi: they wait as queued turns (counted once each).
 //!
+//! A second run has a real pi with the extension on the same machine, killed with the hub at
+//! each cut and started again with it: every turn pi finished (its result stored) has its
+//! answer in the chat, none twice unmarked (`POWERLOSS_PI_CYCLES`, default 6).
+//!
 //! `POWERLOSS_CYCLES=200` (and `POWERLOSS_SEED`) runs longer: `scripts/power-loss.sh`.
 //! The debug-only switch `PI_TELEGRAM_TEST_NO_POLL_SYNC=1` makes the poller confirm updates
 //! before syncing them; a test shows the harness then finds updates lost.
@@ -413,5 +417,234 @@ fn without_the_sync_before_confirming_the_harness_finds_updates_lost() {
     assert!(
         !o.lost.is_empty(),
         "with the sync skipped, no confirmed update was lost: the harness cannot see the loss"
+    );
+}
+
+/// What a run with a pi found.
+#[derive(Debug, Default)]
+struct WithPi {
+    cycles: usize,
+    sent: usize,
+    /// Confirmed to Telegram but not journaled.
+    lost: Vec<i64>,
+    /// Turns pi finished (done) whose answer never reached the chat.
+    unanswered: Vec<i64>,
+    /// Messages answered more than once without the repeat mark.
+    doubled: Vec<i64>,
+    /// Turns done, interrupted (pi died with the machine mid-turn), other.
+    done: usize,
+    interrupted: usize,
+    /// Answers sent again, marked.
+    marked: usize,
+    opened: usize,
+    fs: powerloss::Stats,
+}
+
+/// Cycles with a real pi (with the extension) on the same machine: each power cut takes the
+/// hub and pi together; the next cycle starts both. The conversation's messages are answered
+/// by pi (the fake model echoes them).
+fn run_with_pi(cycles: usize, seed: u64) -> WithPi {
+    let Some(s) = common::pi::setup() else {
+        return WithPi::default();
+    };
+    common::pi::install_extension(&s);
+    let env = &s.env;
+    let fs = PowerFs::new();
+    let at = env.agent.join("telegram");
+    std::fs::create_dir_all(&at).unwrap();
+    let mut mounted = Some(fs.mount(&at).unwrap());
+    let mut rng = Rng::new(seed);
+    let sent: Arc<Mutex<BTreeMap<i64, i64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = {
+        let (sent, stop) = (sent.clone(), stop.clone());
+        let control = env.fake.control().clone();
+        let mut rng = Rng::new(seed ^ 0xFEED);
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let s = control
+                    .send_text(tg_fake::control::SendText {
+                        text: format!("message {i}"),
+                        ..Default::default()
+                    })
+                    .unwrap();
+                sent.lock()
+                    .unwrap()
+                    .insert(s.update_id.unwrap(), s.message_id);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(60 + rng.next_u64() % 200));
+            }
+        })
+    };
+    let mut out = WithPi::default();
+    for cycle in 0..cycles {
+        let mut hub = env.serve();
+        common::wait_for("the hub socket", 30, || {
+            env.profile_dir().join("hub.sock").exists()
+        });
+        let pi = common::pi::connected_pi(&s, None);
+        std::thread::sleep(Duration::from_millis(300 + rng.next_u64() % 2500));
+        // The machine goes: pi and the hub at once, and what was not synced.
+        drop(pi);
+        hub.signal("KILL");
+        assert_eq!(
+            hub.wait(Duration::from_secs(10)),
+            None,
+            "killed by a signal"
+        );
+        mounted.take().unwrap().unmount().unwrap();
+        fs.cut();
+        mounted = Some(fs.mount(&at).unwrap());
+        match opens(env) {
+            Ok(()) => out.opened += 1,
+            Err(e) => panic!("cycle {cycle}: the database does not open after the cut: {e}"),
+        }
+        out.cycles += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+    let sent = sent.lock().unwrap().clone();
+    // Settle: a last hub and pi answer what waits.
+    {
+        let mut hub = env.serve();
+        common::wait_for("the hub socket", 30, || {
+            env.profile_dir().join("hub.sock").exists()
+        });
+        let pi = common::pi::connected_pi(&s, None);
+        common::wait_for("everything answered or settled", 120, || {
+            let st = env.status();
+            let open: i64 = ["queued", "dispatched", "acked"]
+                .iter()
+                .map(|k| st["turns"][k].as_i64().unwrap_or(0))
+                .sum();
+            st["journal"]["handled"] == json!(sent.len())
+                && open == 0
+                && st["outbox"]["pending"] == json!(0)
+                && st["outbox"]["sending"] == json!(0)
+        });
+        let _ = pi.close(Duration::from_secs(20));
+        assert_eq!(hub.stop(), Some(0), "log:\n{}", hub.log_text());
+    }
+    out.sent = sent.len();
+    let confirmed_below = env
+        .fake
+        .control()
+        .requests(0, Some("getUpdates"))
+        .iter()
+        .filter_map(|e| e.params.get("offset").and_then(serde_json::Value::as_i64))
+        .max()
+        .unwrap_or(0);
+    let journal = common::journal(env);
+    out.lost = sent
+        .keys()
+        .filter(|id| **id < confirmed_below && !journal.contains_key(id))
+        .copied()
+        .collect();
+    let mark = hub::outgoing::texts::REPEAT_MARK.trim_end();
+    let mut answers: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
+    for m in env
+        .fake
+        .control()
+        .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
+        .unwrap()
+        .iter()
+        .filter(|m| m.from_bot)
+    {
+        let (Some(r), Some(t)) = (m.reply_to_message_id, m.text.as_deref()) else {
+            continue;
+        };
+        let e = answers.entry(r).or_default();
+        if t.starts_with("echo: ") {
+            e.0 += 1;
+        } else if t.starts_with(mark) && t.contains("echo: ") {
+            e.1 += 1;
+        }
+    }
+    out.marked = answers.values().map(|a| a.1).sum();
+    out.doubled = answers
+        .iter()
+        .filter(|(_, a)| a.0 > 1)
+        .map(|(m, _)| *m)
+        .collect();
+    let turns: Vec<(i64, String)> = env
+        .open_store()
+        .read(|c| {
+            let mut q = c
+                .prepare("SELECT message_id, state FROM turns WHERE message_id IS NOT NULL")
+                .map_err(store::StoreError::from)?;
+            let rows = q
+                .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .map_err(store::StoreError::from)?;
+            Ok::<_, store::StoreError>(rows.map(|r| r.unwrap()).collect())
+        })
+        .unwrap();
+    for (message, state) in &turns {
+        match state.as_str() {
+            "done" => {
+                out.done += 1;
+                if answers.get(message).is_none_or(|a| a.0 + a.1 == 0) {
+                    out.unanswered.push(*message);
+                }
+            }
+            "interrupted" => out.interrupted += 1,
+            _ => {}
+        }
+    }
+    out.fs = fs.stats();
+    drop(mounted);
+    out
+}
+
+#[test]
+fn power_cuts_with_a_pi_deliver_every_finished_answer_once() {
+    if skipped() {
+        return;
+    }
+    let (_, seed) = cycles_and_seed(0);
+    let cycles = std::env::var("POWERLOSS_PI_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let started = Instant::now();
+    let o = run_with_pi(cycles, seed);
+    if o.cycles == 0 {
+        eprintln!("SKIPPED: no pi (PI_TELEGRAM_TEST_PI)");
+        return;
+    }
+    eprintln!(
+        "power-loss harness with a pi: {} cycles in {:.0?}, {} messages, {} turns done, {} interrupted, \
+         {} answers sent again marked, {} lost, {} unanswered, {} doubled, database opened {}/{}; \
+         file system: {:?}",
+        o.cycles,
+        started.elapsed(),
+        o.sent,
+        o.done,
+        o.interrupted,
+        o.marked,
+        o.lost.len(),
+        o.unanswered.len(),
+        o.doubled.len(),
+        o.opened,
+        o.cycles,
+        o.fs
+    );
+    assert_eq!(o.opened, o.cycles);
+    assert!(o.lost.is_empty(), "confirmed updates lost: {:?}", o.lost);
+    assert!(
+        o.unanswered.is_empty(),
+        "finished turns never answered: {:?}",
+        o.unanswered
+    );
+    assert!(
+        o.doubled.is_empty(),
+        "answered twice unmarked: {:?}",
+        o.doubled
+    );
+    assert!(o.done > 0, "pi answered nothing: the harness tests nothing");
+    assert!(
+        o.fs.files_reverted > 0,
+        "the cuts never threw anything away: the harness tests nothing ({:?})",
+        o.fs
     );
 }
