@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::pi::{project, setup_threaded};
+use common::pi::{PiSetup, project, setup_threaded};
 use common::{Env, OWNER, wait_for};
 use tg_fake::control::{SendText, ThreadFilter};
 use tg_fake::world::TopicState;
@@ -148,6 +148,20 @@ fn a_killed_hub_brings_its_headless_pi_back_on_their_sessions() {
     let _ = Duration::from_secs(0);
 }
 
+/// A hub (with `extra` in its environment) and one headless pi it started in project `name`,
+/// bound to its topic: the hub, the project's folder, the topic.
+fn one_headless(s: &PiSetup, name: &str, extra: &[(&str, &str)]) -> (common::Hub, String, i64) {
+    let env = &s.env;
+    let hub = env.serve_with(extra);
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    let dir = project(&s.pi, name);
+    env.spawn_pi(&dir);
+    let topic = env.bound_topic(name, 60);
+    (hub, dir, topic)
+}
+
 /// The hub killed while its headless pi streams an answer (no tool started): after the restart
 /// the turn runs again on the same session, the person is told so and gets one answer; pi is
 /// told it sees the message a second time.
@@ -155,13 +169,7 @@ fn a_killed_hub_brings_its_headless_pi_back_on_their_sessions() {
 fn a_turn_cut_off_before_any_tool_runs_again_after_the_hub_restarts() {
     let Some(s) = setup_threaded() else { return };
     let env = &s.env;
-    let mut hub = env.serve();
-    wait_for("the hub socket", 20, || {
-        env.profile_dir().join("hub.sock").exists()
-    });
-    let dir = project(&s.pi, "delta");
-    env.spawn_pi(&dir);
-    let topic = env.bound_topic("delta", 60);
+    let (mut hub, _, topic) = one_headless(&s, "delta", &[]);
     let words = "[[slow]] one two three four five six seven eight nine ten eleven twelve";
     say_in(env, topic, words);
     wait_for("pi to ask the model", 60, || {
@@ -212,13 +220,7 @@ fn a_turn_cut_off_before_any_tool_runs_again_after_the_hub_restarts() {
 fn a_turn_cut_off_while_a_tool_runs_is_never_run_again() {
     let Some(s) = setup_threaded() else { return };
     let env = &s.env;
-    let mut hub = env.serve();
-    wait_for("the hub socket", 20, || {
-        env.profile_dir().join("hub.sock").exists()
-    });
-    let dir = project(&s.pi, "epsilon");
-    env.spawn_pi(&dir);
-    let topic = env.bound_topic("epsilon", 60);
+    let (mut hub, dir, topic) = one_headless(&s, "epsilon", &[]);
     let ran = std::path::Path::new(&dir).join("ran.txt");
     say_in(env, topic, "[[bash:echo ran >> ran.txt && sleep 3]]");
     wait_for("the tool to start", 60, || ran.exists());
@@ -264,13 +266,11 @@ fn a_turn_cut_off_while_a_tool_runs_is_never_run_again() {
 fn an_answer_the_hub_died_receiving_is_taken_from_pi_s_session_file() {
     let Some(s) = setup_threaded() else { return };
     let env = &s.env;
-    let mut hub = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", "turn_done.before_commit")]);
-    wait_for("the hub socket", 20, || {
-        env.profile_dir().join("hub.sock").exists()
-    });
-    let dir = project(&s.pi, "zeta");
-    env.spawn_pi(&dir);
-    let topic = env.bound_topic("zeta", 60);
+    let (mut hub, _, topic) = one_headless(
+        &s,
+        "zeta",
+        &[("PI_TELEGRAM_CRASH_AT", "turn_done.before_commit")],
+    );
     say_in(env, topic, "tell me about zeta");
     assert_eq!(
         hub.wait(Duration::from_secs(60)),

@@ -72,6 +72,17 @@ fn skipped() -> bool {
     }
 }
 
+/// Updates below this id were confirmed to Telegram (the highest offset a `getUpdates` gave).
+fn confirmed_below(env: &Env) -> i64 {
+    env.fake
+        .control()
+        .requests(0, Some("getUpdates"))
+        .iter()
+        .filter_map(|e| e.params.get("offset").and_then(serde_json::Value::as_i64))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Opens the database as the hub would, and checks it.
 fn opens(env: &Env) -> Result<(), String> {
     let s = store::Store::open(&env.state_db()).map_err(|e| e.to_string())?;
@@ -185,14 +196,7 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         assert_eq!(hub.stop(), Some(0), "log:\n{}", hub.log_text());
     }
     out.sent = sent.len();
-    let confirmed_below = env
-        .fake
-        .control()
-        .requests(0, Some("getUpdates"))
-        .iter()
-        .filter_map(|e| e.params.get("offset").and_then(serde_json::Value::as_i64))
-        .max()
-        .unwrap_or(0);
+    let confirmed_below = confirmed_below(&env);
     let journal = common::journal(&env);
     let sent_ids: BTreeSet<i64> = sent.keys().copied().collect();
     out.journaled = journal.len();
@@ -527,14 +531,7 @@ fn run_with_pi(cycles: usize, seed: u64) -> WithPi {
         assert_eq!(hub.stop(), Some(0), "log:\n{}", hub.log_text());
     }
     out.sent = sent.len();
-    let confirmed_below = env
-        .fake
-        .control()
-        .requests(0, Some("getUpdates"))
-        .iter()
-        .filter_map(|e| e.params.get("offset").and_then(serde_json::Value::as_i64))
-        .max()
-        .unwrap_or(0);
+    let confirmed_below = confirmed_below(env);
     let journal = common::journal(env);
     out.lost = sent
         .keys()
