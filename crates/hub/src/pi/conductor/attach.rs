@@ -21,6 +21,7 @@ use crate::error::HubError;
 use crate::names::label_of;
 use crate::outgoing::outbound;
 use crate::outgoing::preview::PreviewMsg;
+use crate::outgoing::reactions::Fate;
 use crate::outgoing::texts;
 use crate::pi::instance::{Attach, Command, InstanceId, Transport};
 use crate::pi::resume::{self, Resume};
@@ -40,8 +41,10 @@ impl Conductor {
             (current.voice_reply, current.voice_transcript),
         );
         let clock = self.db.clock().clone();
-        self.db
+        let answered = self
+            .db
             .write(Durability::OnDisk, move |tx| {
+                let mut answered = Vec::new();
                 // Hubs that start through `serve` did this with their lease; kept for a
                 // conductor run on its own (tests), where it is idempotent.
                 instances::mark_all_gone(tx, HUB_RESTARTED, now)?;
@@ -53,12 +56,11 @@ impl Conductor {
                         continue;
                     }
                     let place = by_place.entry((t.chat_id, t.thread_id)).or_default();
-                    let verdict = judged.get(&t.id).cloned().unwrap_or(Resume::Unknown(
-                        "not a headless pi's turn".into(),
-                    ));
+                    // Not a headless pi's (the demo's echo agent): interrupted, as always.
+                    let verdict = judged.get(&t.id).cloned();
                     match verdict {
-                        Resume::NotStarted | Resume::Again => {
-                            let again = verdict == Resume::Again;
+                        Some(v @ (Resume::NotStarted | Resume::Again)) => {
+                            let again = v == Resume::Again;
                             let queued = turns::run_again(tx, t.id)?;
                             // `outstanding` read it dispatched or acked in this transaction.
                             if crate::never!(!queued, "outstanding turn {} could not be queued again", t.id) {
@@ -70,7 +72,7 @@ impl Conductor {
                             tracing::info!(turn = t.id, recorded = again, "a turn the hub's restart cut off runs again: pi had not started a tool");
                             place.again.push((t.id, t.text.clone()));
                         }
-                        Resume::Answered { text, error } => {
+                        Some(Resume::Answered { text, error }) => {
                             let identity = t.identity.clone().unwrap_or_default();
                             let ctx = AnswerCtx {
                                 label: None,
@@ -87,16 +89,18 @@ impl Conductor {
                                 handled: false,
                             };
                             tracing::info!(turn = t.id, "a turn the hub's restart cut off had been answered: the answer is taken from pi's session file");
-                            finish(tx, &t, &result, &ctx, now)?;
+                            if finish(tx, &t, &result, &ctx, now)? {
+                                answered.push((t.id, t.chat_id, t.message_id));
+                            }
                         }
-                        Resume::ToolsStarted(_) | Resume::Unknown(_) => {
-                            let why = match &verdict {
-                                Resume::ToolsStarted(tools) => format!(
+                        v @ (Some(Resume::ToolsStarted(_) | Resume::Unknown(_)) | None) => {
+                            let why = match &v {
+                                Some(Resume::ToolsStarted(tools)) => format!(
                                     "{}; pi had started {}, so it is not run again",
                                     HUB_RESTARTED.detail(),
                                     tools.join(", ")
                                 ),
-                                Resume::Unknown(why) => {
+                                Some(Resume::Unknown(why)) => {
                                     format!("{}; {why}", HUB_RESTARTED.detail())
                                 }
                                 _ => HUB_RESTARTED.detail(),
@@ -145,10 +149,15 @@ impl Conductor {
                         }
                     }
                 }
-                Ok(())
+                Ok(answered)
             })
             .await?;
         self.wakes.sender.notify_one();
+        if current.reactions {
+            for (n, chat, message) in answered {
+                self.fates.show(n, chat, message, Fate::Answered);
+            }
+        }
         Ok(())
     }
 
