@@ -1,7 +1,8 @@
 //! Files a pi on another machine sends for `telegram_attach` (wire `upload` pieces): written
 //! piece by piece into the folder of the hub's outgoing copies, bounded by the file limit and
-//! by how many may be under way at once, and removed when the call has copied them or the
-//! connection ends (a crash leaves them to retention's sweep of that folder).
+//! by how many a connection may hold at once (under way or waiting for their call), and removed
+//! when the call has copied them or the connection ends (a crash leaves them to retention's
+//! sweep of that folder).
 //!
 //! A bad piece (out of order, past the size it announced, over the limit, not base64) ends its
 //! upload; the call that names it is then refused with the reason.
@@ -15,8 +16,9 @@ use wire::{FILE_PART_BYTES, FilePart};
 
 use crate::pi::instance::Uploaded;
 
-/// Uploads under way on one connection at a time, at most.
-const MAX_OPEN: usize = 8;
+/// Files one connection may hold on the hub's disk at a time (under way, or finished and not
+/// yet taken by a call), at most.
+const MAX_HELD: usize = 16;
 
 /// One connection's uploads.
 #[derive(Debug)]
@@ -140,8 +142,10 @@ impl Uploads {
                 crate::pi::inbound::limit_text(self.max)
             ));
         }
-        if self.open.len() >= MAX_OPEN {
-            return Err(format!("more than {MAX_OPEN} uploads at once"));
+        if self.open.len() + self.ready.len() >= MAX_HELD {
+            return Err(format!(
+                "more than {MAX_HELD} files uploaded and not yet attached"
+            ));
         }
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || crate::atomic::create_dir_all(&dir, 0o700))
@@ -262,6 +266,25 @@ mod tests {
                 .contains("ended after")
         );
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_connection_holds_at_most_sixteen_files_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut u = Uploads::new(dir.path().join("out"), 100);
+        for n in 0..MAX_HELD {
+            u.part(part(&format!("f{n}"), 1, 0, b"x", true)).await;
+        }
+        u.part(part("one-more", 1, 0, b"x", true)).await;
+        assert!(
+            u.take(&["one-more".into()])
+                .unwrap_err()
+                .contains("not yet attached")
+        );
+        // A call takes some: room again.
+        assert_eq!(u.take(&["f0".into(), "f1".into()]).unwrap().len(), 2);
+        u.part(part("later", 1, 0, b"x", true)).await;
+        assert_eq!(u.take(&["later".into()]).unwrap().len(), 1);
     }
 
     #[tokio::test]
