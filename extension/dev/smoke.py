@@ -197,6 +197,7 @@ CLIENT_MSGS = {
     "tool_call": {"id": "!str", "tool": "!str", "args": "any", "turn_id": "str?"},
     "bye": {"reason": "str"},
     "ui_prompt": {"waiting": "!bool", "kind": "str?", "title": "str?"},
+    "upload": {"id": "!str", "name": "!str", "size": "!int", "offset": "int", "data": "str", "done": "bool"},
     "spawn": {"id": "!str", "cwd": "!str", "env": "str_map"},
     "instances": {"id": "!str"},
     "resolve_intent": {"id": "!str", "intent_id": "!int", "create": "!bool"},
