@@ -371,14 +371,39 @@ pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     .pop())
 }
 
-/// Every queued turn that came from a person's message (whatever it waits for), oldest first.
-pub fn queued_messages(conn: &Connection) -> Result<Vec<Turn>> {
-    select(
-        conn,
-        "WHERE state IN ('queued', 'dispatched', 'acked') AND state = 'queued'
-           AND message_id IS NOT NULL ORDER BY id",
-        [],
-    )
+/// Queued turns numbered after `after` that answer a message: `(turn, chat, message)`, oldest
+/// first. For what is new since a last look, without reading every waiting turn again.
+pub fn queued_after(conn: &Connection, after: i64) -> Result<Vec<(i64, i64, i64)>> {
+    let ctx = "reading new waiting turns";
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, chat_id, message_id FROM turns
+             WHERE id > ?1 AND state = 'queued' AND message_id IS NOT NULL ORDER BY id",
+        )
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map([after], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.map(|r| r.map_err(StoreError::sqlite(ctx))).collect()
+}
+
+/// The state of every turn numbered `from` to `to`: two columns a row, for a look at many
+/// turns at once.
+pub fn states_between(conn: &Connection, from: i64, to: i64) -> Result<Vec<(i64, TurnState)>> {
+    let ctx = "reading turn states";
+    let mut stmt = conn
+        .prepare_cached("SELECT id, state FROM turns WHERE id BETWEEN ?1 AND ?2 ORDER BY id")
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map([from, to], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.map(|r| {
+        let (id, state) = r.map_err(StoreError::sqlite(ctx))?;
+        Ok((id, TurnState::parse(&state)?))
+    })
+    .collect()
 }
 
 /// The turns waiting for `identity`, in the order dispatch takes them.

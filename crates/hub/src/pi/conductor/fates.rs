@@ -20,6 +20,8 @@ pub(super) struct Fates {
     shown: HashMap<i64, (i64, i64, Fate)>,
     /// Turn -> the turns folded into it (after an `/abort`): their messages show its fate.
     followers: HashMap<i64, Vec<(i64, i64, Option<i64>)>>,
+    /// Turns up to this number were looked at for being new: a look reads only newer ones.
+    seen_upto: i64,
 }
 
 impl Fates {
@@ -29,6 +31,7 @@ impl Fates {
             out,
             shown: HashMap::new(),
             followers: HashMap::new(),
+            seen_upto: 0,
         }
     }
 
@@ -94,29 +97,39 @@ impl Conductor {
         if !self.fates.out.is_on() || !self.assistant.current().reactions {
             return Ok(());
         }
-        let known: Vec<i64> = self.fates.shown.keys().copied().collect();
-        let (queued, states) = self
+        // Two columns of the turns shown, and only the turns newer than the last look: a look
+        // after every pass read each waiting turn whole, which made a backlog's drain
+        // quadratic (10,000 updates: 4.3 s of the hub's CPU, 2,500 a second).
+        let range = (
+            self.fates.shown.keys().min().copied(),
+            self.fates.shown.keys().max().copied(),
+        );
+        let after = self.fates.seen_upto;
+        let (new, states, newest) = self
             .db
             .read(move |c| {
-                let mut states = Vec::with_capacity(known.len());
-                for id in known {
-                    states.push((id, turns::get(c, id)?.map(|t| t.state)));
-                }
-                Ok((turns::queued_messages(c)?, states))
+                let states = match range {
+                    (Some(from), Some(to)) => turns::states_between(c, from, to)?,
+                    _ => Vec::new(),
+                };
+                Ok((turns::queued_after(c, after)?, states, turns::last_id(c)?))
             })
             .await?;
-        for (id, state) in states {
-            match state {
-                Some(s) => self.fates.moved(id, fate_of(s)),
+        let states: HashMap<i64, TurnState> = states.into_iter().collect();
+        let shown: Vec<i64> = self.fates.shown.keys().copied().collect();
+        for id in shown {
+            match states.get(&id) {
+                Some(s) => self.fates.moved(id, fate_of(*s)),
                 // Pruned: nothing more to show.
                 None => drop(self.fates.shown.remove(&id)),
             }
         }
-        for t in queued {
-            if !self.fates.shown.contains_key(&t.id) {
-                self.fates.show(t.id, t.chat_id, t.message_id, Fate::Queued);
+        for (id, chat, message) in new {
+            if !self.fates.shown.contains_key(&id) {
+                self.fates.show(id, chat, Some(message), Fate::Queued);
             }
         }
+        self.fates.seen_upto = newest;
         Ok(())
     }
 }
