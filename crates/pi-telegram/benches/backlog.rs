@@ -8,7 +8,8 @@
 //! looks, one read connection kept. `BACKLOG_REOPEN=1` opens the store again at every look,
 //! as this bench did before 2026-12-04 (with `BACKLOG_POLL_MS=2`): its own reading then
 //! competes with the hub on two cores (see docs/benchmarks.md). The hub's CPU time during the
-//! drain is printed beside the wall rate.
+//! drain is printed beside the wall rate. `BACKLOG_REACTIONS=0` turns the bot's reactions on the
+//! person's messages off (each waiting message gets one when on).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -33,8 +34,13 @@ fn main() {
         .block_on(FakeServer::start(FakeConfig::default()))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = json!({ "profiles": { "default": { "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
+    let mut cfg = json!({ "profiles": { "default": { "botToken": TOKEN, "allowedUserId": tg_fake::DEFAULT_USER_ID,
         "apiBase": fake.base_url() } } });
+    // BACKLOG_REACTIONS=0: without the bot's reaction on each waiting message (what it costs).
+    let reactions = std::env::var("BACKLOG_REACTIONS").map_or(true, |v| v != "0");
+    if !reactions {
+        cfg["assistant"] = json!({ "reactions": false });
+    }
     std::fs::write(dir.path().join("telegram.json"), cfg.to_string()).unwrap();
     for i in 0..UPDATES {
         fake.control()
@@ -138,6 +144,10 @@ fn main() {
     );
     println!("| handled updates/s | {rate:.0} | >= 5000 |");
     println!("| the hub's CPU time during the drain | {drain_cpu_ms} ms | |");
+    println!(
+        "| the bot's reactions on waiting messages | {} | |",
+        if reactions { "on" } else { "off" }
+    );
     println!(
         "| the bench's look at the store | every {} ms, {} | |",
         poll.as_millis(),
