@@ -174,8 +174,8 @@ fn main() {
     let mut windows: [Vec<(u64, u64)>; 2] = [Vec::new(), Vec::new()];
     let mut i = 0;
     while i < turns * 2 {
-        let previews = (i / block) % 2 == 0;
-        if i % block == 0 {
+        let previews = (i / block).is_multiple_of(2);
+        if i.is_multiple_of(block) {
             set_previews(previews);
         }
         let text = format!("ping {i}");
