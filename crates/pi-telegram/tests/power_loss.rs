@@ -1,6 +1,7 @@
 //! Power loss, tested: the hub's profile (its database, WAL, locks, socket) lives on a
 //! `powerloss` FUSE file system that loses every write not yet synced. Each cycle starts the
-//! hub while the person keeps writing through tg-fake, then at a random moment kills it with
+//! hub while the person keeps writing through tg-fake (which fails 4 % of the conversation's
+//! calls meanwhile, as the soak's faults), then at a random moment kills it with
 //! SIGKILL **and** cuts the power (everything unsynced is thrown away), and starts the next
 //! hub on what is left. Judged at the end from the store and tg-fake's records: every update
 //! Telegram was told to forget (an offset past it in a later `getUpdates`) is journaled and
@@ -33,6 +34,9 @@ use serde_json::json;
 use store::outbox::{Purpose, State};
 use tg_fake::faults::Rng;
 
+/// The share of the conversation's calls tg-fake fails during the cycles, in percent.
+const FAULT_PERCENT: u64 = 4;
+
 /// What a run found.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -60,6 +64,10 @@ struct Outcome {
     /// Plain messages kept as queued turns, against the number sent.
     queued: (i64, usize),
     fs: powerloss::Stats,
+    /// tg-fake's faults that fired during the cycles, by kind.
+    faults: std::collections::BTreeMap<String, usize>,
+    /// Copies sent again, marked, after an unknown outcome.
+    resent: usize,
 }
 
 fn skipped() -> bool {
@@ -156,6 +164,9 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         })
     };
     let mut out = Outcome::default();
+    // Telegram failing as it does (a 500, a connection dropped before or after the call took
+    // effect, a delay) during the cycles; cleared for the settling hub.
+    common::faults::arm(&env, FAULT_PERCENT);
     for cycle in 0..cycles {
         let mut hub = env.serve_with(extra);
         std::thread::sleep(Duration::from_millis(150 + rng.next_u64() % 650));
@@ -178,6 +189,8 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
     stop.store(true, Ordering::SeqCst);
     feeder.join().unwrap();
     let sent = sent.lock().unwrap().clone();
+    out.faults = common::faults::fired(&env);
+    env.fake.control().clear_faults();
     // Settle: a last hub handles and sends what it can (with the loss, never all of it).
     {
         let mut hub = env.serve_with(extra);
@@ -224,8 +237,19 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         .control()
         .transcript(Some(OWNER), tg_fake::control::ThreadFilter::All, None)
         .unwrap();
+    // A copy sent again after an unknown outcome (a fault dropped the connection after the
+    // call took effect) is marked and counted, never a duplicate.
+    let mark = hub::outgoing::texts::REPEAT_MARK.trim_end();
+    let marked = |m: &&tg_fake::control::TranscriptEntry| {
+        m.text.as_deref().is_some_and(|t| t.starts_with(mark))
+    };
+    out.resent = transcript
+        .iter()
+        .filter(|m| m.from_bot)
+        .filter(marked)
+        .count();
     let mut seen: BTreeMap<i64, usize> = BTreeMap::new();
-    for m in transcript.iter().filter(|m| m.from_bot) {
+    for m in transcript.iter().filter(|m| m.from_bot && !marked(m)) {
         if let Some(r) = m.reply_to_message_id {
             *seen.entry(r).or_default() += 1;
         }
@@ -239,6 +263,7 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
         .iter()
         .filter(|m| {
             m.from_bot
+                && !marked(m)
                 && m.text
                     .as_deref()
                     .unwrap_or("")
@@ -356,7 +381,7 @@ fn power_cuts_with_the_hub_lose_nothing_confirmed_and_repeat_nothing() {
     eprintln!(
         "power-loss harness: {} cycles in {:.0?}, {} messages sent, {} journaled, {} confirmed, {} lost, {} invented, \
          {} unhandled, {} duplicates, {} unanswered /help, {} ambiguous, database opened {}/{} times, \
-         turns queued {}/{}; file system: {:?}",
+         turns queued {}/{}; {} sent again marked; tg-fake faults {:?}; file system: {:?}",
         o.cycles,
         started.elapsed(),
         o.sent,
@@ -372,6 +397,8 @@ fn power_cuts_with_the_hub_lose_nothing_confirmed_and_repeat_nothing() {
         o.cycles,
         o.queued.0,
         o.queued.1,
+        o.resent,
+        o.faults,
         o.fs
     );
     assert_eq!(o.opened, o.cycles);
@@ -442,6 +469,7 @@ struct WithPi {
     marked: usize,
     opened: usize,
     fs: powerloss::Stats,
+    faults: std::collections::BTreeMap<String, usize>,
 }
 
 /// Cycles with a real pi (with the extension) on the same machine: each power cut takes the
@@ -482,6 +510,7 @@ fn run_with_pi(cycles: usize, seed: u64) -> WithPi {
         })
     };
     let mut out = WithPi::default();
+    common::faults::arm(env, FAULT_PERCENT);
     for cycle in 0..cycles {
         let mut hub = env.serve();
         common::wait_for("the hub socket", 30, || {
@@ -509,6 +538,8 @@ fn run_with_pi(cycles: usize, seed: u64) -> WithPi {
     stop.store(true, Ordering::SeqCst);
     feeder.join().unwrap();
     let sent = sent.lock().unwrap().clone();
+    out.faults = common::faults::fired(env);
+    env.fake.control().clear_faults();
     // Settle: a last hub and pi answer what waits.
     {
         let mut hub = env.serve();
@@ -612,7 +643,7 @@ fn power_cuts_with_a_pi_deliver_every_finished_answer_once() {
     eprintln!(
         "power-loss harness with a pi: {} cycles in {:.0?}, {} messages, {} turns done, {} interrupted, \
          {} answers sent again marked, {} lost, {} unanswered, {} doubled, database opened {}/{}; \
-         file system: {:?}",
+         tg-fake faults {:?}; file system: {:?}",
         o.cycles,
         started.elapsed(),
         o.sent,
@@ -624,6 +655,7 @@ fn power_cuts_with_a_pi_deliver_every_finished_answer_once() {
         o.doubled.len(),
         o.opened,
         o.cycles,
+        o.faults,
         o.fs
     );
     assert_eq!(o.opened, o.cycles);

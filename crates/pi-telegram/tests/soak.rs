@@ -40,7 +40,6 @@ use tg_fake::control::{EditText, MediaItem, React, SendMedia, SendText, ThreadFi
 
 /// What marks the hub's second run of a turn its crash cut off, in what pi reads.
 const RUN_AGAIN: &str = "it is sent again";
-use tg_fake::faults::{DOWNLOAD, FaultKind, FaultSpec};
 use tg_fake::world::{MediaKind, TopicState};
 
 /// xorshift64*: the run's choices from one seed.
@@ -157,53 +156,6 @@ fn last_user(request: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The calls a person's messages and pi's answers take (topic calls are left alone).
-const FAULTED: [&str; 14] = [
-    "getUpdates",
-    "getFile",
-    DOWNLOAD,
-    "sendMessage",
-    "sendRichMessage",
-    "sendDocument",
-    "editMessageText",
-    "editMessageReplyMarkup",
-    "sendMessageDraft",
-    "sendRichMessageDraft",
-    "sendChatAction",
-    "deleteMessage",
-    "setMessageReaction",
-    "answerCallbackQuery",
-];
-
-/// Arms tg-fake to fail `percent` % of the calls in [`FAULTED`], spread over four kinds.
-fn arm_faults(env: &Env, percent: u64) {
-    if percent == 0 {
-        return;
-    }
-    let kinds = [
-        FaultKind::Http500,
-        FaultKind::DropBefore,
-        FaultKind::CommitThenDrop,
-        FaultKind::Delay,
-    ];
-    let each = percent as f64 / 100.0 / kinds.len() as f64;
-    for method in FAULTED {
-        for kind in kinds {
-            env.fake
-                .control()
-                .add_fault(FaultSpec {
-                    method: method.into(),
-                    kind,
-                    count: None,
-                    probability: Some(each),
-                    retry_after: None,
-                    delay_ms: Some(300),
-                })
-                .unwrap();
-        }
-    }
-}
-
 /// `tag` followed by a space or the end: `S12` must not match `S120`.
 fn has_tag(text: &str, tag: &str) -> bool {
     text.match_indices(tag).any(|(i, _)| {
@@ -274,7 +226,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
     });
 
     let fault_percent = env_u64("SOAK_FAULTS", 4);
-    arm_faults(env, fault_percent);
+    common::faults::arm(env, fault_percent);
 
     // The chaos: SIGKILL the hub every few seconds and start one again (the extension may
     // start one first; the profile lock lets only one serve); now and then a pi too.
@@ -527,16 +479,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
         (prompts, updates, script_done)
     });
     // What the faults did, and then none: whatever they left must come right by itself.
-    let faults_fired: BTreeMap<String, usize> = env
-        .fake
-        .control()
-        .requests(0, None)
-        .into_iter()
-        .filter_map(|r| r.fault)
-        .fold(BTreeMap::new(), |mut m, f| {
-            *m.entry(f).or_default() += 1;
-            m
-        });
+    let faults_fired = common::faults::fired(env);
     env.fake.control().clear_faults();
     // A hub runs at the end, and everything settles: nothing queued, nothing in flight, the
     // outbox empty.

@@ -234,7 +234,11 @@ pub fn unavailable() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
         return Some("/dev/fuse does not exist".into());
     }
-    let dir = std::env::temp_dir().join(format!("powerloss-probe-{}", std::process::id()));
+    // A mount point of this call's own: tests of one process probe at the same time, and two
+    // mounts on one folder, one unmounted under the other, hung a test.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("powerloss-probe-{}-{n}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return Some(format!("cannot make a mount point: {e}"));
     }

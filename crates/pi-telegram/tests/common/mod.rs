@@ -447,6 +447,76 @@ pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
 }
 
 /// Real pi against the fake LLM, sharing the hub's agent dir.
+/// Faults at tg-fake on the calls a conversation takes, as the soak and the power-loss harness
+/// arm them.
+pub mod faults {
+    use std::collections::BTreeMap;
+
+    use tg_fake::faults::{DOWNLOAD, FaultKind, FaultSpec};
+
+    use super::Env;
+
+    /// The calls a person's messages and pi's answers take (topic calls are left alone).
+    const FAULTED: [&str; 14] = [
+        "getUpdates",
+        "getFile",
+        DOWNLOAD,
+        "sendMessage",
+        "sendRichMessage",
+        "sendDocument",
+        "editMessageText",
+        "editMessageReplyMarkup",
+        "sendMessageDraft",
+        "sendRichMessageDraft",
+        "sendChatAction",
+        "deleteMessage",
+        "setMessageReaction",
+        "answerCallbackQuery",
+    ];
+
+    /// Arms tg-fake to fail `percent` % of the calls in [`FAULTED`], spread over four kinds.
+    pub fn arm(env: &Env, percent: u64) {
+        if percent == 0 {
+            return;
+        }
+        let kinds = [
+            FaultKind::Http500,
+            FaultKind::DropBefore,
+            FaultKind::CommitThenDrop,
+            FaultKind::Delay,
+        ];
+        let each = percent as f64 / 100.0 / kinds.len() as f64;
+        for method in FAULTED {
+            for kind in kinds {
+                env.fake
+                    .control()
+                    .add_fault(FaultSpec {
+                        method: method.into(),
+                        kind,
+                        count: None,
+                        probability: Some(each),
+                        retry_after: None,
+                        delay_ms: Some(300),
+                    })
+                    .unwrap();
+            }
+        }
+    }
+
+    /// The faults that fired so far, by kind.
+    pub fn fired(env: &Env) -> BTreeMap<String, usize> {
+        env.fake
+            .control()
+            .requests(0, None)
+            .into_iter()
+            .filter_map(|r| r.fault)
+            .fold(BTreeMap::new(), |mut m, f| {
+                *m.entry(f).or_default() += 1;
+                m
+            })
+    }
+}
+
 pub mod pi {
     use std::time::Duration;
 
