@@ -435,8 +435,6 @@ const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
 /// base64 makes 32 MB about 43).
 const MAX_PROMPT_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
 
-/// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
-/// too large) is left out: the prompt still names its file.
 /// The saved files of a prompt, as it names them.
 fn prompt_files(saved: &[store::files::File]) -> Vec<PromptFile> {
     saved
@@ -453,6 +451,8 @@ fn prompt_files(saved: &[store::files::File]) -> Vec<PromptFile> {
         .collect()
 }
 
+/// The photos of a turn, as images for pi's prompt. A photo that cannot be read (removed,
+/// too large) is left out: the prompt still names its file.
 async fn photos_of(saved: Vec<store::files::File>) -> Vec<wire::ImagePart> {
     use base64::Engine as _;
     let mut images = Vec::new();

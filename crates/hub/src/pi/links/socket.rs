@@ -656,33 +656,15 @@ impl InstanceLink {
 
     /// A command of the conductor (`None`: the conductor is gone).
     async fn on_command(&mut self, out: &Out, cmd: Option<Command>) -> Step {
+        // A pi on another machine gets the files a prompt names before the prompt, in order:
+        // whole by the time it reads the prompt.
+        if let Some(Command::Prompt { turn, files, .. }) = &cmd
+            && self.uploads.is_some()
+            && let Err(why) = send_files(out, turn, files).await
+        {
+            return Step::Break(GoneReason::Closed(why));
+        }
         match cmd {
-            Some(Command::Prompt {
-                turn,
-                text,
-                context,
-                images,
-                files,
-            }) if self.uploads.is_some() && !files.is_empty() => {
-                // The files the prompt names, before it, in order: pi gets them whole first.
-                if let Err(why) = send_files(out, &turn, &files).await {
-                    return Step::Break(GoneReason::Closed(why));
-                }
-                let prompt = Command::Prompt {
-                    turn,
-                    text,
-                    context,
-                    images,
-                    files: Vec::new(),
-                };
-                if send(out, &hub_msg(prompt)) {
-                    Step::Continue(())
-                } else {
-                    Step::Break(GoneReason::Closed(
-                        "pi is not reading its connection".into(),
-                    ))
-                }
-            }
             Some(Command::Close(why)) => Step::Break(closing(out, why)),
             Some(Command::Request(req, answer)) => {
                 self.next_request += 1;
