@@ -186,12 +186,14 @@ impl Conductor {
             return Ok(BTreeMap::new());
         }
         let judged = tokio::task::spawn_blocking(move || {
+            // The old pi all got their input's end at once: one wait bounds them all.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
             cut.into_iter()
                 .map(|(id, words, pid, file, at)| {
                     let verdict = match (file, at) {
                         (None, _) => Resume::Unknown("its session file is not known".into()),
                         (_, None) => Resume::Unknown("its dispatch time is not known".into()),
-                        (Some(_), _) if pid.is_some_and(|p| !gone_soon(p)) => {
+                        (Some(_), _) if pid.is_some_and(|p| !gone_by(p, until)) => {
                             Resume::Unknown("the pi that had it still runs".into())
                         }
                         (Some(f), Some(at)) => resume::judge_file(Path::new(&f), &words, at),
@@ -646,10 +648,9 @@ fn choose_identity(
 }
 
 /// The pi of a dead hub shuts down when its input closes; its last writes to the session file
-/// come first. At the hub's start only, and bounded: one that still runs after that is judged
-/// unknown.
-fn gone_soon(pid: i64) -> bool {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+/// come first. At the hub's start only, and bounded (one deadline for all of them): one that
+/// still runs after it is judged unknown.
+fn gone_by(pid: i64, until: std::time::Instant) -> bool {
     while process_alive(pid) {
         if std::time::Instant::now() >= until {
             return false;

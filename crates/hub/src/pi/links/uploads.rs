@@ -64,6 +64,11 @@ impl Uploads {
             if let Some(o) = self.open.remove(&id) {
                 let _ = tokio::fs::remove_file(&o.path).await;
             }
+            // Only the reasons a call may still ask about: a peer that keeps failing new ids
+            // does not grow this without end.
+            if self.failed.len() >= MAX_HELD * 4 {
+                self.failed.clear();
+            }
             self.failed.insert(id, why);
         }
     }
