@@ -91,6 +91,30 @@ fn confirmed_below(env: &Env) -> i64 {
         .unwrap_or(0)
 }
 
+/// The machine goes: the hub SIGKILLed, the file system unmounted (the kernel's caches go), cut
+/// (what was not synced is thrown away) and mounted again; the database must open.
+fn cut_power(
+    env: &Env,
+    fs: &PowerFs,
+    at: &std::path::Path,
+    mounted: &mut Option<powerloss::Mounted>,
+    hub: &mut common::Hub,
+    cycle: usize,
+) {
+    hub.signal("KILL");
+    assert_eq!(
+        hub.wait(Duration::from_secs(10)),
+        None,
+        "killed by a signal"
+    );
+    mounted.take().unwrap().unmount().unwrap();
+    fs.cut();
+    *mounted = Some(fs.mount(at).unwrap());
+    if let Err(e) = opens(env) {
+        panic!("cycle {cycle}: the database does not open after the cut: {e}");
+    }
+}
+
 /// Opens the database as the hub would, and checks it.
 fn opens(env: &Env) -> Result<(), String> {
     let s = store::Store::open(&env.state_db()).map_err(|e| e.to_string())?;
@@ -170,20 +194,8 @@ fn run(cycles: usize, seed: u64, no_sync: bool) -> Outcome {
     for cycle in 0..cycles {
         let mut hub = env.serve_with(extra);
         std::thread::sleep(Duration::from_millis(150 + rng.next_u64() % 650));
-        hub.signal("KILL");
-        assert_eq!(
-            hub.wait(Duration::from_secs(10)),
-            None,
-            "killed by a signal"
-        );
-        // The power goes with it: unmounted (the kernel's caches go), cut, mounted again.
-        mounted.take().unwrap().unmount().unwrap();
-        fs.cut();
-        mounted = Some(fs.mount(&at).unwrap());
-        match opens(&env) {
-            Ok(()) => out.opened += 1,
-            Err(e) => panic!("cycle {cycle}: the database does not open after the cut: {e}"),
-        }
+        cut_power(&env, &fs, &at, &mut mounted, &mut hub, cycle);
+        out.opened += 1;
         out.cycles += 1;
     }
     stop.store(true, Ordering::SeqCst);
@@ -520,19 +532,8 @@ fn run_with_pi(cycles: usize, seed: u64) -> WithPi {
         std::thread::sleep(Duration::from_millis(300 + rng.next_u64() % 2500));
         // The machine goes: pi and the hub at once, and what was not synced.
         drop(pi);
-        hub.signal("KILL");
-        assert_eq!(
-            hub.wait(Duration::from_secs(10)),
-            None,
-            "killed by a signal"
-        );
-        mounted.take().unwrap().unmount().unwrap();
-        fs.cut();
-        mounted = Some(fs.mount(&at).unwrap());
-        match opens(env) {
-            Ok(()) => out.opened += 1,
-            Err(e) => panic!("cycle {cycle}: the database does not open after the cut: {e}"),
-        }
+        cut_power(env, &fs, &at, &mut mounted, &mut hub, cycle);
+        out.opened += 1;
         out.cycles += 1;
     }
     stop.store(true, Ordering::SeqCst);
