@@ -52,6 +52,8 @@ pub enum CrashPoint {
     SendAfterCall,
     /// The outcome recorded.
     SendAfterRecord,
+    /// At the hub's start, what became of the turns the last hub left judged, not committed.
+    RecoverBeforeCommit,
     /// pi connected, its registration not committed.
     AttachBeforeCommit,
     /// A turn chosen, not marked dispatched.
@@ -74,7 +76,7 @@ pub enum CrashPoint {
 
 impl CrashPoint {
     /// Every point, in the order of the data path.
-    pub const ALL: [CrashPoint; 17] = [
+    pub const ALL: [CrashPoint; 18] = [
         Self::JournalBeforeCommit,
         Self::JournalAfterCommit,
         Self::JournalAfterSync,
@@ -83,6 +85,7 @@ impl CrashPoint {
         Self::SendAfterMarkSending,
         Self::SendAfterCall,
         Self::SendAfterRecord,
+        Self::RecoverBeforeCommit,
         Self::AttachBeforeCommit,
         Self::DispatchBeforeCommit,
         Self::DispatchAfterCommit,
@@ -105,6 +108,7 @@ impl CrashPoint {
             Self::SendAfterMarkSending => "send.after_mark_sending",
             Self::SendAfterCall => "send.after_call",
             Self::SendAfterRecord => "send.after_record",
+            Self::RecoverBeforeCommit => "recover.before_commit",
             Self::AttachBeforeCommit => "attach.before_commit",
             Self::DispatchBeforeCommit => "dispatch.before_commit",
             Self::DispatchAfterCommit => "dispatch.after_commit",
@@ -150,6 +154,10 @@ impl CrashPoint {
                 "row `ambiguous` (not repeated); answers and the texts that are all a person learns of a message are sent again, marked",
             ),
             Self::SendAfterRecord => ("outcome recorded", "nothing left to do"),
+            Self::RecoverBeforeCommit => (
+                "headless turns the last hub left judged from pi's session files (run again, answered from the file, interrupted), not committed",
+                "judged again from the same files at the next start: one run again, one answer",
+            ),
             Self::AttachBeforeCommit => (
                 "pi connected, its registration not committed",
                 "the extension starts a hub and reconnects: one instance",

@@ -176,6 +176,14 @@ fn a_turn_cut_off_before_any_tool_runs_again_after_the_hub_restarts() {
         common::pi::prompts_containing(&s.llm, "eleven twelve") == 1
     });
     hub.kill();
+    // The next hub dies as it commits what became of that turn: nothing of it was committed,
+    // and the one after judges again from the same file.
+    let mut dying = env.serve_with(&[("PI_TELEGRAM_CRASH_AT", "recover.before_commit")]);
+    assert_eq!(
+        dying.wait(Duration::from_secs(60)),
+        None,
+        "the hub aborts at recover.before_commit"
+    );
 
     let _hub = env.serve();
     wait_for("the run-again notice", 60, || {

@@ -149,6 +149,7 @@ impl Conductor {
                         }
                     }
                 }
+                crashpoint::hit(crashpoint::CrashPoint::RecoverBeforeCommit);
                 Ok(answered)
             })
             .await?;
