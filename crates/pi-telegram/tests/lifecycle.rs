@@ -312,6 +312,43 @@ fn a_hub_whose_profile_folder_is_deleted_stops_by_itself() {
     }
 }
 
+/// The folder deleted long before the next check, and a message arriving then: the hub's
+/// write of it cannot sync a log that went with the folder. That is the same stop, said the
+/// same way, not a crash with exit code 1 (CI met this race with the check every second).
+#[test]
+fn a_write_that_finds_the_profile_folder_gone_stops_the_hub_the_same_way() {
+    let env = Env::new();
+    env.preset_owner();
+    let mut hub = env.serve_with(&[("PI_TELEGRAM_PROFILE_CHECK_SECS", "3600")]);
+    wait_for("the hub socket", 20, || {
+        std::os::unix::net::UnixStream::connect(env.profile_dir().join("hub.sock")).is_ok()
+    });
+    let dir = env.profile_dir();
+    std::fs::remove_dir_all(&dir).unwrap();
+    env.fake
+        .control()
+        .send_text(tg_fake::control::SendText {
+            text: "hello".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        hub.wait(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        hub.log_text()
+    );
+    let log = hub.log_text();
+    assert!(
+        log.contains("stopping: this hub's profile is gone"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("{} was deleted", dir.display())),
+        "{log}"
+    );
+}
+
 /// A hub whose binary is removed (`pi remove npm:pi-telegram`, `cargo uninstall`) stops by
 /// itself and tells the owner where their setup and history stay; one whose binary is
 /// replaced (an update writes the new file under the same name) runs on.

@@ -457,7 +457,16 @@ async fn run_until_stopped(
             stopping_because(why, &running.client, &db, p).await;
             None
         }
-        r = running.tasks.first_to_end() => Some(r),
+        r = running.tasks.first_to_end() => match (r, lock.lost()) {
+            // A task that failed because the folder went between two checks (a write's log
+            // sync finds no log): the same stop as when the check sees it first.
+            (Err(e), Some(why)) => {
+                tracing::debug!(error = %e, "a task failed as the profile went");
+                stopping_because(Gone::Profile(why), &running.client, &db, p).await;
+                None
+            }
+            (r, _) => Some(r),
+        },
     };
     running.tasks.signal_stop();
     let grace = opts.tuning.shutdown_grace;
