@@ -138,6 +138,21 @@ pub enum Button {
         /// What the button answers.
         choice: DialogChoice,
     },
+    /// `/people`: a one-time code that lets someone in with this role.
+    Invite {
+        /// What they may do.
+        role: store::people::Role,
+    },
+    /// `/people`: this person may no longer use the bot.
+    RemovePerson {
+        /// Their user id.
+        user: i64,
+    },
+    /// `/people`: this invite's code no longer works.
+    RevokeInvite {
+        /// The invite.
+        invite: i64,
+    },
     /// A button of a question that was settled: it only says how (a double tap, data sent
     /// again). The settling tap rewrites every button of the question into this.
     Settled {

@@ -341,6 +341,8 @@ mod tests {
                         lane: store::turns::Lane::Normal,
                         prepare: None,
                         sent_ms: None,
+                        from_user: None,
+                        from_name: None,
                     },
                     1,
                 )?

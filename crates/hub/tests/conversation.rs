@@ -435,6 +435,8 @@ async fn the_restart_notice_of_an_interrupted_prompt_is_sent_again_when_its_send
                     lane: store::turns::Lane::Normal,
                     prepare: None,
                     sent_ms: None,
+                    from_user: None,
+                    from_name: None,
                 },
                 1,
             )?

@@ -308,8 +308,13 @@ impl Hub {
     }
 
     fn turn_of(&self, message_id: i64) -> Turn {
+        self.turn_in(OWNER, message_id)
+    }
+
+    /// The turn message `message_id` of `chat` became.
+    fn turn_in(&self, chat: i64, message_id: i64) -> Turn {
         self.store
-            .read(|c| turns::by_message(c, OWNER, message_id))
+            .read(|c| turns::by_message(c, chat, message_id))
             .unwrap()
             .unwrap()
     }
@@ -1711,4 +1716,228 @@ fn the_settings_menu_writes_what_the_model_is_told_and_the_staleness_guard() {
             serde_json::from_str(&std::fs::read_to_string(&h.config).unwrap()).unwrap();
         assert_eq!(saved.pointer(key), Some(&value), "{label}: {saved}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// People: invites, members, removal
+// ---------------------------------------------------------------------------------------------
+
+/// The owner's `/people`, a tap on `label`: the invite's code (from the message it posts).
+fn open_invite(h: &mut Hub, label: &str) -> String {
+    let (mid, d) = h.write("/people");
+    assert_eq!(d.outcome, "people:list");
+    let list = h.only_row_of(d.update_id);
+    let (_, tap) = h.tap(OWNER, mid + 1, text_of(&list), &token(&list, label));
+    assert_eq!(tap.outcome, "people:invite");
+    let posted = h
+        .rows_of(tap.update_id)
+        .into_iter()
+        .find(|r| text_of(r).contains("/start "))
+        .unwrap();
+    assert_eq!(posted.chat_id, OWNER);
+    text_of(&posted)
+        .lines()
+        .find_map(|l| l.strip_prefix("/start "))
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn an_invite_lets_one_person_in_once_and_only_for_ten_minutes() {
+    let mut h = Hub::with_proj();
+    let code = open_invite(&mut h, "➕ Invite a member");
+    let (_, d) = h.write_in(STRANGER, None, &format!("/start {}", code.to_lowercase()));
+    assert_eq!(
+        d.outcome, "people:joined",
+        "codes are read as typed, any case"
+    );
+    let rows = h.rows_of(d.update_id);
+    assert!(
+        rows.iter()
+            .any(|r| r.chat_id == STRANGER && text_of(r).starts_with("Welcome"))
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.chat_id == OWNER && text_of(r).contains("joined as a member"))
+    );
+    // Two people racing for one code: the worker handles one update after the other, and the
+    // second finds it used.
+    let (_, d) = h.write_in(STRANGER + 1, None, &format!("/start {code}"));
+    assert_eq!(d.outcome, "people:invite-spent");
+    assert!(text_of(&h.only_row_of(d.update_id)).contains("was used already"));
+    // The one who joined sending it again is told they are in.
+    let (_, d) = h.write_in(STRANGER, None, &format!("/start {code}"));
+    assert_eq!(d.outcome, "people:already-in");
+
+    let late = open_invite(&mut h, "➕ Invite a viewer");
+    h.now += hub::pairing::CODE_TTL_MS;
+    let (_, d) = h.write_in(STRANGER + 2, None, &format!("/start {late}"));
+    assert_eq!(d.outcome, "people:invite-spent");
+    assert!(text_of(&h.only_row_of(d.update_id)).contains("expired"));
+    // No invite open and a code that is none: a stranger's message, nothing said.
+    let (_, d) = h.write_in(STRANGER + 3, None, "/start NOTACODE");
+    assert_eq!(d.outcome, "ignored:not-owner");
+    assert!(h.rows_of(d.update_id).is_empty());
+}
+
+#[test]
+fn wrong_invite_codes_are_counted_per_sender_and_then_not_answered() {
+    let mut h = Hub::with_proj();
+    let code = open_invite(&mut h, "➕ Invite a member");
+    for left in (0..hub::pairing::CODE_ATTEMPTS).rev() {
+        let (_, d) = h.write_in(STRANGER, None, "/start WRONGONE");
+        assert_eq!(d.outcome, "people:wrong-code");
+        let said = text_of(&h.only_row_of(d.update_id)).to_owned();
+        assert!(left > 0 || said.contains("last try"), "{said}");
+    }
+    let (_, d) = h.write_in(STRANGER, None, &format!("/start {code}"));
+    assert_eq!(
+        d.outcome, "ignored:invite-refused",
+        "not even the right code"
+    );
+    assert!(h.rows_of(d.update_id).is_empty());
+    // Another sender's attempts are their own.
+    let (_, d) = h.write_in(STRANGER + 1, None, &format!("/start {code}"));
+    assert_eq!(d.outcome, "people:joined");
+}
+
+#[test]
+fn a_member_writes_prompts_of_their_own_and_is_refused_the_owners_controls() {
+    let mut h = Hub::with_proj();
+    let code = open_invite(&mut h, "➕ Invite a member");
+    h.write_in(STRANGER, None, &format!("/start {code}"));
+    let (mid, d) = h.write_in(STRANGER, None, "fix the build");
+    assert_eq!(d.outcome, "queued");
+    let t = h.turn_in(STRANGER, mid);
+    assert_eq!((t.chat_id, t.from_user), (STRANGER, Some(STRANGER)));
+    assert_eq!(t.from_name.as_deref(), Some("Ann"));
+    for (cmd, outcome) in [
+        ("/abort", "people:owner-only"),
+        ("/model", "people:owner-only"),
+        ("/people", "people:owner-only"),
+        ("/help", "people:help"),
+        ("/status", "people:status"),
+    ] {
+        let (_, d) = h.write_in(STRANGER, None, cmd);
+        assert_eq!(d.outcome, outcome, "{cmd}");
+        assert!(h.controls().is_empty(), "{cmd} made no control");
+    }
+    // The owner's button, sent from the member's client: not theirs.
+    let owners = h.token_for(
+        OWNER,
+        &Button::Compact {
+            identity: PROJ.into(),
+        },
+        BUTTON_TTL_MS,
+    );
+    let (_, d) = h.tap(STRANGER, 1, "x", &owners);
+    assert_eq!(d.outcome, "button:unknown");
+    // A button bound to the member that acts on pi: refused all the same.
+    let theirs = h.token_for(
+        STRANGER,
+        &Button::Compact {
+            identity: PROJ.into(),
+        },
+        BUTTON_TTL_MS,
+    );
+    let (_, d) = h.tap(STRANGER, 1, "x", &theirs);
+    assert_eq!(d.outcome, "people:owner-only");
+    // The chooser's button for their own prompt works; one for the owner's prompt does not,
+    // nor does the queue's (it shows everyone's prompts).
+    let (_, owners_turn) = h.prompt("the owner's");
+    let send = |turn| Button::Send {
+        turn,
+        to: PROJ.into(),
+        instead_of: None,
+    };
+    let (_, d) = h.tap(
+        STRANGER,
+        1,
+        "x",
+        &h.token_for(STRANGER, &send(t.id), BUTTON_TTL_MS),
+    );
+    assert_ne!(d.outcome, "people:owner-only");
+    for b in [
+        send(owners_turn.id),
+        Button::Queue {
+            turn: t.id,
+            op: QueueOp::Skip,
+        },
+    ] {
+        let (_, d) = h.tap(STRANGER, 1, "x", &h.token_for(STRANGER, &b, BUTTON_TTL_MS));
+        assert_eq!(d.outcome, "people:owner-only", "{b:?}");
+    }
+    assert!(!h.turn(owners_turn.id).skip && !h.turn(t.id).skip);
+}
+
+#[test]
+fn removing_a_member_drops_their_waiting_prompts_and_buttons_at_once() {
+    let mut h = Hub::with_proj();
+    let code = open_invite(&mut h, "➕ Invite a member");
+    h.write_in(STRANGER, None, &format!("/start {code}"));
+    let (mid, _) = h.write_in(STRANGER, None, "waits for pi");
+    let theirs = h.token_for(
+        STRANGER,
+        &Button::Queue {
+            turn: h.turn_in(STRANGER, mid).id,
+            op: QueueOp::Skip,
+        },
+        BUTTON_TTL_MS,
+    );
+    let (owner_mid, _) = h.prompt("the owner's stays");
+    let (lmid, d) = h.write("/people");
+    let list = h.only_row_of(d.update_id);
+    assert!(
+        text_of(&list).contains(&format!("Ann (id {STRANGER}): member")),
+        "{}",
+        text_of(&list)
+    );
+    let (_, d) = h.tap(
+        OWNER,
+        lmid + 1,
+        text_of(&list),
+        &token(&list, "✖ Remove Ann"),
+    );
+    assert_eq!(d.outcome, "people:removed");
+    assert!(d.after.turns);
+    assert_eq!(h.turn_in(STRANGER, mid).state, TurnState::Cancelled);
+    assert_eq!(h.turn_of(owner_mid).state, TurnState::Queued);
+    assert!(
+        h.rows_of(d.update_id)
+            .iter()
+            .any(|r| r.chat_id == STRANGER && text_of(r).contains("removed your access"))
+    );
+    // Their old button and their next message: a stranger's.
+    let (_, d) = h.tap(STRANGER, 1, "x", &theirs);
+    assert_eq!(d.outcome, "ignored:not-owner");
+    let (_, d) = h.write_in(STRANGER, None, "still there?");
+    assert_eq!(d.outcome, "ignored:not-owner");
+}
+
+#[test]
+fn people_in_telegram_json_are_known_by_id_and_removing_one_edits_the_file() {
+    let mut h = Hub::with_proj();
+    std::fs::write(
+        &h.config,
+        json!({ "people": { STRANGER.to_string(): "viewer" }, "other": 1 }).to_string(),
+    )
+    .unwrap();
+    let (_, d) = h.write_in(STRANGER, None, "can I write?");
+    assert_eq!(d.outcome, "people:viewer-read-only");
+    assert_eq!(h.turn_count(), 0);
+    let (lmid, d) = h.write("/people");
+    let list = h.only_row_of(d.update_id);
+    assert!(
+        text_of(&list).contains("viewer, from telegram.json"),
+        "{}",
+        text_of(&list)
+    );
+    let label = format!("✖ Remove user {STRANGER}");
+    let (_, d) = h.tap(OWNER, lmid + 1, text_of(&list), &token(&list, &label));
+    assert_eq!(d.outcome, "people:removed");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&h.config).unwrap()).unwrap();
+    assert_eq!(file["people"], json!({}));
+    assert_eq!(file["other"], json!(1), "the rest of the file kept");
+    let (_, d) = h.write_in(STRANGER, None, "and now?");
+    assert_eq!(d.outcome, "ignored:not-owner");
 }

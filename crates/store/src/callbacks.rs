@@ -47,3 +47,10 @@ pub fn replace(conn: &Connection, token: &str, action: &str) -> Result<bool> {
     .map(|n| n == 1)
     .map_err(StoreError::sqlite("settling a button"))
 }
+
+/// Forgets every button bound to `user` (someone removed: their old buttons do nothing, even
+/// if they are invited again). Returns how many there were.
+pub fn forget_user(conn: &Connection, user: i64) -> Result<usize> {
+    conn.exec("DELETE FROM callbacks WHERE owner = ?1", [user])
+        .map_err(StoreError::sqlite("forgetting a person's buttons"))
+}

@@ -59,6 +59,32 @@ stored_text_enum! {
             PairingRefused = "pairing:refused",
             /// A wrong code.
             PairingWrongCode = "pairing:wrong-code",
+            /// `/start CODE` with an open invite's code: joined.
+            JoinedInvite = "people:joined",
+            /// A wrong invite code.
+            InviteWrongCode = "people:wrong-code",
+            /// The code of an invite used, withdrawn or expired.
+            InviteSpent = "people:invite-spent",
+            /// An invite code from a sender without attempts left.
+            IgnoredInviteRefused = "ignored:invite-refused",
+            /// Someone with a role sent an invite code.
+            AlreadyIn = "people:already-in",
+            /// A member asked for what is the owner's.
+            OwnerOnly = "people:owner-only",
+            /// A viewer wrote.
+            ViewerReadOnly = "people:viewer-read-only",
+            /// A member's or viewer's `/start` or `/help`.
+            PeopleHelp = "people:help",
+            /// A member's or viewer's `/status`.
+            PeopleStatus = "people:status",
+            /// `/people`.
+            PeopleList = "people:list",
+            /// An invite opened.
+            InviteOpened = "people:invite",
+            /// An invite withdrawn.
+            InviteRevoked = "people:invite-revoked",
+            /// Someone removed.
+            PersonRemoved = "people:removed",
             /// A message without text or media: told what was not delivered.
             RepliedTextOnly = "replied:text-only",
             /// A turn for a live pi.

@@ -82,6 +82,7 @@ pub mod kv;
 pub mod lease;
 pub mod outbox;
 pub mod pairing;
+pub mod people;
 pub mod retention;
 pub mod routes;
 pub mod schema;

@@ -119,6 +119,14 @@ stored_text_enum! {
             ReplyNew = "reply:new",
             /// Paired.
             ReplyPaired = "reply:paired",
+            /// `/people` and what its buttons say.
+            ReplyPeople = "reply:people",
+            /// Joined with an invite, and the refusals of invite codes.
+            ReplyJoined = "reply:joined",
+            /// The owner hears that someone joined.
+            NoticeJoined = "notice:joined",
+            /// The person removed hears it.
+            NoticeRemoved = "notice:removed",
             /// Pairing's questions and refusals.
             ReplyPairing = "reply:pairing",
             /// A message without text or media.

@@ -461,6 +461,36 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX dialogs_request ON dialogs(instance_id, request_id);
     CREATE INDEX dialogs_unsettled ON dialogs(state) WHERE state IN ('open', 'answered');
     ",
+    // 15: people besides the owner (`people`, added by an invite; those `telegram.json` lists
+    // are read from the file), invites (a code's hash, its role, single use), wrong invite
+    // codes counted per sender, and who wrote a turn (`from_user`, `from_name`; NULL: the
+    // owner, as every turn before).
+    "
+    CREATE TABLE people (
+        user_id  INTEGER PRIMARY KEY,
+        role     TEXT NOT NULL CHECK (role IN ('member', 'viewer')),
+        name     TEXT NOT NULL,
+        added_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE invites (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        code_hash  TEXT NOT NULL UNIQUE,
+        role       TEXT NOT NULL CHECK (role IN ('member', 'viewer')),
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        state      TEXT NOT NULL CHECK (state IN ('open', 'used', 'revoked')),
+        used_by    INTEGER,
+        settled_ms INTEGER
+    ) STRICT;
+    CREATE TABLE invite_attempts (
+        user_id  INTEGER PRIMARY KEY,
+        wrong    INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL,
+        last_ms  INTEGER NOT NULL
+    ) STRICT;
+    ALTER TABLE turns ADD COLUMN from_user INTEGER;
+    ALTER TABLE turns ADD COLUMN from_name TEXT;
+    ",
 ];
 
 /// The schema version this build writes.

@@ -148,6 +148,10 @@ pub struct NewTurn<'a> {
     pub prepare: Option<Prepare<'a>>,
     /// When the person sent it (Telegram's `date`, in ms); `None`: now.
     pub sent_ms: Option<i64>,
+    /// Who wrote it, when not the owner (a member's user id).
+    pub from_user: Option<i64>,
+    /// Their name, as pi is told it.
+    pub from_name: Option<&'a str>,
 }
 
 /// What a turn that is not ready yet waits for.
@@ -198,6 +202,10 @@ pub struct Turn {
     pub gather_until_ms: i64,
     /// When the hub made it.
     pub created_ms: i64,
+    /// Who wrote it, when not the owner (a member's user id).
+    pub from_user: Option<i64>,
+    /// Their name, as pi is told it.
+    pub from_name: Option<String>,
     /// When the person sent it (Telegram's date; the hub's time for older turns).
     pub sent_ms: i64,
     /// Held for the person's answer, or cleared to run although it waited long.
@@ -247,7 +255,7 @@ impl Turn {
 
 const COLUMNS: &str = "id, source_update_id, chat_id, thread_id, message_id, identity, text, state,
     instance_id, instance_pid, transport, result_text, waits, lane, skip, ready, context, group_key,
-    gather_until_ms, created_ms, coalesce(sent_ms, created_ms), held, stale_question";
+    gather_until_ms, created_ms, coalesce(sent_ms, created_ms), held, stale_question, from_user, from_name";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>, Option<String>)> {
     Ok((
@@ -275,6 +283,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Turn, String, Option<String>, Opti
             sent_ms: r.get(20)?,
             held: None,
             stale_question: r.get(22)?,
+            from_user: r.get(23)?,
+            from_name: r.get(24)?,
         },
         r.get(7)?,
         r.get(12)?,
@@ -310,14 +320,14 @@ pub fn create(conn: &Connection, t: &NewTurn<'_>, now_ms: i64) -> Result<Option<
         .exec(
             "INSERT INTO turns(source_update_id, chat_id, thread_id, message_id, identity, waits, text,
                                state, created_ms, lane, lane_seq, ready, group_key, gather_until_ms,
-                               sent_ms)
+                               sent_ms, from_user, from_name)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9,
-                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns), ?10, ?11, ?12, ?13)
+                     (SELECT coalesce(max(lane_seq), 0) + 1 FROM turns), ?10, ?11, ?12, ?13, ?14, ?15)
              ON CONFLICT DO NOTHING",
             params![t.source_update_id, t.chat_id, t.thread_id, t.message_id, identity, waits, t.text,
                     now_ms, t.lane.as_str(), i64::from(t.prepare.is_none()),
                     t.prepare.and_then(|p| p.group_key), t.prepare.map_or(0, |p| p.gather_until_ms),
-                    t.sent_ms.unwrap_or(now_ms).min(now_ms)],
+                    t.sent_ms.unwrap_or(now_ms).min(now_ms), t.from_user, t.from_name],
         )
         .map_err(StoreError::sqlite("creating a turn"))?;
     Ok((n == 1).then(|| conn.last_insert_rowid()))
@@ -473,6 +483,15 @@ pub fn cancel(conn: &Connection, id: i64, why: &str, now_ms: i64) -> Result<bool
         &[TurnState::Queued],
         "state = 'cancelled', error = ?2, done_ms = ?3",
         &[&why, &now_ms],
+    )
+}
+
+/// The turns `user` wrote that have not reached pi (someone removed: these go).
+pub fn waiting_from(conn: &Connection, user: i64) -> Result<Vec<Turn>> {
+    select(
+        conn,
+        "WHERE from_user = ?1 AND state = 'queued' ORDER BY id",
+        [user],
     )
 }
 

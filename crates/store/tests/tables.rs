@@ -83,6 +83,8 @@ fn an_update_is_handled_once_with_its_effects() {
             lane: turns::Lane::Normal,
             prepare: None,
             sent_ms: None,
+            from_user: None,
+            from_name: None,
         };
         turns::create(tx, &turn, 5).map(drop)
     })
@@ -394,6 +396,8 @@ fn the_queue_has_lanes_and_skips() {
         lane: turns::Lane::Normal,
         prepare: None,
         sent_ms: None,
+        from_user: None,
+        from_name: None,
     };
     let ids: Vec<i64> = (1..=4)
         .map(|n| s.write(|tx| turns::create(tx, &mk(n), 0)).unwrap().unwrap())
@@ -452,6 +456,8 @@ fn turns_move_through_their_states_once() {
         lane: turns::Lane::Normal,
         prepare: None,
         sent_ms: None,
+        from_user: None,
+        from_name: None,
     };
     let any = Target::Unassigned(Waits::Any);
     let a = s

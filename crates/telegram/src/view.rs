@@ -77,6 +77,22 @@ impl<'a> UpdateView<'a> {
             .and_then(Value::as_i64)
     }
 
+    /// The name of the user who caused the update (first name, and the last when given).
+    pub fn sender_name(&self) -> Option<String> {
+        let inner = self
+            .0
+            .as_object()?
+            .iter()
+            .find(|(k, _)| *k != "update_id")?
+            .1;
+        let user = inner.get("from").or_else(|| inner.get("user"))?;
+        let first = user.get("first_name").and_then(Value::as_str)?;
+        Some(match user.get("last_name").and_then(Value::as_str) {
+            Some(last) if !last.is_empty() => format!("{first} {last}"),
+            _ => first.to_owned(),
+        })
+    }
+
     /// The chat the update belongs to, whatever its kind.
     pub fn chat_id(&self) -> Option<i64> {
         let inner = self

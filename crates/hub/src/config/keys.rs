@@ -14,6 +14,7 @@ const SHARED: &[&str] = &[
     "threadRetentionDays",
     "threadTitle",
     "workspaces",
+    "people",
     "staleAfterMinutes",
     "notifications",
     "assistant",

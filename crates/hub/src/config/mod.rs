@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+use store::people::Role;
 use telegram::{PacingConfig, Token};
 
 use crate::paths::ProfileName;
@@ -114,6 +115,29 @@ pub struct ProfileSettings {
     /// `historyRetentionDays`: handled updates, sent messages, finished turns, reply routes and
     /// other finished rows leave the state database after this many days (default 14).
     pub history_retention_days: u64,
+    /// `people`: who besides the owner may use the bot, by user id, with their role (those
+    /// added by an invite are in the store).
+    pub people: Vec<(i64, Role)>,
+}
+
+/// `people`: an object of Telegram user ids (as keys) and roles (`"member"`, `"viewer"`).
+fn parse_people(v: &Value) -> Result<Vec<(i64, Role)>, String> {
+    let Some(obj) = v.as_object() else {
+        return Err(r#"must be an object of user ids and roles ({"123456789": "member"})"#.into());
+    };
+    obj.iter()
+        .map(|(id, role)| {
+            let user =
+                id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    format!("{id:?} is not a Telegram user id (a positive number)")
+                })?;
+            let role = role
+                .as_str()
+                .and_then(Role::parse)
+                .ok_or_else(|| format!("{id}: the role must be \"member\" or \"viewer\""))?;
+            Ok((user, role))
+        })
+        .collect()
 }
 
 /// The first of `vars` that is set to a number.
@@ -322,6 +346,9 @@ impl ConfigFile {
             serde_json::from_value::<PacingConfig>(p.clone())
                 .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
         }
+        if let Some(p) = obj.get("people") {
+            parse_people(p).map_err(|problem| self.bad(format!("{prefix}people"), problem))?;
+        }
         if let Some(w) = obj.get("workspaces") {
             let ok = w.as_array().is_some_and(|a| {
                 a.iter().all(|r| {
@@ -459,7 +486,12 @@ impl ConfigFile {
             .and_then(|l| parse_listen(l).ok());
         let remote_client =
             remote.is_some_and(|r| r.get("connect").is_some() || r.get("socket").is_some());
+        let people = self
+            .lookup(name, "people")
+            .and_then(|p| parse_people(p).ok())
+            .unwrap_or_default();
         ProfileSettings {
+            people,
             history_retention_days,
             workspaces,
             remote_listen,
@@ -501,6 +533,23 @@ impl ConfigFile {
     /// Sets `profiles.<name>.allowedUserId`.
     pub fn set_allowed_user_id(&mut self, name: &ProfileName, user_id: i64) {
         self.set_profile_key(name, "allowedUserId", Value::from(user_id));
+    }
+
+    /// Takes `user_id` out of `people`, the profile's and the top level's; `false` when
+    /// neither listed them.
+    pub fn remove_person(&mut self, name: &ProfileName, user_id: i64) -> bool {
+        let key = user_id.to_string();
+        let mut removed = false;
+        if let Some(Value::Object(people)) = self.doc.get_mut("people") {
+            removed |= people.remove(&key).is_some();
+        }
+        if let Some(Value::Object(profiles)) = self.doc.get_mut("profiles")
+            && let Some(Value::Object(p)) = profiles.get_mut(name.as_str())
+            && let Some(Value::Object(people)) = p.get_mut("people")
+        {
+            removed |= people.remove(&key).is_some();
+        }
+        removed
     }
 
     /// Sets `profiles.<name>.apiBase`.

@@ -83,7 +83,9 @@ fn kind(purpose: &Purpose, part: usize) -> Kind {
         Purpose::NoticeInterrupted { .. }
         | Purpose::Message { .. }
         | Purpose::AttachOf { .. }
-        | Purpose::NoticeRetention { .. } => Kind::News,
+        | Purpose::NoticeRetention { .. }
+        | Purpose::NoticeJoined
+        | Purpose::NoticeRemoved => Kind::News,
         Purpose::Piece { of, .. }
             if matches!(**of, Purpose::Message { .. } | Purpose::AttachOf { .. }) =>
         {

@@ -1194,6 +1194,8 @@ mod tests {
             sent_ms: 0,
             held: None,
             stale_question: None,
+            from_user: None,
+            from_name: None,
         }
     }
 

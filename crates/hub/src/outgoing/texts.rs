@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+pub mod people;
+
 /// Reply to `/start` and `/help` from the owner.
 pub fn help(bot_username: &str) -> String {
     format!(

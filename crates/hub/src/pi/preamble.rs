@@ -5,7 +5,7 @@
 //! skill the extension ships, `telegram-bridge`, explains them to the model).
 //!
 //! ```text
-//! [telegram|thread:B · api]
+//! [telegram|thread:B · api|from:Ann]
 //! [time] 2026-12-02 14:05 Wed (UTC+01:00)
 //! [waited] sent 11:53, reached pi 2 h 12 min later
 //! [voice] delivery: automatic voice
@@ -36,19 +36,23 @@ pub struct Preamble<'a> {
     pub waited: Option<Waited>,
     /// The answer will be spoken by the hub.
     pub spoken: bool,
+    /// Who wrote it, when not the owner (a member's name).
+    pub from: Option<&'a str>,
 }
 
 impl Preamble<'_> {
     /// The lines, ending in a blank line. Pure but for the machine's time zone.
     pub fn lines(&self, now_ms: i64) -> String {
-        let mut out = match self.thread {
-            // `|` and `]` would end the tag's value early: a label never needs them.
-            Some(label) => format!(
-                "[telegram|thread:{}]\n",
-                label.replace(['|', ']', '\n'], " ")
-            ),
-            None => "[telegram]\n".to_owned(),
-        };
+        // `|` and `]` would end the tag's value early: a label or a name never needs them.
+        let value = |v: &str| v.replace(['|', ']', '\n'], " ");
+        let mut out = "[telegram".to_owned();
+        if let Some(label) = self.thread {
+            out.push_str(&format!("|thread:{}", value(label)));
+        }
+        if let Some(name) = self.from {
+            out.push_str(&format!("|from:{}", value(name)));
+        }
+        out.push_str("]\n");
         if let Some(stamp) = self.time_ms.and_then(Local::at).map(|t| t.stamp()) {
             out.push_str(&format!("[time] {stamp}\n"));
         }
@@ -125,6 +129,7 @@ mod tests {
             "[telegram]\nnot a tag\n\nwords"
         );
         assert_eq!(without("plain words"), "plain words");
+        assert_eq!(without("[telegram|from:Ann]\n\nhi"), "hi");
     }
 
     /// The prompt as pi gets it (the links put the two together).
@@ -158,10 +163,11 @@ mod tests {
                 away_ms: 0,
             }),
             spoken: true,
+            from: Some("Ann [B]"),
         };
         let text = wrap(&p, "go on", now);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "[telegram|thread:A]");
+        assert_eq!(lines[0], "[telegram|thread:A|from:Ann [B ]");
         assert!(lines[1].starts_with("[time] 2026-12-0"), "{text}");
         assert!(
             lines[2].starts_with("[waited] sent ")
@@ -174,6 +180,15 @@ mod tests {
         // A few hundred tokens at most: here well under fifty (about four characters a token).
         let chars = p.lines(now).chars().count();
         assert!(chars.div_ceil(4) < 50, "{chars} characters");
+    }
+
+    #[test]
+    fn a_members_prompt_says_who_wrote_it() {
+        let p = Preamble {
+            from: Some("Ann"),
+            ..Preamble::default()
+        };
+        assert_eq!(wrap(&p, "hi", 0), "[telegram|from:Ann]\n\nhi");
     }
 
     #[test]

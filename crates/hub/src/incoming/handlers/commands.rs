@@ -39,6 +39,7 @@ pub(super) fn handle(
         "new" => new(say, msg, args)?,
         "sessions" => instance_control(say, msg, InstanceCommand::Sessions)?,
         "close" => instance_control(say, msg, InstanceCommand::Close)?,
+        "people" => super::people::list(say, msg)?,
         _ => return pi_command(say, msg, &cmd, args).map(Some),
     };
     Ok(Some(outcome))
@@ -484,7 +485,7 @@ fn compact(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreErr
 
 /// One of pi's commands under its Telegram name: a prompt with pi's name for it. Anything else
 /// is not a command anyone knows.
-fn pi_command(
+pub(super) fn pi_command(
     say: &mut Say<'_>,
     msg: &MessageView<'_>,
     cmd: &str,

@@ -176,6 +176,8 @@ fn create_turn(
             lane,
             prepare,
             sent_ms: msg.date().map(|s| s.saturating_mul(1000)),
+            from_user: say.person.as_ref().map(|p| p.user_id),
+            from_name: say.person.as_ref().map(|p| p.name.as_str()),
         },
         ctx.now_ms,
     )?;

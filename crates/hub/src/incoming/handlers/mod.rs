@@ -7,13 +7,15 @@
 //! - [`commands`]: `/start`, `/help`, the controls, the menu shortcuts, pi's own commands;
 //! - [`queue`]: reactions and edits on waiting prompts;
 //! - [`taps`]: what every button does;
-//! - [`pairing`](mod@pairing): establishing the owner.
+//! - [`pairing`](mod@pairing): establishing the owner;
+//! - [`people`]: members and viewers, invites, the owner's `/people`.
 
 mod commands;
 mod dialogs;
 mod gather;
 mod messages;
 mod pairing;
+mod people;
 mod queue;
 mod taps;
 
@@ -106,6 +108,7 @@ fn decide(
         ctx,
         entry,
         after,
+        person: None,
     };
     if !private {
         return Ok(Outcome::IgnoredNotPrivate);
@@ -114,6 +117,18 @@ fn decide(
     match owner {
         Some(owner) if owner == sender => from_owner(&mut say, &update),
         Some(_) => {
+            if let Some(person) = people::known(tx, ctx, sender, &update)? {
+                say.person = Some(person.clone());
+                return people::from_person(&mut say, &update, &person);
+            }
+            if let Some(msg) = update.message()
+                && update.kind() == UpdateKind::Message
+                && let Some(("start", code)) = msg.command()
+                && let Some(outcome) =
+                    people::start_with_code(&mut say, &msg, &update, sender, code)?
+            {
+                return Ok(outcome);
+            }
             // Logged by user id only; never the content. A stranger's tap does nothing; it
             // is answered (no spinning button) only now and then, never ahead of the owner.
             tracing::info!(
@@ -201,6 +216,8 @@ pub(crate) struct Say<'a> {
     ctx: &'a HandlerCtx,
     entry: &'a journal::Entry,
     after: &'a mut AfterCommit,
+    /// Who wrote, when not the owner.
+    person: Option<people::Person>,
 }
 
 impl Say<'_> {

@@ -187,7 +187,24 @@ impl Tapped<'_, '_> {
 
 /// What a button does: one function per kind.
 fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap, StoreError> {
+    if let Some(person) = &say.person
+        && !super::people::may_tap(say.tx, person, action)?
+    {
+        return Ok(Tap::answer(
+            texts::people::owner_only("that button"),
+            Outcome::OwnerOnly,
+        ));
+    }
     match action {
+        Button::Invite { role } => {
+            people_tap(say, at, |say| super::people::invite(say, at.owner, *role))
+        }
+        Button::RemovePerson { user } => {
+            people_tap(say, at, |say| super::people::remove(say, *user))
+        }
+        Button::RevokeInvite { invite } => {
+            people_tap(say, at, |say| super::people::revoke(say, *invite))
+        }
         Button::Select { identity } => select(say, at, identity),
         Button::Send {
             turn,
@@ -228,6 +245,17 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         } => prompt_button(say, at, identity, prompt, style.as_deref()),
         Button::Settled { answer } => Ok(settled(answer)),
     }
+}
+
+/// One of `/people`'s buttons: `act`, then the list as it is now in the message tapped.
+fn people_tap(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    act: impl FnOnce(&mut Say<'_>) -> Result<(String, Outcome), StoreError>,
+) -> Result<Tap, StoreError> {
+    let (answer, outcome) = act(say)?;
+    let (text, markup) = super::people::view(say, at.owner)?;
+    Ok(Tap::answer(answer, outcome).with_edit(Some(Edit::plain(text, Some(markup)))))
 }
 
 /// `/start`'s instances: new messages go to this one.
@@ -722,6 +750,8 @@ fn prompt_button(
             lane: Lane::Normal,
             prepare: None,
             sent_ms: None,
+            from_user: say.person.as_ref().map(|p| p.user_id),
+            from_name: say.person.as_ref().map(|p| p.name.as_str()),
         },
         ctx.now_ms,
     )?;

@@ -317,7 +317,11 @@ pub(super) fn finish(
         r.error.as_deref(),
         handled,
     );
-    let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id);
+    // pi's buttons belong to whoever wrote the prompt (a member, in their chat).
+    let owner = match t.from_user {
+        Some(user) => user,
+        None => kv::get_i64(tx, kv::OWNER)?.unwrap_or(t.chat_id),
+    };
     let markup = crate::outgoing::menu::prompt_buttons(
         tx,
         ctx.clock,

@@ -130,6 +130,7 @@ impl Conductor {
                 VoiceReply::Mirror => from_voice,
                 VoiceReply::Manual => false,
             },
+            from: turn.from_name.as_deref(),
         };
         let named = prompt_files(&files);
         let images = photos_of(files).await;

@@ -55,7 +55,11 @@ fn ask(
     let Some(first) = held.first() else {
         return Ok(());
     };
-    let owner = kv::get_i64(tx, kv::OWNER)?.unwrap_or(q.chat_id);
+    // A member's chat is asked of its own prompts: the question is theirs to answer.
+    let owner = match first.from_user {
+        Some(user) if user == q.chat_id => user,
+        _ => kv::get_i64(tx, kv::OWNER)?.unwrap_or(q.chat_id),
+    };
     let words: Vec<(i64, String)> = held.iter().map(|t| (t.sent_ms, t.prompt())).collect();
     let words: Vec<(i64, &str)> = words.iter().map(|(at, w)| (*at, w.as_str())).collect();
     let text = texts::stale_question(&words, now);
