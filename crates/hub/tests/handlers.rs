@@ -1941,3 +1941,46 @@ fn people_in_telegram_json_are_known_by_id_and_removing_one_edits_the_file() {
     let (_, d) = h.write_in(STRANGER, None, "and now?");
     assert_eq!(d.outcome, "ignored:not-owner");
 }
+
+#[test]
+fn member_controls_let_members_stop_and_switch_pi_but_not_more() {
+    let mut h = Hub::with_proj();
+    let write = |h: &Hub, controls: bool| {
+        let cfg =
+            json!({ "people": { STRANGER.to_string(): "member" }, "memberControls": controls });
+        std::fs::write(&h.config, cfg.to_string()).unwrap();
+    };
+    write(&h, false);
+    let (_, d) = h.write_in(STRANGER, None, "/abort");
+    assert_eq!(d.outcome, "people:owner-only");
+    write(&h, true);
+    let (_, d) = h.write_in(STRANGER, None, "/abort");
+    assert!(d.outcome.starts_with("abort:"), "{}", d.outcome);
+    let (_, d) = h.write_in(STRANGER, None, "/model");
+    assert_eq!(d.outcome, "menu:model");
+    for cmd in ["/settings", "/people", "/queue", "/new"] {
+        let (_, d) = h.write_in(STRANGER, None, cmd);
+        assert_eq!(d.outcome, "people:owner-only", "{cmd}");
+    }
+    let compact = Button::Compact {
+        identity: PROJ.into(),
+    };
+    let (_, d) = h.tap(
+        STRANGER,
+        1,
+        "x",
+        &h.token_for(STRANGER, &compact, BUTTON_TTL_MS),
+    );
+    assert_ne!(d.outcome, "people:owner-only");
+    let setting = Button::Setting {
+        key: "notifications".into(),
+        value: "\"all\"".into(),
+    };
+    let (_, d) = h.tap(
+        STRANGER,
+        1,
+        "x",
+        &h.token_for(STRANGER, &setting, BUTTON_TTL_MS),
+    );
+    assert_eq!(d.outcome, "people:owner-only");
+}

@@ -15,6 +15,7 @@ const SHARED: &[&str] = &[
     "threadTitle",
     "workspaces",
     "people",
+    "memberControls",
     "staleAfterMinutes",
     "notifications",
     "assistant",

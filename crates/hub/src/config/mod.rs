@@ -118,6 +118,9 @@ pub struct ProfileSettings {
     /// `people`: who besides the owner may use the bot, by user id, with their role (those
     /// added by an invite are in the store).
     pub people: Vec<(i64, Role)>,
+    /// `memberControls`: members may also stop pi's work, compact its session and switch its
+    /// model and thinking level (default: only the owner).
+    pub member_controls: bool,
 }
 
 /// `people`: an object of Telegram user ids (as keys) and roles (`"member"`, `"viewer"`).
@@ -346,6 +349,11 @@ impl ConfigFile {
             serde_json::from_value::<PacingConfig>(p.clone())
                 .map_err(|e| self.bad(format!("{prefix}pacing"), e.to_string()))?;
         }
+        if let Some(c) = obj.get("memberControls")
+            && !c.is_boolean()
+        {
+            return Err(self.bad(format!("{prefix}memberControls"), "must be true or false"));
+        }
         if let Some(p) = obj.get("people") {
             parse_people(p).map_err(|problem| self.bad(format!("{prefix}people"), problem))?;
         }
@@ -490,8 +498,13 @@ impl ConfigFile {
             .lookup(name, "people")
             .and_then(|p| parse_people(p).ok())
             .unwrap_or_default();
+        let member_controls = self
+            .lookup(name, "memberControls")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         ProfileSettings {
             people,
+            member_controls,
             history_retention_days,
             workspaces,
             remote_listen,

@@ -38,6 +38,7 @@ pub const OURS: &[(&str, &str)] = &[
     ("new", "Start pi in a folder, or a new session"),
     ("sessions", "Resume one of pi's saved sessions"),
     ("close", "End a pi the hub started"),
+    ("people", "Who else may use the bot; invite or remove"),
     ("help", "What the bot does and its commands"),
 ];
 

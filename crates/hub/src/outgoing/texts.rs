@@ -16,7 +16,8 @@ pub fn help(bot_username: &str) -> String {
          Commands: /start the menu · /status · /model · /thinking · /queue · /settings · /abort \
          the running turn · /stop it and drop what waits · /next · /continue · /compact · /help \
          this · /new start pi in a folder (or a new session) · /sessions resume one · /close \
-         a pi the hub started. pi's prompt templates work as commands too."
+         a pi the hub started · /people invite others or remove them. pi's prompt templates work \
+         as commands too."
     )
 }
 

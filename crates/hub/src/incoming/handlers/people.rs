@@ -40,14 +40,29 @@ pub(crate) struct Person {
     pub name: String,
     /// Listed in telegram.json rather than let in by an invite.
     pub listed: bool,
+    /// A member who may use pi's controls too (`memberControls`).
+    pub controls: bool,
 }
 
-/// The people `telegram.json` lists for this profile (none when it cannot be read: the hub
-/// warned about the file when it started, and an unreadable file lets nobody in).
-fn listed(ctx: &HandlerCtx) -> Vec<(i64, Role)> {
+/// The controls `memberControls` gives members: their commands, and the buttons they show.
+const CONTROLS: &[&str] = &[
+    "abort", "stop", "next", "continue", "steer", "retry", "compact", "model", "thinking",
+];
+
+/// What `telegram.json` says of people for this profile: those it lists, and whether members
+/// may use pi's controls (nobody, and no, when it cannot be read: the hub warned about the
+/// file when it started, and an unreadable file lets nobody in).
+fn configured(ctx: &HandlerCtx) -> (Vec<(i64, Role)>, bool) {
     ConfigFile::load(&ctx.config_path)
-        .map(|f| f.profile(&ctx.profile).people)
+        .map(|f| {
+            let p = f.profile(&ctx.profile);
+            (p.people, p.member_controls)
+        })
         .unwrap_or_default()
+}
+
+fn listed(ctx: &HandlerCtx) -> Vec<(i64, Role)> {
+    configured(ctx).0
 }
 
 /// Who `sender` is, when not the owner: `None` for a stranger.
@@ -58,7 +73,8 @@ pub(super) fn known(
     update: &UpdateView<'_>,
 ) -> Result<Option<Person>, StoreError> {
     let stored = table::get(tx, sender)?;
-    let listed = listed(ctx)
+    let (listed, controls) = configured(ctx);
+    let listed = listed
         .into_iter()
         .find(|(id, _)| *id == sender)
         .map(|(_, role)| role);
@@ -73,12 +89,14 @@ pub(super) fn known(
             role,
             name,
             listed: true,
+            controls: controls && role == Role::Member,
         }),
         (None, Some(p)) => Some(Person {
             user_id: sender,
             role: p.role,
             name,
             listed: false,
+            controls: controls && p.role == Role::Member,
         }),
         (None, None) => None,
     })
@@ -154,6 +172,10 @@ fn command(
         _ if person.role == Role::Viewer => {
             reply(say, &words::viewer_read_only())?;
             Ok(Outcome::ViewerReadOnly)
+        }
+        // The owner let members use pi's controls: as the owner would.
+        c if person.controls && CONTROLS.contains(&c) => {
+            Ok(commands::handle(say, msg)?.unwrap_or(Outcome::CommandUnknown))
         }
         c if OWNER_ONLY.contains(&c) || Section::of_command(c).is_some() => {
             reply(say, &words::owner_only(&format!("/{c}")))?;
@@ -286,6 +308,18 @@ pub(super) fn may_tap(
         // and edits.
         (Role::Member, Button::Send { turn, .. }) => own(*turn)?,
         (Role::Member, Button::Prompt { .. } | Button::Stale { .. }) => true,
+        (
+            Role::Member,
+            Button::Stop { .. }
+            | Button::Compact { .. }
+            | Button::Model { .. }
+            | Button::ModelPage { .. }
+            | Button::Thinking { .. }
+            | Button::Menu {
+                section: Section::Model | Section::Thinking,
+                ..
+            },
+        ) => person.controls,
         (Role::Member, _) => false,
     })
 }
@@ -298,6 +332,7 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
     let mut people: Vec<Person> = listed
         .iter()
         .map(|(id, role)| Person {
+            controls: false,
             user_id: *id,
             role: *role,
             name: stored
@@ -316,6 +351,7 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
                 role: p.role,
                 name: p.name.clone(),
                 listed: false,
+                controls: false,
             }),
     );
     let invites = table::usable_invites(tx, ctx.now_ms)?;
