@@ -1984,3 +1984,28 @@ fn member_controls_let_members_stop_and_switch_pi_but_not_more() {
     );
     assert_eq!(d.outcome, "people:owner-only");
 }
+
+#[test]
+fn a_message_in_a_group_reaches_nothing_even_from_the_owner_or_a_member() {
+    let mut h = Hub::with_proj();
+    std::fs::write(
+        &h.config,
+        json!({ "people": { STRANGER.to_string(): "member" } }).to_string(),
+    )
+    .unwrap();
+    for from in [OWNER, STRANGER] {
+        let d = h.deliver(
+            "message",
+            json!({
+                "message_id": 5,
+                "from": user(from),
+                "chat": { "id": -100_123, "type": "supergroup", "title": "team", "is_forum": true },
+                "date": h.now / 1000,
+                "text": "hello group",
+            }),
+        );
+        assert_eq!(d.outcome, "ignored:not-private");
+        assert!(h.rows_of(d.update_id).is_empty());
+    }
+    assert_eq!(h.turn_count(), 0);
+}
