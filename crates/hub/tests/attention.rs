@@ -308,6 +308,7 @@ async fn the_chooser_is_pinned_until_it_is_settled() {
             data,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     let prompt = web.recv_type("prompt").await;

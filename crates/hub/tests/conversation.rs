@@ -215,6 +215,7 @@ async fn two_instances_each_answer_their_own_and_the_owner_switches_with_a_butto
             data: api_button["callback_data"].as_str().unwrap().into(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     common::eventually("the toast", || {

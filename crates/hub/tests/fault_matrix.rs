@@ -2398,6 +2398,7 @@ async fn taps() {
                 data,
                 user_id: None,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         let edited = || {
@@ -2503,6 +2504,7 @@ async fn prompt_buttons() {
                 data,
                 user_id: None,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         let chosen = || {
@@ -3133,6 +3135,7 @@ async fn pins() {
                     data: data.clone(),
                     user_id: None,
                     token: None,
+                    chat_id: None,
                 })
                 .unwrap();
         };

@@ -53,6 +53,7 @@ async fn a_thousand_strangers_taps_neither_reach_pi_nor_hold_the_owner_back() {
                 data: format!("junk{n}"),
                 user_id: Some(user),
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         presser.insert(pressed.callback_query_id, user);

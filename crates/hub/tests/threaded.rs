@@ -97,6 +97,7 @@ fn press_data(hub: &TestHub, (message_id, data): &(i64, String)) -> tg_fake::con
             data: data.clone(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap()
 }

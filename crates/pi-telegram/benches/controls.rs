@@ -226,6 +226,7 @@ fn main() {
                 data,
                 user_id: None,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         let edited = wait_sent(since, "editMessageText", "pi-telegram for @");

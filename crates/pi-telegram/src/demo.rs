@@ -185,7 +185,7 @@ pub async fn run() -> Result<(), HubError> {
                 if let Some(n) = line.strip_prefix('!').and_then(|n| n.parse::<usize>().ok()) {
                     match n.checked_sub(1).and_then(|i| buttons.get(i)).cloned() {
                         Some((message_id, data)) => {
-                            if let Err(e) = control.press(Press { message_id, data, user_id: None, token: None }) {
+                            if let Err(e) = control.press(Press { message_id, data, user_id: None, token: None, chat_id: None }) {
                                 println!("(could not press: {e})");
                             }
                         }

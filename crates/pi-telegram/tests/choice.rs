@@ -96,6 +96,7 @@ fn press(env: &Env, (message_id, data): &(i64, String)) {
             data: data.clone(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -116,6 +116,7 @@ fn press_as(env: &Env, m: &TranscriptEntry, data: &str, user: Option<i64>) -> bo
             data: data.to_owned(),
             user_id: user,
             token: None,
+            chat_id: None,
         })
         .is_ok()
 }
@@ -130,6 +131,7 @@ fn forge(env: &Env, m: &TranscriptEntry, data: &str, user: Option<i64>) {
             data: data.to_owned(),
             user_id: user,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }
@@ -309,6 +311,7 @@ fn a_headless_pis_dialogs_are_answered_from_telegram() {
             forward: None,
             token: None,
             date: None,
+            ..Default::default()
         })
         .unwrap();
     wait_for("the name", 30, || {

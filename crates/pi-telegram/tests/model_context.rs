@@ -246,6 +246,7 @@ fn press(env: &Env, m: &TranscriptEntry, buttons: &[(String, String)], label: &s
             data,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

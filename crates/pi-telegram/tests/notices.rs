@@ -98,6 +98,7 @@ fn press(env: &Env, (message_id, data): &(i64, String)) {
             data: data.clone(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

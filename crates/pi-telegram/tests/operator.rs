@@ -969,6 +969,7 @@ fn forged_replayed_and_strangers_buttons_do_nothing_and_are_answered() {
                 data,
                 user_id: user,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         presses += 1;
@@ -1006,6 +1007,7 @@ fn forged_replayed_and_strangers_buttons_do_nothing_and_are_answered() {
             data: data.clone(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the replay answered", 20, || {
@@ -1024,6 +1026,7 @@ fn press_data(env: &Env, message_id: i64, data: &str) {
             data: data.to_owned(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -210,6 +210,7 @@ fn buttons_from_a_comment_send_their_prompt_when_pressed() {
             data: row[1]["callback_data"].as_str().unwrap().to_owned(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_message(env, "the pressed prompt's answer", |m| {
@@ -693,6 +694,7 @@ fn an_answer_written_as_the_skill_teaches_works_end_to_end() {
             data: rows[1][0]["callback_data"].as_str().unwrap().to_owned(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_message(env, "the pressed prompt's answer", |m| {

@@ -57,6 +57,7 @@ fn press_as(env: &Env, user: i64, id: i64, label: &str) {
             data,
             user_id: Some(user),
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }
@@ -191,6 +192,7 @@ fn an_invited_member_talks_to_pi_is_refused_the_owners_controls_and_a_stranger_r
             data: owners,
             user_id: Some(ANN),
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("Ann's forged press answered", 20, || {

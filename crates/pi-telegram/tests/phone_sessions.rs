@@ -64,6 +64,7 @@ fn press(env: &Env, m: &TranscriptEntry, label: impl Fn(&str) -> bool) {
             data,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -306,6 +306,7 @@ fn two_pi_sessions_with_the_extension_each_answer_their_own_messages() {
             data: button["callback_data"].as_str().unwrap().into(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the switch", 30, || {

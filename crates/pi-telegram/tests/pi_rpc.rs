@@ -117,6 +117,7 @@ fn two_headless_instances_each_answer_their_own_messages_and_an_exit_is_noticed(
             data: beta["callback_data"].as_str().unwrap().into(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the switch", 30, || {
@@ -225,6 +226,7 @@ fn an_extension_commands_dialog_is_asked_and_the_command_finishes_its_turn() {
             data: yes,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the command's turn to finish", 30, || {

@@ -392,6 +392,7 @@ fn a_linked_telegram_json_stays_a_link_through_setup_pairing_and_the_settings_me
             data: previews["callback_data"].as_str().unwrap().to_owned(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the setting in the linked file", 20, || {

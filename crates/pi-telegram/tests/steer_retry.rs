@@ -189,6 +189,7 @@ fn a_long_turn_shows_a_working_card_whose_stop_aborts_it() {
             data: stop,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     // The run stops well before its 80 words: the answer so far comes marked aborted, and the

@@ -159,6 +159,7 @@ fn move_here(env: &Env, thread: i64) {
             data,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -99,6 +99,38 @@ pub struct SendText {
     /// hub was away reaches it with its own, earlier date.
     #[serde(default)]
     pub date: Option<i64>,
+    /// A group to write in (a member's message there); none for the sender's private chat.
+    #[serde(default)]
+    pub chat_id: Option<i64>,
+    /// In a group: sent by an admin who remains anonymous (`sender_chat` is the group).
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+/// The bot is added to a supergroup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewGroup {
+    /// Its chat id (negative, as Telegram's: `-100…`).
+    pub chat_id: i64,
+    pub title: String,
+    /// A forum: topics instead of one thread.
+    #[serde(default)]
+    pub forum: bool,
+    /// Its members besides the bot (people, by user id; new ones are created).
+    #[serde(default)]
+    pub members: Vec<i64>,
+    /// The bot is an administrator.
+    #[serde(default)]
+    pub bot_admin: bool,
+    /// The bot's right to manage topics.
+    #[serde(default)]
+    pub can_manage_topics: bool,
+    /// Who added the bot (default the configured person).
+    #[serde(default)]
+    pub added_by: Option<i64>,
+    /// Bot token.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// Where a forwarded message came from.
@@ -205,6 +237,9 @@ pub struct Press {
     /// Bot token.
     #[serde(default)]
     pub token: Option<String>,
+    /// The group the message is in; none for the presser's private chat.
+    #[serde(default)]
+    pub chat_id: Option<i64>,
 }
 
 /// Result of a button press.
@@ -413,7 +448,7 @@ fn check_person_thread(w: &World, bot: usize, chat: i64, thread: Option<i64>) ->
         return Ok(());
     };
     let b = &w.bots[bot];
-    if !b.has_topics_enabled {
+    if !b.chats.get(&chat).is_some_and(|c| c.has_topics(b)) {
         return Err(ControlError::conflict("Threaded Mode is off for this bot"));
     }
     match b
@@ -430,14 +465,38 @@ fn check_person_thread(w: &World, bot: usize, chat: i64, thread: Option<i64>) ->
 }
 
 /// Stores a person's message and queues its `message` update.
-fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> ControlResult<Sent> {
+fn person_message(w: &mut World, bot: usize, uid: i64, msg: Message) -> ControlResult<Sent> {
+    message_in(w, bot, uid, uid, msg)
+}
+
+/// Stores `uid`'s message in `chat` (their private chat, or a group they are in) and queues
+/// its `message` update.
+fn message_in(
+    w: &mut World,
+    bot: usize,
+    uid: i64,
+    chat: i64,
+    mut msg: Message,
+) -> ControlResult<Sent> {
     w.person(uid);
+    if chat != uid {
+        let member = w.bots[bot]
+            .chats
+            .get(&chat)
+            .and_then(|c| c.group.as_ref())
+            .map(|g| g.members.contains(&uid));
+        match member {
+            None => return Err(ControlError::not_found("the bot is in no such group")),
+            Some(false) => return Err(ControlError::conflict("that person is not in the group")),
+            Some(true) => {}
+        }
+    }
     msg.thread_id = msg.thread_id.filter(|t| *t != 0);
-    check_person_thread(w, bot, uid, msg.thread_id)?;
+    check_person_thread(w, bot, chat, msg.thread_id)?;
     if let Some(r) = msg.reply_to {
         let exists = w.bots[bot]
             .chats
-            .get(&uid)
+            .get(&chat)
             .is_some_and(|c| c.live_message(r).is_some());
         if !exists {
             return Err(ControlError::not_found(
@@ -445,17 +504,19 @@ fn person_message(w: &mut World, bot: usize, uid: i64, mut msg: Message) -> Cont
             ));
         }
     }
-    msg.sender = Some(Sender::Person(uid));
+    if !matches!(msg.sender, Some(Sender::Anonymous(_))) {
+        msg.sender = Some(Sender::Person(uid));
+    }
     let now = w.clock.now_unix();
     msg.date = if msg.date > 0 { msg.date.min(now) } else { now };
     msg.at_ms = w.clock.now_ms();
-    let id = w.bots[bot].chat_mut(uid).add_message(msg);
-    let payload = w.stored_message_json(bot, uid, id);
+    let id = w.bots[bot].chat_mut(chat).add_message(msg);
+    let payload = w.stored_message_json(bot, chat, id);
     let update_id = w.bots[bot].push_update("message", payload);
     Ok(Sent {
         update_id,
         message_id: id,
-        chat_id: uid,
+        chat_id: chat,
     })
 }
 
@@ -596,6 +657,12 @@ impl Control {
                 })
             }
         };
+        let chat = req.chat_id.unwrap_or(uid);
+        if req.anonymous && chat == uid {
+            return Err(ControlError::bad(
+                "only a group's admin can write anonymously",
+            ));
+        }
         let msg = Message {
             thread_id: req.thread_id,
             text: Some(req.text),
@@ -603,9 +670,59 @@ impl Control {
             reply_to: req.reply_to_message_id,
             forward_origin,
             date: req.date.unwrap_or_default(),
+            sender: req.anonymous.then_some(Sender::Anonymous(uid)),
             ..Message::default()
         };
-        person_message(&mut w, bot, uid, msg)
+        message_in(&mut w, bot, uid, chat, msg)
+    }
+
+    /// The bot is added to a group: its chat exists from now on and the bot gets
+    /// `my_chat_member` (from `left` to `administrator` or `member`).
+    pub fn add_to_group(&self, req: NewGroup) -> ControlResult<Option<i64>> {
+        if req.chat_id >= 0 {
+            return Err(ControlError::bad("a group's chat id is negative"));
+        }
+        if req.title.trim().is_empty() {
+            return Err(ControlError::bad("a group needs a title"));
+        }
+        let mut w = self.shared.lock();
+        let bot = bot_of(&w, req.token.as_deref())?;
+        if w.bots[bot].chats.contains_key(&req.chat_id) {
+            return Err(ControlError::conflict("the bot is in that group already"));
+        }
+        let by = req.added_by.unwrap_or(DEFAULT_USER_ID);
+        let mut members: std::collections::BTreeSet<i64> = req.members.iter().copied().collect();
+        members.insert(by);
+        for m in &members {
+            w.person(*m);
+        }
+        let group = crate::world::Group {
+            title: req.title.clone(),
+            forum: req.forum,
+            members,
+            bot_admin: req.bot_admin,
+            bot_can_manage_topics: req.bot_admin && req.can_manage_topics,
+        };
+        let chat = crate::world::Chat::new_group(req.chat_id, group);
+        let chat_json = w.chat_json(&chat);
+        w.bots[bot].chats.insert(req.chat_id, chat);
+        let from = w.person(by).user_json();
+        let date = w.clock.now_unix();
+        let b = &mut w.bots[bot];
+        let me = b.user_json();
+        let new_status = if req.bot_admin {
+            json!({ "status": "administrator", "user": me, "can_manage_topics": req.can_manage_topics })
+        } else {
+            json!({ "status": "member", "user": me })
+        };
+        Ok(b.push_update(
+            "my_chat_member",
+            json!({
+                "chat": chat_json, "from": from, "date": date,
+                "old_chat_member": { "status": "left", "user": me },
+                "new_chat_member": new_status,
+            }),
+        ))
     }
 
     fn media_message(
@@ -719,9 +836,10 @@ impl Control {
         let mut w = self.shared.lock();
         let bot = bot_of(&w, req.token.as_deref())?;
         let uid = req.user_id.unwrap_or(DEFAULT_USER_ID);
+        let chat = req.chat_id.unwrap_or(uid);
         let has_button = w.bots[bot]
             .chats
-            .get(&uid)
+            .get(&chat)
             .and_then(|c| c.live_message(req.message_id))
             .and_then(|m| m.reply_markup.as_ref())
             .and_then(|r| r.get("inline_keyboard"))
@@ -737,16 +855,16 @@ impl Control {
             ));
         }
         let from = w.person(uid).user_json();
-        let message = match w.stored_message_json(bot, uid, req.message_id) {
+        let message = match w.stored_message_json(bot, chat, req.message_id) {
             Value::Null => json!({
                 "message_id": req.message_id,
-                "chat": { "id": uid, "type": "private" },
+                "chat": { "id": chat, "type": if chat == uid { "private" } else { "supergroup" } },
                 "date": 0,
             }),
             m => m,
         };
         let b = &mut w.bots[bot];
-        let id = b.new_callback(uid);
+        let id = b.new_callback(chat);
         let update_id = b.push_update(
             "callback_query",
             json!({

@@ -15,6 +15,9 @@ pub struct FloodConfig {
     pub per_chat_per_sec: f64,
     /// Burst one chat may send at once.
     pub per_chat_burst: u32,
+    /// Messages per minute one group sustains (Telegram: "no more than 20 messages per
+    /// minute in the same group"); a group's chat has the lower of this and the chat rate.
+    pub per_group_per_min: f64,
     /// Messages per second across all chats (Telegram: about 30).
     pub global_per_sec: f64,
     /// Burst across all chats.
@@ -37,6 +40,7 @@ impl Default for FloodConfig {
             enabled: false,
             per_chat_per_sec: 1.0,
             per_chat_burst: 3,
+            per_group_per_min: 20.0,
             global_per_sec: 30.0,
             global_burst: 30,
             extend_on_retry_secs: 0,
@@ -93,9 +97,14 @@ impl Flood {
             return Ok(());
         }
         if let Some(b) = chat_bucket.as_mut() {
-            b.refill(cfg.per_chat_per_sec, cfg.per_chat_burst, now_ms);
+            // Groups' chats have negative ids.
+            let rate = match chat {
+                Some(c) if c < 0 => cfg.per_chat_per_sec.min(cfg.per_group_per_min / 60.0),
+                _ => cfg.per_chat_per_sec,
+            };
+            b.refill(rate, cfg.per_chat_burst, now_ms);
             if b.tokens < 1.0 {
-                return Err(b.start_penalty(cfg.per_chat_per_sec, now_ms));
+                return Err(b.start_penalty(rate, now_ms));
             }
         }
         let global = self

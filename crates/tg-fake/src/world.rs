@@ -3,7 +3,7 @@
 //!
 //! Everything lives under one mutex (`Shared::world`); no lock is held across an await.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -23,6 +23,25 @@ pub enum Sender {
     Bot,
     /// A person, by user id.
     Person(i64),
+    /// A group's admin who remains anonymous: Telegram shows the group as the sender
+    /// (`sender_chat`) and `GroupAnonymousBot` as `from`; by user id, for the fake's records.
+    Anonymous(i64),
+}
+
+/// The user Telegram puts in `from` for an anonymous admin's message.
+pub const GROUP_ANONYMOUS_BOT: i64 = 1_087_968_824;
+
+/// A supergroup the bot was added to (a forum when `forum`: topics instead of one thread).
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub title: String,
+    pub forum: bool,
+    /// Who is in it, by user id.
+    pub members: BTreeSet<i64>,
+    /// The bot is an administrator.
+    pub bot_admin: bool,
+    /// The bot's administrator right to create, edit and delete topics.
+    pub bot_can_manage_topics: bool,
 }
 
 /// Kinds of media a message can carry.
@@ -234,6 +253,8 @@ pub struct Chat {
     pub callback_answers: Vec<CallbackAnswer>,
     /// The person blocked the bot.
     pub blocked: bool,
+    /// A group's chat (negative id) rather than a person's private chat.
+    pub group: Option<Group>,
     next_seq: u64,
 }
 
@@ -248,8 +269,25 @@ impl Chat {
             actions: Vec::new(),
             callback_answers: Vec::new(),
             blocked: false,
+            group: None,
             next_seq: 0,
         }
+    }
+
+    /// A group's chat.
+    pub fn new_group(id: i64, group: Group) -> Self {
+        Self {
+            group: Some(group),
+            ..Self::new(id)
+        }
+    }
+
+    /// Whether messages here can go into topics: a forum group, or a private chat with the
+    /// bot's Threaded Mode on.
+    pub fn has_topics(&self, bot: &Bot) -> bool {
+        self.group
+            .as_ref()
+            .map_or(bot.has_topics_enabled, |g| g.forum)
     }
 
     /// Stores `msg` under a fresh id; returns the id.
@@ -739,26 +777,43 @@ impl World {
 
     /// A message as the `Message` object Telegram returns. `depth` 0 includes
     /// `reply_to_message` one level deep.
+    /// `chat` as a `Chat` object: a person's private chat, or a supergroup.
+    pub fn chat_json(&self, chat: &Chat) -> Value {
+        match &chat.group {
+            Some(g) => json!({
+                "id": chat.id, "type": "supergroup", "title": g.title, "is_forum": g.forum,
+            }),
+            None => self
+                .persons
+                .get(&chat.id)
+                .cloned()
+                .unwrap_or_else(|| Person::unknown(chat.id))
+                .chat_json(),
+        }
+    }
+
     pub fn message_json(&self, bot: &Bot, chat: &Chat, msg: &Message, depth: u8) -> Value {
-        let person = self
-            .persons
-            .get(&chat.id)
-            .cloned()
-            .unwrap_or_else(|| Person::unknown(chat.id));
         let from = match msg.sender {
             Some(Sender::Person(uid)) => self
                 .persons
                 .get(&uid)
                 .map(Person::user_json)
                 .unwrap_or_else(|| Person::unknown(uid).user_json()),
+            Some(Sender::Anonymous(_)) => json!({
+                "id": GROUP_ANONYMOUS_BOT, "is_bot": true, "first_name": "Group",
+                "username": "GroupAnonymousBot",
+            }),
             _ => bot.user_json(),
         };
         let mut v = json!({
             "message_id": msg.id,
             "from": from,
-            "chat": person.chat_json(),
+            "chat": self.chat_json(chat),
             "date": msg.date,
         });
+        if matches!(msg.sender, Some(Sender::Anonymous(_))) {
+            v["sender_chat"] = self.chat_json(chat);
+        }
         if let Some(t) = msg.thread_id {
             v["message_thread_id"] = json!(t);
             v["is_topic_message"] = json!(true);

@@ -349,6 +349,7 @@ async fn callback_queries_are_answered_once() {
             data: "yes".into(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     let updates = h.call("getUpdates", json!({})).await;
@@ -383,7 +384,8 @@ async fn callback_queries_are_answered_once() {
                 message_id: id,
                 data: "no".into(),
                 user_id: None,
-                token: None
+                token: None,
+                chat_id: None,
             })
             .is_err()
     );

@@ -328,6 +328,7 @@ async fn every_result_kind_deserializes_into_frankenstein_types() {
             data: "n".into(),
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     control

@@ -80,6 +80,7 @@ pub fn press(env: &Env, id: i64, label: &str) {
             data,
             user_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -226,6 +226,10 @@ pub(super) fn send_chat_action(world: &mut World, bot: usize, p: &Params) -> Api
 pub(super) fn send_draft(world: &mut World, bot: usize, p: &Params, rich_draft: bool) -> ApiResult {
     let b = &world.bots[bot];
     let chat = chat_id(b, p)?;
+    // "Unique identifier for the target private chat" (Bot API 10.2).
+    if b.chats[&chat].group.is_some() {
+        return Err(ApiError::bad_request("TEXTDRAFT_PEER_INVALID"));
+    }
     let thread_id = thread(b, &b.chats[&chat], p)?;
     let draft_id = p.int("draft_id")?.unwrap_or(0);
     if draft_id == 0 {

@@ -142,3 +142,39 @@ pub(super) fn get_webhook_info(world: &mut World, bot: usize) -> ApiResult {
     }
     Ok(info)
 }
+
+/// `getChatMember`: the bot's own standing in a group (an administrator with its topic
+/// right, or a member), a person's (a member, or `left`); in a private chat both are members.
+pub(super) fn get_chat_member(world: &mut World, bot: usize, p: &Params) -> ApiResult {
+    let chat = super::chat_id(&world.bots[bot], p)?;
+    let user = p
+        .int("user_id")?
+        .ok_or_else(|| ApiError::bad_request("user_id is empty"))?;
+    let b = &world.bots[bot];
+    let user_json = if user == b.id {
+        b.user_json()
+    } else {
+        world
+            .persons
+            .get(&user)
+            .map(crate::world::Person::user_json)
+            .ok_or_else(|| ApiError::bad_request("user not found"))?
+    };
+    let Some(g) = b.chats[&chat].group.as_ref() else {
+        return Ok(json!({ "status": "member", "user": user_json }));
+    };
+    Ok(if user == b.id && g.bot_admin {
+        json!({
+            "status": "administrator", "user": user_json, "can_be_edited": false,
+            "is_anonymous": false, "can_manage_chat": true, "can_delete_messages": true,
+            "can_manage_video_chats": false, "can_restrict_members": false,
+            "can_promote_members": false, "can_change_info": false, "can_invite_users": true,
+            "can_post_stories": false, "can_edit_stories": false, "can_delete_stories": false,
+            "can_pin_messages": true, "can_manage_topics": g.bot_can_manage_topics,
+        })
+    } else if user == b.id || g.members.contains(&user) {
+        json!({ "status": "member", "user": user_json })
+    } else {
+        json!({ "status": "left", "user": user_json })
+    })
+}

@@ -53,6 +53,7 @@ pub fn call(world: &mut World, bot: usize, spec: &MethodSpec, p: &Params) -> Api
         "reopenForumTopic" => topics::set_state(world, bot, p, TopicState::Open),
         "deleteForumTopic" => topics::delete(world, bot, p),
         "answerCallbackQuery" => misc::answer_callback_query(world, bot, p),
+        "getChatMember" => misc::get_chat_member(world, bot, p),
         "setMyCommands" => misc::set_my_commands(world, bot, p),
         "getMyCommands" => misc::get_my_commands(world, bot, p),
         "deleteMyCommands" => misc::delete_my_commands(world, bot, p),
@@ -117,12 +118,12 @@ pub fn check_required(spec: &MethodSpec, p: &Params) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The target chat of a method: must be a private chat the bot knows (`chat_id` numeric).
+/// The target chat of a method: a private chat or a group the bot knows (`chat_id` numeric).
 pub fn chat_id(bot: &Bot, p: &Params) -> Result<i64, ApiError> {
     let id = match p.int("chat_id") {
         Ok(Some(id)) => id,
         Ok(None) => return Err(ApiError::bad_request("chat_id is empty")),
-        // "@username" targets channels and groups; the fake has only private chats.
+        // "@username" targets public channels and groups; the fake's have none.
         Err(_) => return Err(ApiError::bad_request("chat not found")),
     };
     let Some(chat) = bot.chats.get(&id) else {
@@ -140,7 +141,7 @@ pub fn thread(bot: &Bot, chat: &Chat, p: &Params) -> Result<Option<i64>, ApiErro
     let Some(t) = p.int("message_thread_id")?.filter(|t| *t != 0) else {
         return Ok(None);
     };
-    if !bot.has_topics_enabled {
+    if !chat.has_topics(bot) {
         return Err(ApiError::thread_not_found());
     }
     match chat.topics.get(&t).map(|t| t.state) {

@@ -93,8 +93,16 @@ pub fn create_topic(
 
 pub(super) fn create(world: &mut World, bot: usize, p: &Params) -> ApiResult {
     let chat = chat_id(&world.bots[bot], p)?;
-    if !world.bots[bot].has_topics_enabled {
+    let b = &world.bots[bot];
+    let c = &b.chats[&chat];
+    if !c.has_topics(b) {
         return Err(ApiError::bad_request("the chat is not a forum"));
+    }
+    if c.group
+        .as_ref()
+        .is_some_and(|g| !g.bot_admin || !g.bot_can_manage_topics)
+    {
+        return Err(ApiError::bad_request("not enough rights to create a topic"));
     }
     let name = p.string("name")?.unwrap_or_default();
     check_name(&name)?;
@@ -111,9 +119,9 @@ fn target(world: &World, bot: usize, p: &Params) -> Result<(i64, i64), ApiError>
     let b = &world.bots[bot];
     let chat = chat_id(b, p)?;
     let t = p.int("message_thread_id")?.unwrap_or(0);
-    let live = b.has_topics_enabled
-        && b.chats[&chat]
-            .topics
+    let c = &b.chats[&chat];
+    let live = c.has_topics(b)
+        && c.topics
             .get(&t)
             .is_some_and(|t| t.state != TopicState::Deleted);
     if !live {
