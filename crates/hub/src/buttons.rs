@@ -138,6 +138,15 @@ pub enum Button {
         /// What the button answers.
         choice: DialogChoice,
     },
+    /// The owner's answer to `/link` in a forum group: make it the workspace, or not.
+    LinkGroup {
+        /// The group's chat.
+        chat: i64,
+        /// Its title when asked.
+        title: String,
+        /// `true`: link it.
+        link: bool,
+    },
     /// `/people`: a one-time code that lets someone in with this role.
     Invite {
         /// What they may do.

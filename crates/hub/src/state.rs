@@ -24,6 +24,40 @@ pub fn threaded(tx: &Connection) -> Result<bool, StoreError> {
     Ok(kv::get(tx, tables::MODE)?.as_deref() == Some("threaded"))
 }
 
+/// Key of the forum group linked as the workspace (its chat id): pi's topics are there.
+pub const GROUP: &str = "group.linked";
+/// Key of the group a `/link` asked about, waiting for the owner's confirmation (its chat id).
+pub const GROUP_ASKED: &str = "group.asked";
+
+/// The forum group linked as the workspace, if any.
+pub fn linked_group(tx: &Connection) -> Result<Option<i64>, StoreError> {
+    kv::get_i64(tx, GROUP)
+}
+
+/// Whether pi get topics: in the linked forum group, or in the owner's private chat with the
+/// bot's Threaded Mode on.
+pub fn topics_on(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(linked_group(tx)?.is_some() || threaded(tx)?)
+}
+
+/// The chat where pi's topics are made: the linked group, else the owner's private chat (in
+/// Threaded Mode). `None` with no owner.
+pub fn workspace(tx: &Connection) -> Result<Option<i64>, StoreError> {
+    match linked_group(tx)? {
+        Some(g) => Ok(Some(g)),
+        None => kv::get_i64(tx, kv::OWNER),
+    }
+}
+
+/// Whether messages in `chat` are routed by their topic: the linked group's, or the owner's
+/// private chat in Threaded Mode. A member's private chat never is (it has no pi topics).
+pub fn routes_by_topic(tx: &Connection, chat: i64) -> Result<bool, StoreError> {
+    if linked_group(tx)? == Some(chat) {
+        return Ok(true);
+    }
+    Ok(threaded(tx)? && kv::get_i64(tx, kv::OWNER)? == Some(chat))
+}
+
 /// The classic-mode selection.
 pub fn selected(tx: &Connection) -> Result<Option<String>, StoreError> {
     kv::get(tx, SELECTED)

@@ -59,6 +59,22 @@ stored_text_enum! {
             PairingRefused = "pairing:refused",
             /// A wrong code.
             PairingWrongCode = "pairing:wrong-code",
+            /// The owner's `/link` in a forum group: asked in private to confirm.
+            GroupLinkAsked = "group:link-asked",
+            /// `/link` in a group without topics.
+            GroupNotForum = "group:not-forum",
+            /// The group is the workspace now.
+            GroupLinked = "group:linked",
+            /// The owner said no to linking (or answered an older question).
+            GroupLinkDeclined = "group:link-declined",
+            /// The group is no longer the workspace.
+            GroupUnlinked = "group:unlinked",
+            /// An anonymous admin's message in the linked group.
+            GroupAnonymous = "group:anonymous",
+            /// A message in the linked group's General topic that does not address the bot.
+            GroupNotAddressed = "group:not-addressed",
+            /// A member's reaction to someone else's prompt.
+            ReactionNotTheirs = "reaction:not-theirs",
             /// `/start CODE` with an open invite's code: joined.
             JoinedInvite = "people:joined",
             /// A wrong invite code.

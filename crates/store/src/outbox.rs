@@ -119,6 +119,10 @@ stored_text_enum! {
             ReplyNew = "reply:new",
             /// Paired.
             ReplyPaired = "reply:paired",
+            /// What the bot says in a group about linking it and who may write there.
+            ReplyGroup = "reply:group",
+            /// The owner hears about the group: the question to link it, its un-linking.
+            NoticeGroup = "notice:group",
             /// `/people` and what its buttons say.
             ReplyPeople = "reply:people",
             /// Joined with an invite, and the refusals of invite codes.

@@ -676,6 +676,36 @@ impl Control {
         message_in(&mut w, bot, uid, chat, msg)
     }
 
+    /// The bot is removed from a group (kicked by an admin): it gets `my_chat_member`, and
+    /// its calls to the group are refused from now on.
+    pub fn remove_from_group(
+        &self,
+        chat_id: i64,
+        token: Option<&str>,
+    ) -> ControlResult<Option<i64>> {
+        let mut w = self.shared.lock();
+        let bot = bot_of(&w, token)?;
+        let chat_json = match w.bots[bot].chats.get(&chat_id) {
+            Some(c) if c.group.is_some() && !c.blocked => w.chat_json(c),
+            _ => return Err(ControlError::not_found("the bot is in no such group")),
+        };
+        let from = w.person(DEFAULT_USER_ID).user_json();
+        let date = w.clock.now_unix();
+        let b = &mut w.bots[bot];
+        if let Some(c) = b.chats.get_mut(&chat_id) {
+            c.blocked = true;
+        }
+        let me = b.user_json();
+        Ok(b.push_update(
+            "my_chat_member",
+            json!({
+                "chat": chat_json, "from": from, "date": date,
+                "old_chat_member": { "status": "administrator", "user": me },
+                "new_chat_member": { "status": "kicked", "user": me, "until_date": 0 },
+            }),
+        ))
+    }
+
     /// The bot is added to a group: its chat exists from now on and the bot gets
     /// `my_chat_member` (from `left` to `administrator` or `member`).
     pub fn add_to_group(&self, req: NewGroup) -> ControlResult<Option<i64>> {

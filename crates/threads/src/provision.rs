@@ -252,7 +252,7 @@ fn prepare(
     let mut preferred = None;
     if let Some(b) = threads::binding(tx, req.identity)? {
         match b.state {
-            BindingState::Active | BindingState::Offline => {
+            BindingState::Active | BindingState::Offline if b.chat_id == req.chat_id => {
                 threads::set_binding_state(
                     tx,
                     req.identity,
@@ -264,8 +264,10 @@ fn prepare(
                 let b = threads::binding(tx, req.identity)?.unwrap_or(b);
                 return Ok(Prepared::Done(Outcome::Reused(b)));
             }
-            BindingState::Lost => {
-                // The topic is gone: a new one, preferably with the same letter.
+            // The topic is gone, or in another chat than the one asked for (the workspace
+            // moved to a group or back; the old topic stays as it is): a new one, preferably
+            // with the same letter.
+            BindingState::Lost | BindingState::Active | BindingState::Offline => {
                 preferred = slots::parse(&b.slot);
                 threads::delete_binding(tx, req.identity)?;
             }

@@ -199,7 +199,7 @@ fn section(identity: Option<&str>, s: Section) -> (String, Button) {
 /// keep a topic.
 pub fn instances_of(tx: &Connection) -> Result<Vec<Instance>, StoreError> {
     let selected = crate::state::selected(tx)?;
-    let bindings = if crate::state::threaded(tx)? {
+    let bindings = if crate::state::topics_on(tx)? {
         store::threads::bindings(tx)?
     } else {
         Vec::new()

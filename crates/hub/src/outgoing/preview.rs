@@ -216,7 +216,9 @@ impl Previews {
                     shown_at: None,
                     typed_at: None,
                     html_only: false,
-                    no_drafts: false,
+                    // Drafts are for private chats (Bot API: "the target private chat"); a
+                    // group's chat (negative id) sees typing.
+                    no_drafts: chat < 0,
                     heard_at: Instant::now(),
                     begun: Instant::now(),
                     stop: None,

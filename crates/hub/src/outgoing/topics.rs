@@ -169,7 +169,7 @@ pub async fn run(
     let mut next_probe = tokio::time::Instant::now() + settings.probe_every;
     loop {
         let mut next_due = None;
-        if db.read(state::threaded).await? {
+        if db.read(state::topics_on).await? {
             let provisioned = provision_all(&db, &api, epoch, &settings, &sender).await?;
             if provisioned.refused {
                 // Telegram refused a topic: maybe the capability changed.
@@ -397,12 +397,7 @@ async fn provision_all(
                     skipped.push(i.id.clone());
                 }
             }
-            Ok((
-                kv::get_i64(c, kv::OWNER)?,
-                live,
-                tables::bindings(c)?,
-                skipped,
-            ))
+            Ok((state::workspace(c)?, live, tables::bindings(c)?, skipped))
         })
         .await?;
     let Some(chat) = owner else {
@@ -410,8 +405,11 @@ async fn provision_all(
     };
     let mut done = Provisioned::default();
     for inst in live {
+        // A binding in another chat (the workspace moved to a group, or back) is not this
+        // chat's topic: provisioning gives the pi one here.
         let has = bindings.iter().any(|b| {
             b.identity == inst.identity
+                && b.chat_id == chat
                 && b.state == BindingState::Active
                 && b.instance_id.as_deref() == Some(inst.id.as_str())
         });

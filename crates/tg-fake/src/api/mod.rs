@@ -130,7 +130,11 @@ pub fn chat_id(bot: &Bot, p: &Params) -> Result<i64, ApiError> {
         return Err(ApiError::bad_request("chat not found"));
     };
     if chat.blocked {
-        return Err(ApiError::forbidden("bot was blocked by the user"));
+        return Err(ApiError::forbidden(if chat.group.is_some() {
+            "bot was kicked from the supergroup chat"
+        } else {
+            "bot was blocked by the user"
+        }));
     }
     Ok(id)
 }

@@ -43,7 +43,7 @@ fn route(
         routes::used(tx, chat, r, now_ms)?;
         return Ok(Route::To(identity));
     }
-    let bound = if state::threaded(tx)? {
+    let bound = if state::routes_by_topic(tx, chat)? {
         match msg.thread_id() {
             Some(thread) => tables::binding_by_thread(tx, chat, thread)?.map(|b| b.identity),
             None => None,

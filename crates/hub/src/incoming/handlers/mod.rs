@@ -8,11 +8,13 @@
 //! - [`queue`]: reactions and edits on waiting prompts;
 //! - [`taps`]: what every button does;
 //! - [`pairing`](mod@pairing): establishing the owner;
-//! - [`people`]: members and viewers, invites, the owner's `/people`.
+//! - [`people`]: members and viewers, invites, the owner's `/people`;
+//! - [`group`]: the forum group linked as the workspace.
 
 mod commands;
 mod dialogs;
 mod gather;
+mod group;
 mod messages;
 mod pairing;
 mod people;
@@ -99,10 +101,14 @@ fn decide(
             .callback()
             .and_then(|c| c.message())
             .is_none_or(|m| m.chat_type().is_none_or(|t| t == "private"))
-        && value
-            .pointer("/message_reaction/chat/type")
-            .and_then(Value::as_str)
-            .is_none_or(|t| t == "private");
+        && ["/message_reaction/chat/type", "/my_chat_member/chat/type"]
+            .iter()
+            .all(|p| {
+                value
+                    .pointer(p)
+                    .and_then(Value::as_str)
+                    .is_none_or(|t| t == "private")
+            });
     let mut say = Say {
         tx,
         ctx,
@@ -111,7 +117,7 @@ fn decide(
         person: None,
     };
     if !private {
-        return Ok(Outcome::IgnoredNotPrivate);
+        return group::update(&mut say, &update, sender);
     }
     let owner = kv::get_i64(tx, kv::OWNER)?;
     match owner {
@@ -372,7 +378,7 @@ fn target_identity(
     chat: i64,
     thread: Option<i64>,
 ) -> Result<Option<String>, StoreError> {
-    if state::threaded(tx)? {
+    if state::routes_by_topic(tx, chat)? {
         if let Some(t) = thread
             && let Some(b) = store::threads::binding_by_thread(tx, chat, t)?
         {

@@ -83,6 +83,11 @@ pub(super) fn known(
         .map(|p| p.name.clone())
         .or_else(|| update.sender_name())
         .unwrap_or_else(|| format!("user {sender}"));
+    // Someone telegram.json lists is known by id only: their name, as Telegram gives it, is
+    // kept for `/people`.
+    if listed.is_some() && stored.is_none() && listed_name(tx, sender)?.as_deref() != Some(&name) {
+        store::kv::set(tx, &name_key(sender), &name)?;
+    }
     Ok(match (listed, stored) {
         (Some(role), _) => Some(Person {
             user_id: sender,
@@ -100,6 +105,15 @@ pub(super) fn known(
         }),
         (None, None) => None,
     })
+}
+
+fn name_key(user: i64) -> String {
+    format!("people.name.{user}")
+}
+
+/// The name last seen of someone telegram.json lists.
+fn listed_name(tx: &Connection, user: i64) -> Result<Option<String>, StoreError> {
+    store::kv::get(tx, &name_key(user))
 }
 
 /// An update from a member or viewer.
@@ -329,19 +343,20 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
     let (tx, ctx) = (say.tx, say.ctx);
     let stored = table::list(tx)?;
     let listed = listed(ctx);
-    let mut people: Vec<Person> = listed
-        .iter()
-        .map(|(id, role)| Person {
+    let mut people = Vec::new();
+    for (id, role) in &listed {
+        let name = match stored.iter().find(|p| p.user_id == *id) {
+            Some(p) => p.name.clone(),
+            None => listed_name(tx, *id)?.unwrap_or_else(|| format!("user {id}")),
+        };
+        people.push(Person {
             controls: false,
             user_id: *id,
             role: *role,
-            name: stored
-                .iter()
-                .find(|p| p.user_id == *id)
-                .map_or_else(|| format!("user {id}"), |p| p.name.clone()),
+            name,
             listed: true,
-        })
-        .collect();
+        });
+    }
     people.extend(
         stored
             .iter()
@@ -447,7 +462,10 @@ pub(super) fn revoke(say: &mut Say<'_>, invite: i64) -> Result<(String, Outcome)
 /// their buttons and the messages of theirs that wait for pi. They are told, once.
 pub(super) fn remove(say: &mut Say<'_>, user: i64) -> Result<(String, Outcome), StoreError> {
     let ctx = say.ctx;
-    let name = table::get(say.tx, user)?.map_or_else(|| format!("user {user}"), |p| p.name);
+    let name = match table::get(say.tx, user)? {
+        Some(p) => p.name,
+        None => listed_name(say.tx, user)?.unwrap_or_else(|| format!("user {user}")),
+    };
     if listed(ctx).iter().any(|(id, _)| *id == user) {
         let written = ConfigFile::load(&ctx.config_path).and_then(|mut f| {
             f.remove_person(&ctx.profile, user);
@@ -461,6 +479,7 @@ pub(super) fn remove(say: &mut Say<'_>, user: i64) -> Result<(String, Outcome), 
         }
     }
     let was_stored = table::remove(say.tx, user)?;
+    store::kv::delete(say.tx, &name_key(user))?;
     let buttons = callbacks::forget_user(say.tx, user)?;
     let waiting = turns::waiting_from(say.tx, user)?;
     for t in &waiting {

@@ -61,6 +61,12 @@ pub(super) fn reaction(say: &mut Say<'_>, update: &Value) -> Result<Outcome, Sto
     let Some(turn) = turns::by_message(say.tx, chat, message)? else {
         return Ok(Outcome::ReactionNotAPrompt);
     };
+    // In a group a member's reactions move only their own prompts; the owner's move any.
+    if let Some(p) = &say.person
+        && turn.from_user != Some(p.user_id)
+    {
+        return Ok(Outcome::ReactionNotTheirs);
+    }
     if turn.state != TurnState::Queued {
         return Ok(Outcome::ReactionTooLate);
     }

@@ -196,6 +196,11 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         ));
     }
     match action {
+        Button::LinkGroup { chat, title, link } => {
+            let (answer, outcome) = super::group::confirm(say, *chat, title, *link)?;
+            let line = format!("→ {answer}");
+            Ok(Tap::answer(answer, outcome).with_edit(at.settled(line)))
+        }
         Button::Invite { role } => {
             people_tap(say, at, |say| super::people::invite(say, at.owner, *role))
         }

@@ -38,8 +38,11 @@ pub struct Place {
 /// Where output about turn `t` of `identity` goes: in Threaded Mode the instance's topic (rows
 /// wait while that topic is being replaced), otherwise where the question was asked.
 pub fn place_of_turn(tx: &Connection, t: &Turn, identity: &str) -> Result<Place, StoreError> {
-    let binding = if state::threaded(tx)? {
-        tables::binding(tx, identity)?
+    // The topic only when the turn came from the topic's chat: a prompt from a member's
+    // private chat, or from the owner's while pi's topics are in a group, is answered where
+    // it was asked (that chat has no such topic).
+    let binding = if state::topics_on(tx)? {
+        tables::binding(tx, identity)?.filter(|b| b.chat_id == t.chat_id)
     } else {
         None
     };
@@ -64,7 +67,7 @@ pub fn place_of_turn(tx: &Connection, t: &Turn, identity: &str) -> Result<Place,
 /// Where output of an instance's own work (not a Telegram turn) goes: its topic in Threaded
 /// Mode, else the owner's chat.
 pub fn place_of_instance(tx: &Connection, identity: &str, owner: i64) -> Result<Place, StoreError> {
-    let binding = if state::threaded(tx)? {
+    let binding = if state::topics_on(tx)? {
         tables::binding(tx, identity)?
     } else {
         None

@@ -471,7 +471,7 @@ fn welcome(tx: &Connection, a: &Arrival<'_>, now: i64) -> Result<(), StoreError>
         return Ok(());
     };
     // In Threaded Mode the instance's own topic greets it (the topics task).
-    let text = if state::threaded(tx)? {
+    let text = if state::topics_on(tx)? {
         (handed > 0).then(|| texts::took_waiting(a.label, handed, true))
     } else if a.returning {
         (handed > 0).then(|| texts::took_waiting(a.label, handed, false))

@@ -112,7 +112,7 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
         .map_or(0, |(_, n)| n);
     // The binding: kept (offline) for a lost connection, released with proof for a
     // disconnect. Each notice says what happens in the place it is posted.
-    let threaded = state::threaded(tx)?;
+    let threaded = state::topics_on(tx)?;
     // A pi that quit on purpose leaves no topic behind (`threads.automaticCleanup`), unless
     // messages wait for it there: they stay where the person wrote them.
     let tidy = threaded && d.cleanup && queued == 0 && quit_on_purpose(tx, d)?;
