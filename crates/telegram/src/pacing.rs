@@ -16,6 +16,9 @@ pub struct PacingConfig {
     pub per_chat_per_sec: f64,
     /// Burst to one chat.
     pub per_chat_burst: u32,
+    /// Sustained sends per minute to one group (Telegram: 20); a group's chat (negative id)
+    /// gets the lower of this and the chat rate.
+    pub per_group_per_min: f64,
     /// Sustained sends per second overall.
     pub global_per_sec: f64,
     /// Burst overall.
@@ -27,6 +30,7 @@ impl Default for PacingConfig {
         Self {
             per_chat_per_sec: 1.0,
             per_chat_burst: 3,
+            per_group_per_min: 20.0,
             global_per_sec: 25.0,
             global_burst: 25,
         }
@@ -156,7 +160,12 @@ impl Pacer {
                 tokens: f64::from(cfg.per_chat_burst),
                 at_ms: now_ms,
             });
-            let chat_rate = cfg.per_chat_per_sec * (1.0 - RATE_SLACK);
+            let per_sec = if c < 0 {
+                cfg.per_chat_per_sec.min(cfg.per_group_per_min / 60.0)
+            } else {
+                cfg.per_chat_per_sec
+            };
+            let chat_rate = per_sec * (1.0 - RATE_SLACK);
             b.refill(chat_rate, cfg.per_chat_burst, now_ms);
             wait = wait.max(b.wait_ms(chat_rate));
         }
@@ -195,6 +204,22 @@ mod tests {
         );
         assert!(p.ready_in(Some(1), 1000) > Duration::ZERO);
         assert_eq!(p.ready_in(Some(1), 1021), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_group_gets_twenty_a_minute_after_its_burst() {
+        let mut p = Pacer::new(PacingConfig::default());
+        for _ in 0..3 {
+            assert_eq!(p.ready_in(Some(-100), 0), Duration::ZERO);
+            p.consume(Some(-100), 0);
+        }
+        // Three seconds, and the slack: 3000 / 0.98.
+        assert_eq!(p.ready_in(Some(-100), 0), Duration::from_millis(3062));
+        assert_eq!(
+            p.ready_in(Some(100), 0),
+            Duration::ZERO,
+            "a private chat is not a group"
+        );
     }
 
     /// The pacer's time never goes back: a caller's clock may step back (the wall clock, a
