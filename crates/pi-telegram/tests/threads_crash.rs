@@ -2,7 +2,8 @@
 //! step and each reconciler step in turn (`PI_TELEGRAM_CRASH_AT`), restarted, and the person
 //! settles what only they can know (an intent of unknown outcome) the way the hub asks them to.
 //! Then tg-fake's topic list and the store must agree: exactly one topic per identity, the
-//! binding points to it, no slot held by nothing, no intent without cause.
+//! binding points to it, no slot held by nothing, no intent without cause. Each test runs for
+//! the owner's private chat (the bot's Threaded Mode) and for a linked forum group.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -76,23 +77,107 @@ impl Instance {
     }
 }
 
-fn threaded_env() -> Env {
+/// The forum group of the group runs.
+const GROUP: i64 = -100_900;
+
+/// Where the topics are: the owner's private chat, or a linked forum group.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Place {
+    Private,
+    Group,
+}
+
+impl Place {
+    fn chat(self) -> i64 {
+        match self {
+            Place::Private => OWNER,
+            Place::Group => GROUP,
+        }
+    }
+}
+
+fn threaded_env(place: Place) -> Env {
     let env = Env::with(FakeConfig {
-        has_topics_enabled: true,
+        has_topics_enabled: place == Place::Private,
         ..FakeConfig::default()
     });
     env.preset_owner();
+    if place == Place::Group {
+        link_group(&env);
+    }
     env
 }
 
-fn seen(env: &Env) -> Vec<SeenTopic> {
+/// Adds the bot to a forum group and links it the way the owner does (`/link` there, the
+/// button in private), with a hub that is stopped again before the test begins.
+fn link_group(env: &Env) {
     env.fake
         .control()
-        .topics(Some(OWNER), None)
+        .add_to_group(tg_fake::control::NewGroup {
+            chat_id: GROUP,
+            title: "team".into(),
+            forum: true,
+            bot_admin: true,
+            can_manage_topics: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut hub = env.serve();
+    env.fake
+        .control()
+        .send_text(SendText {
+            text: "/link".into(),
+            chat_id: Some(GROUP),
+            ..Default::default()
+        })
+        .unwrap();
+    let mut found = None;
+    wait_for("the link question", 20, || {
+        found = env
+            .fake
+            .control()
+            .transcript(Some(OWNER), ThreadFilter::All, None)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.from_bot)
+            .find_map(|m| {
+                let rows = m.reply_markup?.get("inline_keyboard")?.as_array()?.clone();
+                rows.iter()
+                    .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+                    .find(|b| b["text"] == json!("🔗 Link it"))
+                    .and_then(|b| b["callback_data"].as_str().map(str::to_owned))
+                    .map(|d| (m.message_id, d))
+            });
+        found.is_some()
+    });
+    let (message_id, data) = found.unwrap();
+    env.fake
+        .control()
+        .press(Press {
+            message_id,
+            data,
+            user_id: None,
+            token: None,
+            chat_id: None,
+        })
+        .unwrap();
+    wait_for("the group linked", 20, || {
+        env.open_store()
+            .read(|c| store::kv::get_i64(c, "group.linked"))
+            .unwrap()
+            == Some(GROUP)
+    });
+    assert_eq!(hub.stop(), Some(0));
+}
+
+fn seen(env: &Env, place: Place) -> Vec<SeenTopic> {
+    env.fake
+        .control()
+        .topics(Some(place.chat()), None)
         .unwrap()
         .into_iter()
         .map(|t| SeenTopic {
-            chat_id: OWNER,
+            chat_id: place.chat(),
             thread_id: t.thread_id,
             alive: t.state != TopicState::Deleted,
             by_bot: t.created_by_bot,
@@ -101,10 +186,10 @@ fn seen(env: &Env) -> Vec<SeenTopic> {
 }
 
 /// Live topics the bot made.
-fn live_bot_topics(env: &Env) -> Vec<i64> {
+fn live_bot_topics(env: &Env, place: Place) -> Vec<i64> {
     env.fake
         .control()
-        .topics(Some(OWNER), None)
+        .topics(Some(place.chat()), None)
         .unwrap()
         .into_iter()
         .filter(|t| t.state != TopicState::Deleted && t.created_by_bot)
@@ -123,12 +208,14 @@ fn ambiguous_intent(env: &Env) -> i64 {
 }
 
 /// The person writes in `thread` and taps "Move web here".
-fn move_here(env: &Env, thread: i64) {
+fn move_here(env: &Env, place: Place, thread: i64) {
+    let chat = (place == Place::Group).then_some(GROUP);
     env.fake
         .control()
         .send_text(SendText {
             text: "this one is yours".into(),
             thread_id: Some(thread),
+            chat_id: chat,
             ..Default::default()
         })
         .unwrap();
@@ -137,7 +224,7 @@ fn move_here(env: &Env, thread: i64) {
         found = env
             .fake
             .control()
-            .transcript(Some(OWNER), ThreadFilter::Thread(thread), None)
+            .transcript(Some(place.chat()), ThreadFilter::Thread(thread), None)
             .unwrap()
             .into_iter()
             .filter(|m| m.from_bot)
@@ -159,13 +246,13 @@ fn move_here(env: &Env, thread: i64) {
             data,
             user_id: None,
             token: None,
-            chat_id: None,
+            chat_id: chat,
         })
         .unwrap();
 }
 
 /// Waits for the binding, then checks the store against tg-fake.
-fn assert_one_topic(env: &Env, point: &str) {
+fn assert_one_topic(env: &Env, place: Place, point: &str) {
     wait_for(&format!("{point}: an active binding"), 20, || {
         let st = env.status();
         st["threads"]
@@ -174,21 +261,29 @@ fn assert_one_topic(env: &Env, point: &str) {
             && st["intents"].as_array().is_some_and(Vec::is_empty)
     });
     let st = env.status();
-    let topics = live_bot_topics(env);
+    let topics = live_bot_topics(env, place);
     assert_eq!(topics.len(), 1, "{point}: exactly one topic: {topics:?}");
+    let bindings = env.open_store().read(store::threads::bindings).unwrap();
+    assert_eq!(
+        bindings[0].chat_id,
+        place.chat(),
+        "{point}: bound in its place"
+    );
     assert_eq!(st["threads"][0]["thread_id"], json!(topics[0]), "{point}");
     assert_eq!(st["threads"][0]["identity"], json!(CWD), "{point}");
-    let problems = check(&env.open_store(), Some(&seen(env))).unwrap();
+    let problems = check(&env.open_store(), Some(&seen(env, place))).unwrap();
     assert!(problems.is_empty(), "{point}: {problems:#?}");
 }
 
-#[test]
-fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
-    let env = threaded_env();
+fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell(place: Place) {
+    let env = threaded_env(place);
     let point = "provision.intent_committed";
     let first = env.crash_at(point, || Instance::connect_until_crash(&env, 5001));
     drop(first);
-    assert!(live_bot_topics(&env).is_empty(), "the call was never made");
+    assert!(
+        live_bot_topics(&env, place).is_empty(),
+        "the call was never made"
+    );
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5002);
     // The hub cannot know the call was not made: it asks instead of creating blindly.
@@ -207,7 +302,7 @@ fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("new thread will be created"));
-    assert_one_topic(&env, point);
+    assert_one_topic(&env, place, point);
     // Settling twice is a clear error, not a second topic.
     let again = env.run(&["threads", "resolve", &id.to_string(), "--create"]);
     assert!(!again.status.success());
@@ -215,9 +310,8 @@ fn a_crash_after_the_intent_commits_then_create_anyway_from_the_shell() {
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-#[test]
-fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
-    let env = threaded_env();
+fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped(place: Place) {
+    let env = threaded_env(place);
     let point = "provision.intent_committed";
     let first = env.crash_at(point, || Instance::connect_until_crash(&env, 5101));
     drop(first);
@@ -234,7 +328,7 @@ fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
     assert!(env.status()["intents"].as_array().unwrap().is_empty());
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5102);
-    assert_one_topic(&env, point);
+    assert_one_topic(&env, place, point);
     assert_eq!(
         env.fake
             .control()
@@ -245,13 +339,12 @@ fn a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped() {
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-#[test]
-fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there() {
-    let env = threaded_env();
+fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there(place: Place) {
+    let env = threaded_env(place);
     let point = "provision.topic_created";
     let first = env.crash_at(point, || Instance::connect_until_crash(&env, 5201));
     drop(first);
-    let made = live_bot_topics(&env);
+    let made = live_bot_topics(&env, place);
     assert_eq!(made.len(), 1);
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5202);
@@ -265,20 +358,19 @@ fn a_crash_after_the_topic_is_created_then_the_person_moves_it_there() {
         1,
         "no second topic on its own"
     );
-    move_here(&env, made[0]);
-    assert_one_topic(&env, point);
+    move_here(&env, place, made[0]);
+    assert_one_topic(&env, place, point);
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-#[test]
-fn a_crash_after_the_binding_commits_reuses_it() {
-    let env = threaded_env();
+fn a_crash_after_the_binding_commits_reuses_it(place: Place) {
+    let env = threaded_env(place);
     let point = "provision.bound";
     let first = env.crash_at(point, || Instance::connect_until_crash(&env, 5301));
     drop(first);
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5302);
-    assert_one_topic(&env, point);
+    assert_one_topic(&env, place, point);
     assert_eq!(
         env.fake
             .control()
@@ -289,9 +381,8 @@ fn a_crash_after_the_binding_commits_reuses_it() {
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-#[test]
-fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
-    let env = threaded_env();
+fn a_crash_after_an_ambiguous_create_still_asks_the_person(place: Place) {
+    let env = threaded_env(place);
     env.fake
         .control()
         .add_fault(FaultSpec {
@@ -306,7 +397,7 @@ fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
     let point = "provision.ambiguous_committed";
     let first = env.crash_at(point, || Instance::connect_until_crash(&env, 5401));
     drop(first);
-    let made = live_bot_topics(&env);
+    let made = live_bot_topics(&env, place);
     assert_eq!(made.len(), 1, "the fault committed the topic");
     let mut hub = env.serve();
     let _pi = Instance::connect(&env, 5402);
@@ -317,16 +408,16 @@ fn a_crash_after_an_ambiguous_create_still_asks_the_person() {
             .iter()
             .any(|t| t.contains("cannot tell whether it was made"))
     });
-    move_here(&env, made[0]);
-    assert_one_topic(&env, point);
+    move_here(&env, place, made[0]);
+    assert_one_topic(&env, place, point);
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-fn crash_while_deleting(point: &str) {
-    let env = threaded_env();
+fn crash_while_deleting(place: Place, point: &str) {
+    let env = threaded_env(place);
     env.crash_at(point, || {
         let pi = Instance::connect(&env, 5501);
-        wait_for("the topic", 20, || live_bot_topics(&env).len() == 1);
+        wait_for("the topic", 20, || live_bot_topics(&env, place).len() == 1);
         wait_for("the binding", 20, || {
             env.status()["threads"]
                 .as_array()
@@ -337,7 +428,7 @@ fn crash_while_deleting(point: &str) {
     });
     let mut hub = env.serve();
     wait_for(&format!("{point}: the topic deleted"), 20, || {
-        live_bot_topics(&env).is_empty()
+        live_bot_topics(&env, place).is_empty()
     });
     wait_for(&format!("{point}: the cleanup finished"), 20, || {
         env.open_store()
@@ -348,7 +439,7 @@ fn crash_while_deleting(point: &str) {
     let st = env.status();
     assert!(st["threads"].as_array().unwrap().is_empty(), "{st}");
     assert!(st["intents"].as_array().unwrap().is_empty(), "{st}");
-    let problems = check(&env.open_store(), Some(&seen(&env))).unwrap();
+    let problems = check(&env.open_store(), Some(&seen(&env, place))).unwrap();
     assert!(problems.is_empty(), "{point}: {problems:#?}");
     let deletes = env.fake.control().requests(0, Some("deleteForumTopic"));
     let expected = if point == "reconcile.deleted" { 2 } else { 1 };
@@ -356,12 +447,32 @@ fn crash_while_deleting(point: &str) {
     assert_eq!(hub.stop(), Some(0), "{}", hub.log_text());
 }
 
-#[test]
-fn a_crash_before_a_topic_delete_finishes_it_after_the_restart() {
-    crash_while_deleting("reconcile.before_delete");
+fn a_crash_before_a_topic_delete_finishes_it_after_the_restart(place: Place) {
+    crash_while_deleting(place, "reconcile.before_delete");
 }
 
-#[test]
-fn a_crash_after_a_topic_delete_settles_it_after_the_restart() {
-    crash_while_deleting("reconcile.deleted");
+fn a_crash_after_a_topic_delete_settles_it_after_the_restart(place: Place) {
+    crash_while_deleting(place, "reconcile.deleted");
 }
+
+/// Each test for both places: `private::<name>` and `group::<name>`.
+macro_rules! in_both_places {
+    ($($name:ident),* $(,)?) => {
+        mod private {
+            $(#[test] fn $name() { super::$name(super::Place::Private) })*
+        }
+        mod group {
+            $(#[test] fn $name() { super::$name(super::Place::Group) })*
+        }
+    };
+}
+
+in_both_places!(
+    a_crash_after_the_intent_commits_then_create_anyway_from_the_shell,
+    a_crash_after_the_intent_commits_then_forget_with_the_hub_stopped,
+    a_crash_after_the_topic_is_created_then_the_person_moves_it_there,
+    a_crash_after_the_binding_commits_reuses_it,
+    a_crash_after_an_ambiguous_create_still_asks_the_person,
+    a_crash_before_a_topic_delete_finishes_it_after_the_restart,
+    a_crash_after_a_topic_delete_settles_it_after_the_restart,
+);

@@ -62,7 +62,7 @@ pub(super) fn update(
         if msg.topic_service().is_some() {
             return Ok(Outcome::IgnoredTopicService);
         }
-        if !addressed(say, msg, chat)? {
+        if !addressed(say, msg, chat, owner == Some(sender))? {
             return Ok(Outcome::GroupNotAddressed);
         }
     }
@@ -81,12 +81,26 @@ pub(super) fn update(
 
 /// Whether a message in the linked group is for the bot: anything in a pi's topic; in the
 /// General topic (or another topic of nobody's) a command, a mention of the bot or a reply
-/// to one of its messages.
-fn addressed(say: &Say<'_>, msg: &MessageView<'_>, chat: i64) -> Result<bool, StoreError> {
-    if let Some(thread) = msg.thread_id()
-        && tables::binding_by_thread(say.tx, chat, thread)?.is_some()
-    {
-        return Ok(true);
+/// to one of its messages. While a topic's creation has an unknown outcome, the owner's
+/// messages in any topic are heard: writing in the topic that was made is how the owner
+/// settles it ("Move … here").
+fn addressed(
+    say: &Say<'_>,
+    msg: &MessageView<'_>,
+    chat: i64,
+    by_owner: bool,
+) -> Result<bool, StoreError> {
+    if let Some(thread) = msg.thread_id() {
+        if tables::binding_by_thread(say.tx, chat, thread)?.is_some() {
+            return Ok(true);
+        }
+        if by_owner
+            && tables::intents(say.tx)?
+                .iter()
+                .any(|i| i.chat_id == chat && i.state == tables::IntentState::Ambiguous)
+        {
+            return Ok(true);
+        }
     }
     if msg.command().is_some() {
         return Ok(true);
