@@ -252,3 +252,80 @@ fn a_removed_member_and_a_group_that_unlinks_itself_reach_nothing() {
     });
     assert_eq!(hub.stop(), Some(0));
 }
+
+#[test]
+fn a_group_where_the_bot_may_not_manage_topics_says_so_plainly() {
+    let Some(s) = setup() else { return };
+    let env = &s.env;
+    configure(env);
+    let mut hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    env.fake
+        .control()
+        .add_to_group(NewGroup {
+            chat_id: GROUP,
+            title: "team".into(),
+            forum: true,
+            members: vec![ANN],
+            bot_admin: false,
+            ..NewGroup::default()
+        })
+        .unwrap();
+    in_group(env, OWNER, None, "/link");
+    let q = wait_message(env, "the link question", |t| {
+        t.starts_with("Make the group «team»")
+    });
+    let (_, data) = buttons(&q)
+        .into_iter()
+        .find(|(l, _)| l == "🔗 Link it")
+        .unwrap();
+    env.fake
+        .control()
+        .press(Press {
+            message_id: q.message_id,
+            data,
+            user_id: None,
+            token: None,
+            chat_id: None,
+        })
+        .unwrap();
+    env.spawn_pi(&project(&s.pi, "web"));
+    let said = wait_group(env, "the refusal explained", |m| {
+        m.text
+            .as_deref()
+            .is_some_and(|t| t.contains("not enough rights to create a topic"))
+    });
+    assert!(
+        said.text
+            .unwrap()
+            .contains("admin of this group with the right to manage topics")
+    );
+    // The pi works all the same: a member's message in General, addressed to the bot, offers
+    // her the live pi; her tap sends it, and the answer comes in General.
+    in_group(env, ANN, None, "@fake_1000_bot hello without topics");
+    let chooser = wait_group(env, "the chooser", |m| {
+        buttons(m).iter().any(|(l, _)| l == "Send to web")
+    });
+    let (_, data) = buttons(&chooser)
+        .into_iter()
+        .find(|(l, _)| l == "Send to web")
+        .unwrap();
+    env.fake
+        .control()
+        .press(Press {
+            message_id: chooser.message_id,
+            data,
+            user_id: Some(ANN),
+            token: None,
+            chat_id: Some(GROUP),
+        })
+        .unwrap();
+    wait_group(env, "the answer in General", |m| {
+        m.text
+            .as_deref()
+            .is_some_and(|t| t.ends_with("hello without topics") && t.contains("echo"))
+    });
+    assert_eq!(hub.stop(), Some(0));
+}

@@ -396,8 +396,14 @@ pub fn thread_greeting(label: &str, cwd: &str, fresh: bool, delivered: usize) ->
 
 /// Telegram refused to create a topic.
 pub fn thread_refused(label: &str, why: &str) -> String {
+    let fix = if why.contains("not enough rights") {
+        " To give it one, make the bot an admin of this group with the right to manage topics, \
+         then reconnect the pi (/telegram-connect in its terminal)."
+    } else {
+        ""
+    };
     format!(
-        "Telegram refused a thread for {label} ({why}); its answers come here in the main chat."
+        "Telegram refused a thread for {label} ({why}); its answers come here in the main chat.{fix}"
     )
 }
 
