@@ -1304,6 +1304,15 @@ pub fn routes() -> Router<Arc<Shared>> {
             reply(c(s).set_topic_state(t, false, q.user_id, q.token.as_deref()).map(|()| json!({ "ok": true })))
         }))
         .route("/settings", post(|State(s): State<Arc<Shared>>, Body(r): Body<SettingsChange>| async move { reply(c(s).settings(r)) }))
+        .route("/groups", post(|State(s): State<Arc<Shared>>, Body(r): Body<NewGroup>| async move {
+            reply(c(s).add_to_group(r).map(|u| json!({ "update_id": u })))
+        }))
+        .route(
+            "/groups/{chat_id}",
+            axum::routing::delete(|State(s): State<Arc<Shared>>, Path(chat): Path<i64>, Q(q): Q<TokenQuery>| async move {
+                reply(c(s).remove_from_group(chat, q.token.as_deref()).map(|u| json!({ "update_id": u })))
+            }),
+        )
         .route("/block", post(|State(s): State<Arc<Shared>>, Body(r): Body<Block>| async move {
             reply(c(s).block(r).map(|()| json!({ "ok": true })))
         }))
