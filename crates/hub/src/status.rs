@@ -250,6 +250,11 @@ pub struct Status {
     pub bot: BotStatus,
     /// Owner.
     pub owner_user_id: Option<i64>,
+    /// People besides the owner: those `telegram.json` lists (`people`) and those an invite
+    /// let in, by user id.
+    pub people: Vec<PersonStatus>,
+    /// The forum group linked as the workspace (its chat id).
+    pub workspace_group: Option<i64>,
     /// Pairing code.
     pub pairing: Option<PairingStatus>,
     /// Hub process.
@@ -295,6 +300,16 @@ pub struct Status {
 }
 
 /// Reads the status of a profile.
+/// Someone besides the owner who may use the bot.
+#[derive(Debug, Clone, Serialize)]
+pub struct PersonStatus {
+    pub user_id: i64,
+    /// `member` or `viewer`.
+    pub role: &'static str,
+    /// `config` (telegram.json) or `invite`.
+    pub source: &'static str,
+}
+
 pub fn status(agent_dir: &AgentDir, profile: &ProfileName) -> Result<Status, HubError> {
     let paths = agent_dir.profile(profile);
     let mut st = from_files(agent_dir, profile, &paths)?;
@@ -328,6 +343,16 @@ fn from_files(
             has_topics_enabled: None,
         },
         owner_user_id: settings.allowed_user_id,
+        people: settings
+            .people
+            .iter()
+            .map(|(id, role)| PersonStatus {
+                user_id: *id,
+                role: role.as_str(),
+                source: "config",
+            })
+            .collect(),
+        workspace_group: None,
         pairing: None,
         hub: HubStatus {
             running: pid.is_some(),
@@ -387,6 +412,16 @@ fn from_store(
         has_topics_enabled: kv::get(c, kv::BOT_TOPICS)?.map(|v| v == "true"),
     };
     st.owner_user_id = st.owner_user_id.or(kv::get_i64(c, kv::OWNER)?);
+    for p in store::people::list(c)? {
+        if !st.people.iter().any(|q| q.user_id == p.user_id) {
+            st.people.push(PersonStatus {
+                user_id: p.user_id,
+                role: p.role.as_str(),
+                source: "invite",
+            });
+        }
+    }
+    st.workspace_group = crate::state::linked_group(c)?;
     st.pairing = pairing_status(c, now)?;
     hub_from_store(c, &mut st.hub, paths)?;
     st.offset = journal::offset(c)?;

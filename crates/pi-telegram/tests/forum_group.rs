@@ -137,6 +137,9 @@ fn linked(s: &PiSetup) -> (common::Hub, i64, i64) {
             })
         })
     });
+    let st = env.status();
+    assert_eq!(st["workspace_group"], json!(GROUP));
+    assert_eq!(st["people"].as_array().map(Vec::len), Some(3));
     (hub, web, api)
 }
 

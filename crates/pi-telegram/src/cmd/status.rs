@@ -31,6 +31,16 @@ pub fn render(st: &Status) -> String {
         (None, None) => "not paired".into(),
     };
     out.push_str(&format!("owner        {owner}\n"));
+    if !st.people.is_empty() {
+        let members = st.people.iter().filter(|p| p.role == "member").count();
+        out.push_str(&format!(
+            "people       {members} member(s), {} viewer(s)\n",
+            st.people.len() - members
+        ));
+    }
+    if let Some(g) = st.workspace_group {
+        out.push_str(&format!("workspace    the forum group {g}\n"));
+    }
     let hub = match (st.hub.running, st.hub.pid) {
         (true, Some(pid)) => format!("running (pid {pid})"),
         (true, None) => "running".into(),
