@@ -2888,6 +2888,7 @@ async fn files_in() {
                 user_id: None,
                 reply_to_message_id: None,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
         // pi answers "answer to <prompt>": the prompt holds the caption and the file's fate.

@@ -90,6 +90,7 @@ fn voice_note(hub: &TestHub, words: &str) -> tg_fake::control::Sent {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap()
 }

@@ -224,8 +224,7 @@ pub async fn run() -> Result<(), HubError> {
                                 caption: (!caption.is_empty()).then(|| caption.to_owned()),
                             };
                             let sent = control.send_media(tg_fake::control::SendMedia {
-                                item, thread_id: None, user_id: None, reply_to_message_id: None, token: None,
-                            });
+                                item, thread_id: None, user_id: None, reply_to_message_id: None, token: None, chat_id: None });
                             match sent {
                                 Ok(sent) => {
                                     mine.push(sent.message_id);

@@ -196,6 +196,81 @@ fn members_talk_to_the_pi_of_their_topic_in_a_linked_forum_group() {
     assert_eq!(prompts_containing(&s.llm, "lunch anyone?"), 0);
     assert_eq!(group_messages(env).len(), before + 1, "only the answer");
 
+    // A member's file in a pi's topic reaches that pi; an anonymous admin is refused with the
+    // reason; no draft was sent to the group (drafts are for private chats: typing there).
+    use base64::Engine as _;
+    env.fake
+        .control()
+        .send_media(tg_fake::control::SendMedia {
+            item: tg_fake::control::MediaItem {
+                kind: tg_fake::world::MediaKind::Document,
+                data_base64: base64::engine::general_purpose::STANDARD.encode(b"build log\n"),
+                filename: Some("build.log".into()),
+                mime_type: Some("text/plain".into()),
+                caption: Some("bo's log for api".into()),
+            },
+            thread_id: Some(api),
+            user_id: Some(BO),
+            reply_to_message_id: None,
+            token: None,
+            chat_id: Some(GROUP),
+        })
+        .unwrap();
+    wait_group(env, "api's answer to the file", |m| {
+        m.text
+            .as_deref()
+            .is_some_and(|t| t.starts_with("echo: bo's log for api"))
+    });
+    assert!(
+        s.llm.requests().last().unwrap()["messages"]
+            .to_string()
+            .contains("build.log"),
+        "pi was given the file"
+    );
+    env.fake
+        .control()
+        .send_text(SendText {
+            text: "anonymous order".into(),
+            user_id: Some(OWNER),
+            chat_id: Some(GROUP),
+            thread_id: Some(web),
+            anonymous: true,
+            ..SendText::default()
+        })
+        .unwrap();
+    wait_group(env, "the anonymous admin refused", |m| {
+        m.text
+            .as_deref()
+            .is_some_and(|t| t.starts_with("Messages of anonymous admins"))
+    });
+    assert_eq!(prompts_containing(&s.llm, "anonymous order"), 0);
+    // A streamed answer: typing in the group, never a draft.
+    in_group(
+        env,
+        ANN,
+        Some(web),
+        "[[slow]] one two three four five six seven eight",
+    );
+    wait_group(env, "the streamed answer", |m| {
+        m.text.as_deref() == Some("echo: [[slow]] one two three four five six seven eight")
+    });
+    let typing_in_group = env
+        .fake
+        .control()
+        .requests(0, Some("sendChatAction"))
+        .into_iter()
+        .filter(|r| r.params["chat_id"] == json!(GROUP))
+        .count();
+    assert!(typing_in_group > 0, "typing shows pi works");
+    let drafts_to_group = env
+        .fake
+        .control()
+        .requests(0, Some("sendMessageDraft"))
+        .into_iter()
+        .filter(|r| r.params["chat_id"] == json!(GROUP))
+        .count();
+    assert_eq!(drafts_to_group, 0);
+
     // The owner's private chat works as before (classic mode: the selected pi).
     env.say("owner in private");
     wait_message(env, "the owner's answer in private", |t| {

@@ -69,6 +69,7 @@ fn send_media(env: &Env, kind: MediaKind, bytes: &[u8], name: Option<&str>, capt
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap()
         .message_id
@@ -427,6 +428,7 @@ fn in_threaded_mode_a_photo_goes_to_the_topics_pi() {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_text(&s.env, "the answer", |t| {

@@ -402,6 +402,7 @@ fn media(env: &Env, kind: MediaKind, caption: Option<&str>) {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
 }

@@ -431,6 +431,7 @@ fn with_the_extension_the_tools_and_photos_work_too() {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_message(env, "the answer", |m| {

@@ -255,6 +255,7 @@ fn a_pi_on_another_machine_joins_over_tls_and_answers() {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     wait_for("the answer about the brief", 60, || {

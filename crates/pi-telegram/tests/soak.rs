@@ -448,6 +448,7 @@ fn soak_three_pi_in_threaded_mode_with_hub_and_pi_kills() {
                             user_id: None,
                             reply_to_message_id: None,
                             token: None,
+                            chat_id: None,
                         })
                         .unwrap();
                     updates.extend(sent.update_id);

@@ -191,6 +191,9 @@ pub struct SendMedia {
     /// Bot token.
     #[serde(default)]
     pub token: Option<String>,
+    /// A group to send it in; none for the sender's private chat.
+    #[serde(default)]
+    pub chat_id: Option<i64>,
 }
 
 /// The person sends an album: several files in one media group, one update each.
@@ -789,7 +792,8 @@ impl Control {
         let mut w = self.shared.lock();
         let bot = bot_of(&w, req.token.as_deref())?;
         let uid = req.user_id.unwrap_or(DEFAULT_USER_ID);
-        check_person_thread(&w, bot, uid, req.thread_id)?;
+        let chat = req.chat_id.unwrap_or(uid);
+        check_person_thread(&w, bot, chat, req.thread_id)?;
         let msg = Self::media_message(
             &mut w,
             bot,
@@ -798,7 +802,7 @@ impl Control {
             req.reply_to_message_id,
             None,
         )?;
-        person_message(&mut w, bot, uid, msg)
+        message_in(&mut w, bot, uid, chat, msg)
     }
 
     /// The person sends an album.

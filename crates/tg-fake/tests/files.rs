@@ -155,6 +155,7 @@ async fn person_sends_photos_documents_voice_and_albums() {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     let voice = h
@@ -172,6 +173,7 @@ async fn person_sends_photos_documents_voice_and_albums() {
             user_id: None,
             reply_to_message_id: Some(photo.message_id),
             token: None,
+            chat_id: None,
         })
         .unwrap();
     let album = h
@@ -237,6 +239,7 @@ async fn person_sends_photos_documents_voice_and_albums() {
         user_id: None,
         reply_to_message_id: None,
         token: None,
+        chat_id: None,
     });
     assert_eq!(bad.unwrap_err().status, 400);
 }
@@ -260,6 +263,7 @@ async fn big_files_are_refused_at_telegrams_limits() {
             user_id: None,
             reply_to_message_id: None,
             token: None,
+            chat_id: None,
         })
         .unwrap();
     let updates = h.call("getUpdates", json!({})).await;

@@ -296,6 +296,7 @@ async fn every_result_kind_deserializes_into_frankenstein_types() {
                 user_id: None,
                 reply_to_message_id: None,
                 token: None,
+                chat_id: None,
             })
             .unwrap();
     }
