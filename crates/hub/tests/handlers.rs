@@ -1932,7 +1932,13 @@ fn people_in_telegram_json_are_known_by_id_and_removing_one_edits_the_file() {
         "{}",
         text_of(&list)
     );
-    let label = format!("✖ Remove user {STRANGER}");
+    // Known by the name they wrote with (kept for the list: the file has only the id).
+    assert!(
+        text_of(&list).contains(&format!("Ann (id {STRANGER})")),
+        "{}",
+        text_of(&list)
+    );
+    let label = "✖ Remove Ann".to_owned();
     let (_, d) = h.tap(OWNER, lmid + 1, text_of(&list), &token(&list, &label));
     assert_eq!(d.outcome, "people:removed");
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&h.config).unwrap()).unwrap();
