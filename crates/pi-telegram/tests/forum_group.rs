@@ -73,6 +73,33 @@ fn topic_of(env: &Env, project: &str) -> Option<i64> {
         .map(|t| t.thread_id)
 }
 
+/// The owner's `/link` in the group, and their tap on **🔗 Link it** in private.
+fn link_it(env: &Env) {
+    in_group(env, OWNER, None, "/link");
+    wait_group(env, "the group told to wait", |m| {
+        m.text
+            .as_deref()
+            .is_some_and(|t| t.contains("asked in their private chat"))
+    });
+    let q = wait_message(env, "the link question", |t| {
+        t.starts_with("Make the group «team»")
+    });
+    let (_, data) = buttons(&q)
+        .into_iter()
+        .find(|(l, _)| l == "🔗 Link it")
+        .unwrap();
+    env.fake
+        .control()
+        .press(Press {
+            message_id: q.message_id,
+            data,
+            user_id: None,
+            token: None,
+            chat_id: None,
+        })
+        .unwrap();
+}
+
 /// A hub with `web` and `api` connected and the group linked; their topics there.
 fn linked(s: &PiSetup) -> (common::Hub, i64, i64) {
     let env = &s.env;
@@ -101,29 +128,7 @@ fn linked(s: &PiSetup) -> (common::Hub, i64, i64) {
             ..NewGroup::default()
         })
         .unwrap();
-    in_group(env, OWNER, None, "/link");
-    wait_group(env, "the group told to wait", |m| {
-        m.text
-            .as_deref()
-            .is_some_and(|t| t.contains("asked in their private chat"))
-    });
-    let q = wait_message(env, "the link question", |t| {
-        t.starts_with("Make the group «team»")
-    });
-    let (_, data) = buttons(&q)
-        .into_iter()
-        .find(|(l, _)| l == "🔗 Link it")
-        .unwrap();
-    env.fake
-        .control()
-        .press(Press {
-            message_id: q.message_id,
-            data,
-            user_id: None,
-            token: None,
-            chat_id: None,
-        })
-        .unwrap();
+    link_it(env);
     wait_for("a topic for each pi in the group", 60, || {
         topic_of(env, "web").is_some() && topic_of(env, "api").is_some()
     });
@@ -351,24 +356,7 @@ fn a_group_where_the_bot_may_not_manage_topics_says_so_plainly() {
             ..NewGroup::default()
         })
         .unwrap();
-    in_group(env, OWNER, None, "/link");
-    let q = wait_message(env, "the link question", |t| {
-        t.starts_with("Make the group «team»")
-    });
-    let (_, data) = buttons(&q)
-        .into_iter()
-        .find(|(l, _)| l == "🔗 Link it")
-        .unwrap();
-    env.fake
-        .control()
-        .press(Press {
-            message_id: q.message_id,
-            data,
-            user_id: None,
-            token: None,
-            chat_id: None,
-        })
-        .unwrap();
+    link_it(env);
     env.spawn_pi(&project(&s.pi, "web"));
     let said = wait_group(env, "the refusal explained", |m| {
         m.text
