@@ -76,6 +76,11 @@ pub struct Db {
 }
 
 impl Db {
+    /// Transactions the store ran so far (`Store::transactions`).
+    pub fn transactions(&self) -> u64 {
+        self.store.transactions()
+    }
+
     /// The store with the real clock; calls run off the scheduler ([`off_runtime`]).
     pub fn new(store: Arc<Store>) -> Self {
         Self {

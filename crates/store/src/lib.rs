@@ -220,6 +220,9 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     durability: Durability,
+    /// Transactions run through this handle, reads and writes (what a step of the hub costs
+    /// the store, for benches: `Store::transactions`).
+    transactions: AtomicU64,
 }
 
 /// What of the commits is on disk. Commits are made with `synchronous=NORMAL` (SQLite writes
@@ -273,6 +276,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_owned(),
             durability: Durability::new(&real),
+            transactions: AtomicU64::new(0),
         };
         preallocate_log(&store.durability.wal)?;
         // The migration committed like every commit, without waiting for the disk; the log's
@@ -320,6 +324,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_owned(),
             durability: Durability::new(&real),
+            transactions: AtomicU64::new(0),
         }))
     }
 
@@ -406,6 +411,7 @@ impl Store {
         E: From<StoreError>,
     {
         let conn = self.lock();
+        self.transactions.fetch_add(1, Ordering::Relaxed);
         let before = conn.total_changes();
         let tx = Tx::begin(&conn, "BEGIN IMMEDIATE")
             .map_err(|e| E::from(StoreError::sqlite("starting a transaction")(e)))?;
@@ -474,6 +480,11 @@ impl Store {
             .saturating_sub(d.durable.load(Ordering::Acquire))
     }
 
+    /// Transactions (reads and writes) run through this handle so far.
+    pub fn transactions(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
+    }
+
     /// Runs `f` in a read transaction (a consistent snapshot).
     pub fn read<T, E>(
         &self,
@@ -483,6 +494,7 @@ impl Store {
         E: From<StoreError>,
     {
         let conn = self.lock();
+        self.transactions.fetch_add(1, Ordering::Relaxed);
         let tx = Tx::begin(&conn, "BEGIN DEFERRED")
             .map_err(|e| E::from(StoreError::sqlite("starting a read")(e)))?;
         let value = f(&conn)?;

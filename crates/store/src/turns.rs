@@ -381,6 +381,24 @@ pub fn next_queued(conn: &Connection, identity: &str) -> Result<Option<Turn>> {
     .pop())
 }
 
+/// The identities that have a queued turn (ready or not, held or not): dispatch looks only at
+/// these, so an idle pi with nothing waiting costs it nothing.
+pub fn queued_identities(conn: &Connection) -> Result<Vec<String>> {
+    let ctx = "reading which pi have waiting turns";
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT identity FROM turns
+             WHERE state IN ('queued', 'dispatched', 'acked') AND state = 'queued'
+               AND identity IS NOT NULL",
+        )
+        .map_err(StoreError::sqlite(ctx))?;
+    let rows = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(StoreError::sqlite(ctx))?;
+    rows.collect::<rusqlite::Result<Vec<String>>>()
+        .map_err(StoreError::sqlite(ctx))
+}
+
 /// Queued turns numbered after `after` that answer a message: `(turn, chat, message)`, oldest
 /// first. For what is new since a last look, without reading every waiting turn again.
 pub fn queued_after(conn: &Connection, after: i64) -> Result<Vec<(i64, i64, i64)>> {

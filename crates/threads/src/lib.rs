@@ -1,7 +1,7 @@
 //! Threaded Mode, the heart of the product: each live pi instance gets its own topic in the
 //! bot's private chat, created and cleaned up safely even when processes crash mid-call.
 //!
-//! - [`slots`]: letters `A`..`Z` handed out by a persisted cursor; [`title`]: topic names.
+//! - [`slots`]: `A`..`Z`, then `AA`..`ZZ`, handed out by a persisted cursor; [`title`]: topic names.
 //! - [`provision`]: the provisioning steps (reuse, adopt, block on ambiguity, intent before
 //!   effect, `createForumTopic` exactly once, commit-unknown -> ambiguous, lost lease ->
 //!   recovery evidence), each commit fenced by the lease epoch.
@@ -182,7 +182,7 @@ pub const DEFAULT_TITLE: &str = "{slot} · {project}";
 
 /// A topic title from a template (`{slot}`, `{project}`), trimmed to Telegram's 1-128
 /// characters.
-pub fn title(template: &str, slot: char, project: &str) -> String {
+pub fn title(template: &str, slot: slots::Slot, project: &str) -> String {
     let project = if project.trim().is_empty() {
         "pi"
     } else {
@@ -202,13 +202,18 @@ pub fn title(template: &str, slot: char, project: &str) -> String {
 mod tests {
     use super::*;
 
+    fn slot(name: &str) -> slots::Slot {
+        slots::parse(name).unwrap_or_else(|| panic!("{name}"))
+    }
+
     #[test]
     fn titles() {
-        assert_eq!(title(DEFAULT_TITLE, 'A', "web"), "A · web");
-        assert_eq!(title("{project} ({slot})", 'C', "api"), "api (C)");
-        assert_eq!(title("   ", 'B', ""), "B · pi");
+        assert_eq!(title(DEFAULT_TITLE, slot("QK"), "web"), "QK · web");
+        assert_eq!(title(DEFAULT_TITLE, slot("A"), "web"), "A · web");
+        assert_eq!(title("{project} ({slot})", slot("C"), "api"), "api (C)");
+        assert_eq!(title("   ", slot("B"), ""), "B · pi");
         assert_eq!(
-            title(DEFAULT_TITLE, 'D', &"x".repeat(300)).chars().count(),
+            title(DEFAULT_TITLE, slot("D"), &"x".repeat(300)).chars().count(),
             128
         );
     }

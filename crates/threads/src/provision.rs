@@ -90,7 +90,7 @@ pub enum Outcome {
     Retry(Option<Duration>),
     /// Another hub holds the lease; evidence was recorded if a topic was created.
     LostLease,
-    /// All 26 slots are held.
+    /// All 702 slots are held.
     NoSlot,
 }
 
@@ -354,9 +354,9 @@ fn prepare(
 
 pub(crate) fn allocate(
     tx: &Connection,
-    preferred: Option<char>,
-) -> Result<Option<char>, StoreError> {
-    let held: Vec<char> = threads::held_slots(tx)?
+    preferred: Option<slots::Slot>,
+) -> Result<Option<slots::Slot>, StoreError> {
+    let held: Vec<slots::Slot> = threads::held_slots(tx)?
         .iter()
         .filter_map(|s| slots::parse(s))
         .collect();

@@ -387,6 +387,12 @@ pub enum ClientMsg {
         /// Request id.
         id: String,
     },
+    /// CLI and benches: the hub's own counters (`store_transactions`: every read and write
+    /// transaction the hub's store ran since it started).
+    Stats {
+        /// Request id.
+        id: String,
+    },
     /// CLI: settle a topic intent whose outcome is unknown.
     ResolveIntent {
         /// Request id.

@@ -236,6 +236,8 @@ pub enum ConductorMsg {
     ControlSettled(i64),
     /// The CLI asks for the live instances.
     List(oneshot::Sender<serde_json::Value>),
+    /// The hub's counters, for `ClientMsg::Stats`.
+    Stats(oneshot::Sender<serde_json::Value>),
     /// The CLI settles a topic intent (`true`: create anyway). The reply says what it was.
     ResolveIntent(
         i64,

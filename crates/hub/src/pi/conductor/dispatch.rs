@@ -29,10 +29,21 @@ impl Conductor {
     /// Gives each ready instance its next queued turn. `true` when a turn left the queue.
     pub(super) async fn dispatch(&mut self) -> Result<bool, HubError> {
         let mut changed = false;
+        if !self.live.values().any(|l| l.ready()) {
+            return Ok(false);
+        }
+        // One read for all of them: a pass costs the same with 1 or 200 pi connected, and only
+        // a pi with waiting turns gets a dispatching transaction.
+        let waiting: std::collections::HashSet<String> = self
+            .db
+            .read(turns::queued_identities)
+            .await?
+            .into_iter()
+            .collect();
         let ready: Vec<InstanceId> = self
             .live
             .iter()
-            .filter(|(_, l)| l.ready())
+            .filter(|(_, l)| l.ready() && waiting.contains(&l.identity))
             .map(|(id, _)| id.clone())
             .collect();
         for id in ready {

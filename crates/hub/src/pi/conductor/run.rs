@@ -159,6 +159,10 @@ impl Conductor {
                 self.control_settled(id);
                 Ok(())
             }
+            ConductorMsg::Stats(reply) => {
+                let _ = reply.send(json!({ "store_transactions": self.db.transactions() }));
+                Ok(())
+            }
             ConductorMsg::List(reply) => {
                 let list: Vec<Value> = self
                     .live

@@ -648,6 +648,7 @@ impl InstanceLink {
             }
             ClientMsg::Spawn { .. }
             | ClientMsg::Instances { .. }
+            | ClientMsg::Stats { .. }
             | ClientMsg::ResolveIntent { .. }
             | ClientMsg::Unknown => return Step::Continue(None),
         };
@@ -940,6 +941,19 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
                 })
                 .await;
                 response(id, result)
+            }
+            Ok(ClientMsg::Stats { id }) => {
+                let (reply, rx) = oneshot::channel();
+                let data = match conductor.send(ConductorMsg::Stats(reply)).await {
+                    Ok(()) => rx.await.ok(),
+                    Err(_) => None,
+                };
+                HubMsg::Response {
+                    id,
+                    ok: data.is_some(),
+                    data,
+                    error: None,
+                }
             }
             Ok(ClientMsg::Instances { id }) => {
                 let (reply, rx) = oneshot::channel();
