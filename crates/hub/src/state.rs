@@ -11,6 +11,9 @@ pub const SELECTED: &str = "classic.selected";
 /// Key of the outbox id of the current "no instance connected" notice; present while an episode
 /// of messages waiting for any instance is open (one notice per episode, never one per message).
 pub const HELD_NOTICE: &str = "notice.held.outbox_id";
+/// The one notice naming the pi that have no thread because every slot is held: its outbox
+/// row and the labels it names (`outgoing::topics::settle_no_slot` keeps it current).
+pub const NO_SLOT_NOTICE: &str = "notice.noslot";
 
 /// `gone_reason` of instances that were live when a hub stopped.
 pub const HUB_RESTARTED: instances::GoneReason = instances::GoneReason::HubRestarted;

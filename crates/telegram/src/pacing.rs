@@ -82,6 +82,19 @@ impl Bucket {
         self.at_ms = now_ms.max(self.at_ms);
     }
 
+    /// How long until a token is free while `held` are held by calls under way.
+    fn wait_ms_holding(&self, per_sec: f64, held: u32) -> u64 {
+        let tokens = self.tokens - f64::from(held);
+        if tokens >= 1.0 {
+            0
+        } else if per_sec <= 0.0 {
+            u64::MAX / 4
+        } else {
+            ((1.0 - tokens) / per_sec * 1000.0).ceil() as u64
+        }
+    }
+
+    #[cfg(test)]
     fn wait_ms(&self, per_sec: f64) -> u64 {
         if self.tokens >= 1.0 {
             0
@@ -105,6 +118,10 @@ pub struct Pacer {
     chats: HashMap<i64, Bucket>,
     global: Option<Bucket>,
     waits: HashMap<FloodScope, u64>,
+    /// Calls under way per chat (`None`: without a chat): each is counted when it is over
+    /// ([`Pacer::end`]), and until then it holds a token, so that whoever else calls (the
+    /// sender, the topics task) sees it.
+    in_flight: HashMap<Option<i64>, u32>,
 }
 
 impl Pacer {
@@ -115,6 +132,7 @@ impl Pacer {
             chats: HashMap::new(),
             global: None,
             waits: HashMap::new(),
+            in_flight: HashMap::new(),
         }
     }
 
@@ -154,7 +172,8 @@ impl Pacer {
         });
         let global_rate = cfg.global_per_sec * (1.0 - RATE_SLACK);
         g.refill(global_rate, cfg.global_burst, now_ms);
-        wait = wait.max(g.wait_ms(global_rate));
+        let all_flying: u32 = self.in_flight.values().sum();
+        wait = wait.max(g.wait_ms_holding(global_rate, all_flying));
         if let Some(c) = chat {
             let b = self.chats.entry(c).or_insert_with(|| Bucket {
                 tokens: f64::from(cfg.per_chat_burst),
@@ -167,9 +186,27 @@ impl Pacer {
             };
             let chat_rate = per_sec * (1.0 - RATE_SLACK);
             b.refill(chat_rate, cfg.per_chat_burst, now_ms);
-            wait = wait.max(b.wait_ms(chat_rate));
+            let flying = self.in_flight.get(&chat).copied().unwrap_or(0);
+            wait = wait.max(b.wait_ms_holding(chat_rate, flying));
         }
         Duration::from_millis(wait)
+    }
+
+    /// A call to `chat` starts (once `ready_in` is zero): it holds a token until [`Pacer::end`]
+    /// counts it.
+    pub fn begin(&mut self, chat: Option<i64>) {
+        *self.in_flight.entry(chat).or_insert(0) += 1;
+    }
+
+    /// A call [`Pacer::begin`] started is over: counted now, when Telegram has counted it.
+    pub fn end(&mut self, chat: Option<i64>, now_ms: u64) {
+        if let Some(n) = self.in_flight.get_mut(&chat) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight.remove(&chat);
+            }
+        }
+        self.consume(chat, now_ms);
     }
 
     /// Counts a send to `chat` (call once `ready_in` is zero).
@@ -204,6 +241,27 @@ mod tests {
         );
         assert!(p.ready_in(Some(1), 1000) > Duration::ZERO);
         assert_eq!(p.ready_in(Some(1), 1021), Duration::ZERO);
+    }
+
+    /// Two tasks calling one chat (the sender, the topics task): a call under way holds its
+    /// token, so the other waits for the budget instead of arriving in the same millisecond.
+    #[test]
+    fn a_call_under_way_holds_its_token_until_it_is_counted() {
+        let mut p = Pacer::new(PacingConfig::default());
+        for _ in 0..2 {
+            p.consume(Some(1), 0);
+        }
+        assert_eq!(p.ready_in(Some(1), 0), Duration::ZERO, "one token left");
+        p.begin(Some(1));
+        assert!(
+            p.ready_in(Some(1), 0) > Duration::ZERO,
+            "the call under way holds the last token"
+        );
+        assert_eq!(p.ready_in(Some(2), 0), Duration::ZERO, "not another chat's");
+        p.end(Some(1), 400);
+        // Counted at its end: the next token is a paced interval after it.
+        assert_eq!(p.ready_in(Some(1), 400), Duration::from_millis(1021 - 400));
+        assert!(p.in_flight.is_empty());
     }
 
     #[test]

@@ -497,6 +497,7 @@ async fn send_one(
             } else {
                 call.params
             };
+            pacer.lock().await.begin(pace_key(&row));
             let result = if files.is_empty() {
                 client.call(call.method, &params).await
             } else {
@@ -517,7 +518,7 @@ async fn send_one(
         // request held up on its way (a busy machine at start-up) arrived closer to the next
         // one than the pace allows (a `429` in the pacing bench); counted at the pick, a slow
         // durable mark did so.
-        pacer.lock().await.consume(pace_key(&row), now as u64);
+        pacer.lock().await.end(pace_key(&row), now as u64);
     }
     let decision = judge(&row, &plan, &attempt, now);
     if let Decision::Flood { scope, until, .. } = &decision {

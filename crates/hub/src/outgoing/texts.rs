@@ -407,11 +407,33 @@ pub fn thread_refused(label: &str, why: &str) -> String {
     )
 }
 
-/// All 26 letters are in use.
-pub fn no_slot(label: &str) -> String {
-    format!(
-        "{label} connected, but all 26 thread letters are in use; its answers come here in the main chat."
-    )
+/// The pi without a thread because every one of the `slots` thread names is in use (one
+/// message for all of them, edited as they come and go; long lists cut to stay well within a
+/// message).
+pub fn no_slot(labels: &[String], slots: usize) -> String {
+    const NAMED: usize = 40;
+    let mut names = labels
+        .iter()
+        .take(NAMED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if labels.len() > NAMED {
+        names.push_str(&format!(" and {} more", labels.len() - NAMED));
+    }
+    match labels.len() {
+        1 => format!(
+            "{names} has no thread: all {slots} thread names are in use. Its answers come here in the main chat."
+        ),
+        n => format!(
+            "{n} pi have no thread: all {slots} thread names are in use. Their answers come here in the main chat: {names}."
+        ),
+    }
+}
+
+/// The no-thread notice once every live pi has a thread again (or none is left without one).
+pub fn no_slot_over() -> String {
+    "Every connected pi has its thread now.".to_owned()
 }
 
 /// A topic creation whose outcome is unknown. `hub_stopped`: the hub stopped during the call;

@@ -65,14 +65,20 @@ impl ClientTopics {
                 .await
                 .ready_in(Some(chat), self.clock.now_ms() as u64);
             if wait.is_zero() {
-                self.pacer
-                    .lock()
-                    .await
-                    .consume(Some(chat), self.clock.now_ms() as u64);
+                // Under way until `called`: the sender sees it, and it is counted at its end as
+                // the sender's calls are (one view of the budget for both).
+                self.pacer.lock().await.begin(Some(chat));
                 return;
             }
             tokio::time::sleep(wait).await;
         }
+    }
+
+    async fn called(&self, chat: i64) {
+        self.pacer
+            .lock()
+            .await
+            .end(Some(chat), self.clock.now_ms() as u64);
     }
 
     async fn note_flood(&self, e: &CallError) {
@@ -103,14 +109,15 @@ fn topic_error(e: CallError) -> TopicError {
 impl TopicApi for ClientTopics {
     async fn create(&self, chat_id: i64, name: &str) -> Result<i64, TopicError> {
         self.paced(chat_id).await;
-        match self
+        let called = self
             .client
             .call(
                 "createForumTopic",
                 &json!({ "chat_id": chat_id, "name": name }),
             )
-            .await
-        {
+            .await;
+        self.called(chat_id).await;
+        match called {
             Ok(v) => v
                 .get("message_thread_id")
                 .and_then(Value::as_i64)
@@ -129,7 +136,9 @@ impl TopicApi for ClientTopics {
     async fn delete(&self, chat_id: i64, thread_id: i64) -> Result<(), TopicError> {
         self.paced(chat_id).await;
         let params = json!({ "chat_id": chat_id, "message_thread_id": thread_id });
-        match self.client.call("deleteForumTopic", &params).await {
+        let called = self.client.call("deleteForumTopic", &params).await;
+        self.called(chat_id).await;
+        match called {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.note_flood(&e).await;
@@ -404,6 +413,7 @@ async fn provision_all(
         return Ok(Provisioned::default());
     };
     let mut done = Provisioned::default();
+    let mut no_slot = Vec::new();
     for inst in live {
         // A binding in another chat (the workspace moved to a group, or back) is not this
         // chat's topic: provisioning gives the pi one here.
@@ -442,6 +452,7 @@ async fn provision_all(
         sender.notify_one();
         match outcome {
             Outcome::LostLease => return Ok(done),
+            Outcome::NoSlot => no_slot.push(inst.label.clone()),
             Outcome::Refused(_) => done.refused = true,
             Outcome::Retry(wait) => {
                 let wait = wait.map_or(RETRY_CREATE_MS, |d| {
@@ -453,7 +464,83 @@ async fn provision_all(
             _ => {}
         }
     }
+    // Every live pi without a thread came through this pass, so the list is whole.
+    if settle_no_slot(db, chat, no_slot).await? {
+        sender.notify_one();
+    }
     Ok(done)
+}
+
+/// What the no-thread notice says now (`state::NO_SLOT_NOTICE`).
+#[derive(Debug, Default, serde::Deserialize)]
+struct NoSlotNotice {
+    /// Its outbox row.
+    row: Option<i64>,
+    labels: Vec<String>,
+}
+
+/// Keeps the one notice about pi without a thread current: written when the first one has
+/// none, edited when the list changes (rewritten while it has not left), told when it is
+/// over; nothing when nothing changed. Every pass would otherwise repeat it for every such pi
+/// (a storm of N notices on each attach). `true` when something was written for the sender.
+async fn settle_no_slot(db: &Db, chat: i64, mut labels: Vec<String>) -> Result<bool, HubError> {
+    labels.sort();
+    labels.dedup();
+    let said: NoSlotNotice = db
+        .read(|c| {
+            // An unreadable record is as good as none: the next notice is a new message.
+            Ok(kv::get(c, state::NO_SLOT_NOTICE)?
+                .and_then(|v| serde_json::from_str(&v).ok())
+                .unwrap_or_default())
+        })
+        .await?;
+    if said.labels == labels {
+        return Ok(false);
+    }
+    let now = db.now_ms();
+    db.write(Durability::OnDisk, move |tx| {
+        let purpose = Purpose::NoticeNoSlot { at: now };
+        let words = if labels.is_empty() {
+            texts::no_slot_over()
+        } else {
+            texts::no_slot(&labels, threads::slots::COUNT)
+        };
+        let old = said
+            .row
+            .map(|r| store::outbox::get(tx, r)).transpose()?.flatten();
+        let text = |chat, thread| outbound::Text {
+            chat,
+            thread,
+            text: &words,
+            reply_to: None,
+            markup: None,
+            purpose: &purpose,
+            source_update_id: None,
+            resend: false,
+        };
+        let row = match old {
+            Some(o) if outbound::rewrite_text(tx, o.id, &text(o.chat_id, o.thread_id))? => {
+                Some(o.id)
+            }
+            Some(o) if o.sent_message_id.is_some() => {
+                let sent = o.sent_message_id.unwrap_or_default();
+                outbound::edit(tx, o.chat_id, sent, &words, None, &purpose, None, now)?;
+                Some(o.id)
+            }
+            // Nothing to edit (never sent, or its outcome unknown): a new one, unless there is
+            // nothing left to say.
+            _ if labels.is_empty() => None,
+            _ => outbound::text(tx, &text(chat, None), now)?,
+        };
+        if labels.is_empty() {
+            kv::delete(tx, state::NO_SLOT_NOTICE)
+        } else {
+            let record = json!({ "row": row, "labels": labels }).to_string();
+            kv::set(tx, state::NO_SLOT_NOTICE, &record)
+        }
+    })
+    .await?;
+    Ok(true)
 }
 
 fn outcome_name(o: &Outcome) -> &'static str {
@@ -527,21 +614,8 @@ async fn after_provision(
             })
             .await?;
         }
-        Outcome::NoSlot => {
-            let label = inst.label.clone();
-            db.write(Durability::OnDisk, move |tx| {
-                outbound::notice(
-                    tx,
-                    chat,
-                    None,
-                    &texts::no_slot(&label),
-                    &Purpose::NoticeNoSlot { at: now },
-                    now,
-                )
-            })
-            .await?;
-        }
-        Outcome::Retry(_) | Outcome::LostLease => {}
+        // One notice for all of them, after the pass: `settle_no_slot`.
+        Outcome::NoSlot | Outcome::Retry(_) | Outcome::LostLease => {}
     }
     Ok(())
 }
