@@ -714,3 +714,201 @@ async fn a_topic_send_that_meets_threaded_mode_switched_off_arrives_in_the_main_
     assert_eq!(create_calls(&hub), 1);
     hub.stop().await;
 }
+
+/// `n` pi that were here before and are offline now, each holding a slot and a topic that
+/// exists at Telegram: written into the store before the hub starts, as an earlier hub left
+/// them.
+fn seed_offline_topics(hub: &TestHub, n: usize) {
+    let db = hub.paths.state_db();
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(db.parent().unwrap(), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+    }
+    let store = store::Store::open(&db).unwrap();
+    let mut rows = Vec::new();
+    for k in 0..n {
+        let slot = threads::slots::Slot::nth(k).unwrap().to_string();
+        let title = format!("{slot} · old{k}");
+        let topic = hub
+            .fake
+            .control()
+            .create_topic(NewTopic {
+                name: title.clone(),
+                user_id: Some(OWNER),
+                token: None,
+            })
+            .unwrap();
+        rows.push((slot, title, topic.thread_id));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    store
+        .write(|tx| {
+            for (k, (slot, title, thread)) in rows.iter().enumerate() {
+                store::threads::insert_binding(
+                    tx,
+                    &store::threads::Binding {
+                        identity: format!("/old/{k}"),
+                        chat_id: OWNER,
+                        thread_id: *thread,
+                        slot: slot.clone(),
+                        title: title.clone(),
+                        state: store::threads::BindingState::Offline,
+                        instance_id: None,
+                        cwd: format!("/old/{k}"),
+                        epoch: 1,
+                        created_ms: now,
+                        updated_ms: now,
+                        offline_since_ms: Some(now),
+                    },
+                )?;
+            }
+            Ok::<_, store::StoreError>(())
+        })
+        .unwrap();
+}
+
+/// The bot's messages (sent, not edits) so far, with their words.
+fn bot_sends(hub: &TestHub) -> Vec<String> {
+    transcript(hub)
+        .into_iter()
+        .filter(|m| m.from_bot)
+        .filter_map(|m| m.text)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_pi_get_thirty_topics_single_letters_first() {
+    let mut hub = TestHub::threaded().await;
+    let mut shims = Vec::new();
+    for k in 0..30 {
+        shims.push(hub.shim(&format!("/work/p{k}"), 5000 + k).await);
+    }
+    let last = topic_of(&hub, "p29").await;
+    for k in 0..30 {
+        topic_of(&hub, &format!("p{k}")).await;
+    }
+    let mut names: Vec<String> = live_topics(&hub).into_iter().map(|t| t.name).collect();
+    names.sort();
+    let mut slots: Vec<String> = names
+        .iter()
+        .map(|n| n.split(" · ").next().unwrap().to_owned())
+        .collect();
+    slots.sort_by_key(|s| (s.len(), s.clone()));
+    let want: Vec<String> = (0..30)
+        .map(|k| threads::slots::Slot::nth(k).unwrap().to_string())
+        .collect();
+    assert_eq!(slots, want, "A..Z, then AA..AD: {names:?}");
+    assert_eq!(create_calls(&hub), 30, "one createForumTopic each");
+    // The 30th pi is reached in its two-letter topic, and answers there.
+    say_in(&hub, Some(last), "hello p29");
+    let p29 = shims.last_mut().unwrap();
+    let prompt = p29.recv_type("prompt").await;
+    assert_eq!(prompt["text"], json!("hello p29"));
+    p29.answer(&prompt, "p29 here").await;
+    eventually("the answer in the two-letter topic", || {
+        bot_texts_in(&hub, Some(last))
+            .iter()
+            .any(|t| t == "p29 here")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !transcript(&hub)
+            .iter()
+            .any(|m| m.text.as_deref().is_some_and(|t| t.contains("no thread"))),
+        "nobody was told of a missing thread"
+    );
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_without_a_thread_share_one_notice_edited_as_they_come_and_go() {
+    let mut hub = TestHub::prepare(
+        tg_fake::FakeConfig {
+            has_topics_enabled: true,
+            ..tg_fake::FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
+    seed_offline_topics(&hub, threads::slots::COUNT);
+    hub.launch().await;
+    let notice = |hub: &TestHub| -> Vec<(i64, String)> {
+        transcript(hub)
+            .into_iter()
+            .filter(|m| m.from_bot && m.thread_id.is_none() && !m.deleted)
+            .filter_map(|m| Some((m.message_id, m.text?)))
+            .filter(|(_, t)| t.contains("no thread"))
+            .collect()
+    };
+    let _a = hub.shim("/work/extra-a", 6001).await;
+    eventually("the notice for one", || {
+        let n = notice(&hub);
+        (n.len() == 1 && n[0].1.starts_with("extra-a has no thread")).then_some(())
+    })
+    .await;
+    let mut b = hub.shim("/work/extra-b", 6002).await;
+    let _c = hub.shim("/work/extra-c", 6003).await;
+    eventually("the one notice, edited to name three", || {
+        let n = notice(&hub);
+        (n.len() == 1
+            && n[0].1.starts_with("3 pi have no thread")
+            && n[0].1.contains("extra-a, extra-b, extra-c"))
+        .then_some(())
+    })
+    .await;
+    // One of them leaves: the same message names the two left.
+    b.send(&json!({ "type": "bye", "reason": "quit" })).await;
+    drop(b);
+    eventually("the notice naming two", || {
+        let n = notice(&hub);
+        (n.len() == 1 && n[0].1.starts_with("2 pi have no thread") && !n[0].1.contains("extra-b"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(create_calls(&hub), 0, "no slot, no topic");
+    // Besides the one notice, only the word that extra-b left (it had no thread to remove).
+    let sends = bot_sends(&hub);
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    assert_eq!(sends[1], "pi extra-b is gone: pi quit.", "{sends:?}");
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pi_connecting_among_175_offline_ones_causes_one_message() {
+    let mut hub = TestHub::prepare(
+        tg_fake::FakeConfig {
+            has_topics_enabled: true,
+            ..tg_fake::FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
+    seed_offline_topics(&hub, 175);
+    hub.launch().await;
+    let before = bot_sends(&hub).len();
+    let _p = hub.shim("/work/newcomer", 6100).await;
+    let topic = topic_of(&hub, "newcomer").await;
+    eventually("its greeting", || {
+        (!bot_texts_in(&hub, Some(topic)).is_empty()).then_some(())
+    })
+    .await;
+    let slot = live_topics(&hub)
+        .into_iter()
+        .find(|t| t.thread_id == topic)
+        .map(|t| t.name)
+        .unwrap();
+    assert!(slot.starts_with("FT · "), "the 176th slot: {slot}");
+    // A few passes of the topics task (the probe every 300 ms here) add nothing.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let sends = bot_sends(&hub);
+    assert_eq!(sends.len() - before, 1, "the greeting only: {sends:?}");
+    assert_eq!(create_calls(&hub), 1);
+    hub.stop().await;
+}

@@ -116,6 +116,8 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
     // A pi that quit on purpose leaves no topic behind (`threads.automaticCleanup`), unless
     // messages wait for it there: they stay where the person wrote them.
     let tidy = threaded && d.cleanup && queued == 0 && quit_on_purpose(tx, d)?;
+    // A pi that never had a thread (every slot held) has none to remove.
+    let had_topic = threaded && tables::binding(tx, &d.identity)?.is_some();
     let topic = if d.disconnected {
         events::disconnected(tx, &d.identity, d.epoch, now)?;
         None
@@ -160,7 +162,7 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
             tx,
             owner,
             None,
-            &(texts::threaded_gone(label, why, queued, d.disconnected || tidy) + &resume),
+            &(texts::threaded_gone(label, why, queued, had_topic && (d.disconnected || tidy)) + &resume),
             &purpose,
             now,
         )?,
