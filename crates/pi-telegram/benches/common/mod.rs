@@ -111,6 +111,26 @@ pub fn pct(sorted: &[u64], p: f64) -> u64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The hub's own counters (`stats` on `hub.sock`, as the CLI asks): `store_transactions`.
+pub fn hub_stats(profile: &Path) -> Value {
+    let secret = std::fs::read_to_string(profile.join("hub.secret")).unwrap();
+    let mut stream = UnixStream::connect(profile.join("hub.sock")).unwrap();
+    let hello = json!({ "type": "hello", "protocol": 1, "role": "control",
+        "secret": secret.trim(), "received_turns": [], "completed_turns": [] });
+    stream
+        .write_all(format!("{hello}\n{}\n", json!({ "type": "stats", "id": "s" })).as_bytes())
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "hub closed");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "response" && v["id"] == "s" {
+            return v["data"].clone();
+        }
+    }
+}
+
 /// A scripted pi on `hub.sock` that answers every prompt at once (`echo: <text>`).
 pub struct Shim {
     reader: BufReader<UnixStream>,
@@ -162,6 +182,12 @@ impl Shim {
             let Ok(v) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
+            // pi lists its commands when asked (at attach): a scripted one has none.
+            if v["type"] == "get_commands" {
+                self.send(&json!({ "type": "response", "id": v["id"], "ok": true,
+                    "data": { "commands": [] } }));
+                continue;
+            }
             if v["type"] != "prompt" {
                 continue;
             }
