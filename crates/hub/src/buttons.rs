@@ -58,6 +58,13 @@ pub enum Button {
         /// Counted from 0.
         page: usize,
     },
+    /// Another page of a long list (edits the message that shows it, as it is now).
+    Page {
+        /// Which list.
+        of: Paged,
+        /// Counted from 0; past the end shows the last page.
+        page: usize,
+    },
     /// Set an instance's thinking level.
     Thinking {
         /// The instance.
@@ -167,6 +174,29 @@ pub enum Button {
     Settled {
         /// What a tap on it is told.
         answer: String,
+    },
+}
+
+/// A list shown a page at a time: what it needs to be shown again at another page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "list", rename_all = "snake_case")]
+pub enum Paged {
+    /// The main menu's instances (`/start`), the menu being about `identity`.
+    Main {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<String>,
+    },
+    /// The Instances section.
+    Instances,
+    /// An instance's waiting prompts.
+    Queue { identity: String },
+    /// An instance's saved sessions (`/sessions`; pi is asked for them again).
+    Sessions { identity: String },
+    /// The live pi a waiting turn may be sent to; `instead_of`: the one it waits for.
+    Chooser {
+        turn: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instead_of: Option<String>,
     },
 }
 
@@ -357,6 +387,33 @@ mod tests {
             Button::ModelPage {
                 identity: "/a".into(),
                 page: 3,
+            },
+            Button::Page {
+                of: Paged::Main { identity: None },
+                page: 2,
+            },
+            Button::Page {
+                of: Paged::Instances,
+                page: 0,
+            },
+            Button::Page {
+                of: Paged::Queue {
+                    identity: "/a:b".into(),
+                },
+                page: 1,
+            },
+            Button::Page {
+                of: Paged::Sessions {
+                    identity: "/a".into(),
+                },
+                page: 4,
+            },
+            Button::Page {
+                of: Paged::Chooser {
+                    turn: 5,
+                    instead_of: Some("/z".into()),
+                },
+                page: 24,
             },
         ];
         for b in all {

@@ -2015,3 +2015,125 @@ fn a_message_in_a_group_reaches_nothing_even_from_the_owner_or_a_member() {
     }
     assert_eq!(h.turn_count(), 0);
 }
+
+/// A hub with `n` live pi and none selected (classic mode).
+fn with_many(n: usize) -> (Hub, Vec<String>) {
+    let mut h = Hub::new();
+    let all: Vec<String> = (0..n)
+        .map(|k| format!("/home/ann/projects/some-longer-folder/p{k:03}"))
+        .collect();
+    for identity in &all {
+        h.connect(identity);
+    }
+    (h, all)
+}
+
+/// The edit a tap queued (besides its answer).
+fn edit_of(h: &Hub, d: &Done) -> OutboxRow {
+    let mut rows: Vec<OutboxRow> = h
+        .rows_of(d.update_id)
+        .into_iter()
+        .filter(|r| r.method() != "answerCallbackQuery")
+        .collect();
+    assert_eq!(rows.len(), 1, "one edit: {rows:#?}");
+    rows.remove(0)
+}
+
+/// Turns the pages of the list in `first` (a message of the bot) with ▶ until it is back at
+/// the first page; every page within Telegram's limits. Returns every page's outbox row.
+fn page_through(h: &mut Hub, message: i64, first: OutboxRow) -> Vec<OutboxRow> {
+    let mut pages = vec![first];
+    loop {
+        let page = pages.last().unwrap().clone();
+        assert!(text_of(&page).chars().count() <= 4096, "{}", text_of(&page));
+        assert!(buttons_of(&page).len() <= 100);
+        let (_, d) = h.tap(OWNER, message, text_of(&page), &token(&page, "▶"));
+        assert_ne!(d.outcome, "button:unknown");
+        let next = edit_of(h, &d);
+        if buttons_of(&next)
+            .iter()
+            .map(|(l, _)| l)
+            .eq(buttons_of(&pages[0]).iter().map(|(l, _)| l))
+        {
+            return pages;
+        }
+        assert!(pages.len() < 100, "the pages go round");
+        pages.push(next);
+    }
+}
+
+#[test]
+fn start_with_200_pi_pages_the_instances_and_every_one_can_be_selected() {
+    let (mut h, all) = with_many(200);
+    let (mid, d) = h.write("/start");
+    assert_eq!(d.outcome, "menu:menu");
+    let first = h.only_row_of(d.update_id);
+    assert!(text_of(&first).contains("200 pi instances. Page 1 of 25."));
+    let pages = page_through(&mut h, mid, first.clone());
+    assert_eq!(pages.len(), 25);
+    let mut selectable: Vec<String> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| match h.action_of(&t) {
+            Some(Button::Select { identity }) => Some(identity),
+            _ => None,
+        })
+        .collect();
+    selectable.sort();
+    assert_eq!(selectable, all, "every pi once, by paging");
+    // ◀ on the first page goes round to the last.
+    let (_, d) = h.tap(OWNER, mid, text_of(&first), &token(&first, "◀"));
+    let last = edit_of(&h, &d);
+    assert_eq!(last.method(), "editMessageText");
+    assert!(
+        text_of(&last).contains("Page 25 of 25."),
+        "{}",
+        text_of(&last)
+    );
+    assert!(text_of(&last).contains("p199"));
+    // Selecting one on page 13 keeps the menu at that page, the pi marked.
+    let page = &pages[12];
+    let (_, d) = h.tap(OWNER, mid, text_of(page), &token(page, "p100"));
+    assert_eq!(d.outcome, "selected");
+    let after = edit_of(&h, &d);
+    assert!(text_of(&after).contains("▶ p100:"), "{}", text_of(&after));
+    assert!(text_of(&after).contains("Page 13 of 25."));
+    // /start again opens at the selected pi's page.
+    let (_, d) = h.write("/start");
+    assert!(text_of(&h.only_row_of(d.update_id)).contains("Page 13 of 25."));
+}
+
+#[test]
+fn the_chooser_for_200_pi_pages_and_any_page_can_send() {
+    let (mut h, all) = with_many(200);
+    let (mid, d) = h.write("which one?");
+    assert_eq!(d.outcome, "chooser");
+    let turn = h.turn_of(mid);
+    let first = h.only_row_of(d.update_id);
+    let question = h.next_message;
+    assert_eq!(buttons_of(&first).len(), 8 + 3);
+    let pages = page_through(&mut h, question, first);
+    assert_eq!(pages.len(), 25);
+    assert!(
+        pages[1..]
+            .iter()
+            .all(|p| p.method() == "editMessageReplyMarkup")
+    );
+    let mut offered: Vec<String> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| match h.action_of(&t) {
+            Some(Button::Send { to, turn: n, .. }) if n == turn.id => Some(to),
+            _ => None,
+        })
+        .collect();
+    offered.sort();
+    assert_eq!(offered, all, "every pi once, by paging");
+    // A pi on page 20 takes it; a page tap after that only hears where it went.
+    let page = &pages[19];
+    let (_, d) = h.tap(OWNER, question, "", &token(page, "Send to p155"));
+    assert_eq!(d.outcome, "sent");
+    assert_eq!(h.turn(turn.id).identity.as_deref(), Some(all[155].as_str()));
+    let (_, d) = h.tap(OWNER, question, "", &token(&pages[3], "▶"));
+    assert_eq!(d.outcome, "send:taken");
+}

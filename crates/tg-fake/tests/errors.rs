@@ -301,6 +301,29 @@ async fn callback_data_captions_and_buttons_are_bounded() {
     )
     .await
     .expect_error(400, "Bad Request: BUTTON_DATA_INVALID");
+    // 100 buttons in all fit (10 rows of 10); 101 do not, however they are laid out.
+    let keyboard = |rows: usize, per_row: usize| {
+        let row: Vec<serde_json::Value> = (0..per_row)
+            .map(|n| json!({ "text": format!("b{n}"), "callback_data": "d" }))
+            .collect();
+        json!({ "inline_keyboard": vec![row; rows] })
+    };
+    assert!(
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "x", "reply_markup": keyboard(10, 10) }),
+        )
+        .await
+        .ok()
+    );
+    for (rows, per_row) in [(101, 1), (1, 101), (17, 6)] {
+        h.call(
+            "sendMessage",
+            json!({ "chat_id": chat, "text": "x", "reply_markup": keyboard(rows, per_row) }),
+        )
+        .await
+        .expect_error(400, "Bad Request: reply markup is too long");
+    }
     let form = reqwest::multipart::Form::new()
         .text("chat_id", chat.to_string())
         .text("caption", "c".repeat(1025))

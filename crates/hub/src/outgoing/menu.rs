@@ -11,9 +11,88 @@ use store::turns::{self, Lane, Turn};
 use store::{Connection, StoreError};
 
 use crate::assistant::{Activity, Notifications, Rendering, Settings, TimeInjection, VoiceReply};
-use crate::buttons::{Button, QueueOp, Section};
+use crate::buttons::{Button, Paged, QueueOp, Section};
 use crate::clock::Clock;
-use crate::outgoing::outbound;
+use crate::outgoing::{outbound, texts};
+
+/// How many entries a page of a long list shows (instances, the queue, sessions, the
+/// chooser): with its controls a page stays far within Telegram's limits for a message (4096
+/// characters, 100 buttons) and fits a phone's screen, at any number of pi.
+pub const PER_PAGE: usize = 8;
+
+/// How much of a label or folder a list line shows: a page's length is bounded whatever the
+/// paths are.
+const LINE_CHARS: usize = 120;
+
+/// One page of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Counted from 0.
+    pub index: usize,
+    /// How many pages there are (at least 1).
+    pub count: usize,
+    per: usize,
+}
+
+impl Page {
+    /// Page `wanted` of `len` entries, `per` a page; the last when `wanted` is past the end
+    /// (the list shrank since the button was made).
+    pub fn of(len: usize, per: usize, wanted: usize) -> Page {
+        let per = per.max(1);
+        let count = len.div_ceil(per).max(1);
+        Page {
+            index: wanted.min(count - 1),
+            count,
+            per,
+        }
+    }
+
+    /// The page entry `n` is on.
+    pub fn containing(n: usize, per: usize) -> usize {
+        n / per.max(1)
+    }
+
+    /// Where this page starts in the list.
+    pub fn first(self) -> usize {
+        self.index * self.per
+    }
+
+    /// This page's entries of `items`.
+    pub fn slice<T>(self, items: &[T]) -> &[T] {
+        let start = self.first().min(items.len());
+        let end = (start + self.per).min(items.len());
+        &items[start..end]
+    }
+
+    /// `Page 2 of 13.`; `None` for a list that fits one page.
+    fn line(self) -> Option<String> {
+        (self.count > 1).then(|| texts::page_of(self.index, self.count))
+    }
+
+    /// ◀ n/N ▶ (round), the middle one going to page `middle`; `None` for a single page.
+    fn row(self, middle: usize, to: impl Fn(usize) -> Button) -> Option<Vec<(String, Button)>> {
+        (self.count > 1).then(|| {
+            vec![
+                ("◀".into(), to((self.index + self.count - 1) % self.count)),
+                (format!("{}/{}", self.index + 1, self.count), to(middle)),
+                ("▶".into(), to((self.index + 1) % self.count)),
+            ]
+        })
+    }
+}
+
+/// A paging button of `list`.
+fn to_page(list: &Paged) -> impl Fn(usize) -> Button + '_ {
+    move |page| Button::Page {
+        of: list.clone(),
+        page,
+    }
+}
+
+/// A label or folder as a list line shows it.
+fn short(s: &str) -> String {
+    crate::outgoing::activity::clip(s, LINE_CHARS)
+}
 
 /// A rendered section: text (plain, with Telegram's `entities` for what is formatted) and rows
 /// of `(label, action)` buttons.
@@ -238,16 +317,24 @@ pub fn instances_of(tx: &Connection) -> Result<Vec<Instance>, StoreError> {
     Ok(list)
 }
 
-/// The overview: the instances (with a switch in classic mode) and the sections.
+/// The overview: the live instances, [`PER_PAGE`] a page (with a switch in classic mode), and
+/// the sections. `page` (from 0), or when `None` the one with the selected instance.
 pub fn main(
     bot: &str,
     instances: &[Instance],
     current: Option<&Instance>,
     waiting: Waiting,
     threaded: bool,
+    page: Option<usize>,
 ) -> View {
     let mut text = format!("pi-telegram for @{bot}.");
     let live: Vec<&Instance> = instances.iter().filter(|i| i.live).collect();
+    let home = live
+        .iter()
+        .position(|i| i.selected)
+        .map_or(0, |n| Page::containing(n, PER_PAGE));
+    let page = Page::of(live.len(), PER_PAGE, page.unwrap_or(home));
+    let shown = page.slice(&live);
     if live.is_empty() {
         text.push_str(
             "\n\nNo pi instance is connected yet. In a terminal where pi runs, type \
@@ -255,9 +342,15 @@ pub fn main(
         );
     } else {
         text.push_str("\n\nConnected pi instances (tap one to send your messages there):");
-        for i in &live {
+        for i in shown {
             let mark = if i.selected { "▶" } else { "•" };
-            text.push_str(&format!("\n{mark} {}: {}", i.label, i.cwd));
+            text.push_str(&format!("\n{mark} {}: {}", short(&i.label), short(&i.cwd)));
+        }
+        if page.count > 1 {
+            text.push_str(&format!(
+                "\n{}",
+                texts::instances_counted(live.len(), page.index, page.count)
+            ));
         }
     }
     if let Some(c) = current {
@@ -280,16 +373,20 @@ pub fn main(
     let id = current.map(|c| c.identity.as_str());
     let mut rows = Vec::new();
     if !threaded {
-        for i in &live {
+        for i in shown {
             let mark = if i.selected { "▶ " } else { "" };
             rows.push(vec![(
-                format!("{mark}{}", i.label),
+                format!("{mark}{}", short(&i.label)),
                 Button::Select {
                     identity: i.identity.clone(),
                 },
             )]);
         }
     }
+    let list = Paged::Main {
+        identity: id.map(str::to_owned),
+    };
+    rows.extend(page.row(home, to_page(&list)));
     if current.is_some() {
         rows.push(vec![
             section(id, Section::Status),
@@ -467,18 +564,15 @@ pub fn models(i: &Instance, list: &ModelList, page: Option<usize>) -> View {
     } else {
         text.push_str(&format!("\n\nAll {n} models pi can use."));
     }
-    let pages = n.div_ceil(MODELS_PER_PAGE).max(1);
     let home = list.current_page();
-    let page = page.unwrap_or(home).min(pages - 1);
-    if pages > 1 {
-        text.push_str(&format!(" Page {} of {pages}.", page + 1));
+    let page = Page::of(n, MODELS_PER_PAGE, page.unwrap_or(home));
+    if let Some(line) = page.line() {
+        text.push_str(&format!(" {line}"));
     }
     let name_count = |name: &str| list.models.iter().filter(|(_, _, m)| m == name).count();
-    let mut rows: Vec<Vec<(String, Button)>> = list
-        .models
+    let mut rows: Vec<Vec<(String, Button)>> = page
+        .slice(&list.models)
         .iter()
-        .skip(page * MODELS_PER_PAGE)
-        .take(MODELS_PER_PAGE)
         .map(|(provider, id, name)| {
             let full = format!("{provider}/{id}");
             let mark = if list.current.as_deref() == Some(full.as_str()) {
@@ -502,22 +596,10 @@ pub fn models(i: &Instance, list: &ModelList, page: Option<usize>) -> View {
             )]
         })
         .collect();
-    if pages > 1 {
-        let to = |label: String, page: usize| {
-            (
-                label,
-                Button::ModelPage {
-                    identity: i.identity.clone(),
-                    page,
-                },
-            )
-        };
-        rows.push(vec![
-            to("◀".into(), (page + pages - 1) % pages),
-            to(format!("{}/{pages}", page + 1), home),
-            to("▶".into(), (page + 1) % pages),
-        ]);
-    }
+    rows.extend(page.row(home, |page| Button::ModelPage {
+        identity: i.identity.clone(),
+        page,
+    }));
     rows.push(back(Some(&i.identity)));
     View::new(text, rows)
 }
@@ -562,13 +644,11 @@ pub fn thinking(i: &Instance, levels: &[String], current: Option<&str>) -> View 
 
 /// How much of a waiting prompt the queue shows.
 const PREVIEW_CHARS: usize = 60;
-/// How many waiting prompts the queue shows.
-const SHOWN: usize = 8;
-
-/// The waiting prompts, each with its controls. A skipped one is struck through and not
-/// counted: it is dropped without a model turn when its turn comes. `held`: after an
-/// `/abort`, they go to pi with the person's next message (`state::Fold`).
-pub fn queue(i: &Instance, waiting: &[Turn], held: bool) -> View {
+/// The waiting prompts, [`PER_PAGE`] a page (`page` from 0, the first when `None`), each with
+/// its controls. A skipped one is struck through and not counted: it is dropped without a
+/// model turn when its turn comes. `held`: after an `/abort`, they go to pi with the person's
+/// next message (`state::Fold`).
+pub fn queue(i: &Instance, waiting: &[Turn], held: bool, page: Option<usize>) -> View {
     let mut text = format!("Waiting for {}: {}", i.label, Waiting::of(waiting).count());
     let mut entities = Vec::new();
     if waiting.is_empty() {
@@ -579,9 +659,11 @@ pub fn queue(i: &Instance, waiting: &[Turn], held: bool) -> View {
              (/next runs them one by one).",
         );
     }
+    let page = Page::of(waiting.len(), PER_PAGE, page.unwrap_or(0));
     let mut rows = Vec::new();
-    for (n, t) in waiting.iter().take(SHOWN).enumerate() {
-        let n = n + 1;
+    for (n, t) in page.slice(waiting).iter().enumerate() {
+        // Numbered in the whole queue: the numbers say where each stands.
+        let n = page.first() + n + 1;
         let lane = if t.lane == Lane::Priority { "⚡ " } else { "" };
         let words = crate::outgoing::activity::clip(&t.text.replace('\n', " "), PREVIEW_CHARS);
         text.push_str(&format!("\n{n}. {lane}"));
@@ -610,9 +692,13 @@ pub fn queue(i: &Instance, waiting: &[Turn], held: bool) -> View {
             op(format!("{n} ✕"), QueueOp::Remove),
         ]);
     }
-    if waiting.len() > SHOWN {
-        text.push_str(&format!("\n… and {} more", waiting.len() - SHOWN));
+    if let Some(line) = page.line() {
+        text.push_str(&format!("\n{line}"));
     }
+    let list = Paged::Queue {
+        identity: i.identity.clone(),
+    };
+    rows.extend(page.row(page.index, to_page(&list)));
     let id = Some(i.identity.as_str());
     rows.push(vec![section(id, Section::Queue), back(id).remove(0)]);
     View {
@@ -792,26 +878,39 @@ fn activity_name(a: Activity) -> &'static str {
     }
 }
 
-/// The instances: in Threaded Mode each with its topic, to pick the one the menu is about.
-pub fn instances(list: &[Instance]) -> View {
+/// The instances, [`PER_PAGE`] a page (`page` from 0, the first when `None`): in Threaded
+/// Mode each with its topic, to pick the one the menu is about.
+pub fn instances(list: &[Instance], page: Option<usize>) -> View {
     let mut text = "pi instances:".to_owned();
-    for i in list {
+    let page = Page::of(list.len(), PER_PAGE, page.unwrap_or(0));
+    let shown = page.slice(list);
+    for i in shown {
         let state = if i.live { "connected" } else { "offline" };
         let topic = i
             .topic
             .as_deref()
-            .map_or_else(String::new, |t| format!(", thread \"{t}\""));
-        text.push_str(&format!("\n• {}: {} ({state}{topic})", i.label, i.cwd));
+            .map_or_else(String::new, |t| format!(", thread \"{}\"", short(t)));
+        text.push_str(&format!(
+            "\n• {}: {} ({state}{topic})",
+            short(&i.label),
+            short(&i.cwd)
+        ));
     }
     if list.is_empty() {
         text.push_str("\nnone yet.");
     }
-    let mut rows: Vec<Vec<(String, Button)>> = list
+    if page.count > 1 {
+        text.push_str(&format!(
+            "\n{}",
+            texts::instances_counted(list.len(), page.index, page.count)
+        ));
+    }
+    let mut rows: Vec<Vec<(String, Button)>> = shown
         .iter()
         .filter(|i| i.live)
         .map(|i| {
             vec![(
-                format!("Menu of {}", i.label),
+                format!("Menu of {}", short(&i.label)),
                 Button::Menu {
                     identity: Some(i.identity.clone()),
                     section: Section::Main,
@@ -819,26 +918,27 @@ pub fn instances(list: &[Instance]) -> View {
             )]
         })
         .collect();
+    rows.extend(page.row(page.index, to_page(&Paged::Instances)));
     rows.push(back(None));
     View::new(text, rows)
 }
 
-/// `/sessions`: pi's saved sessions (`data` of `get_sessions`), each a button to resume it
-/// (not the current one).
-pub fn sessions(identity: &str, data: &Value) -> View {
+/// `/sessions`: pi's saved sessions (`data` of `get_sessions`), [`PER_PAGE`] a page (`page`
+/// from 0, the first when `None`), each a button to resume it (not the current one).
+pub fn sessions(identity: &str, data: &Value, page: Option<usize>) -> View {
     let label = crate::names::label_of(identity);
     let current = data.get("current").and_then(Value::as_str);
-    let list = data
+    let list: Vec<(&str, &Value)> = data
         .get("sessions")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some((s.get("path").and_then(Value::as_str)?, s)))
+        .collect();
+    let page = Page::of(list.len(), PER_PAGE, page.unwrap_or(0));
     let mut text = format!("Saved sessions of pi {label}:");
     let mut rows = Vec::new();
-    for s in &list {
-        let Some(path) = s.get("path").and_then(Value::as_str) else {
-            continue;
-        };
+    for &(path, s) in page.slice(&list) {
         let name = s.get("name").and_then(Value::as_str);
         let first = s
             .get("first_message")
@@ -869,6 +969,13 @@ pub fn sessions(identity: &str, data: &Value) -> View {
     if list.is_empty() {
         text.push_str("\nnone saved yet.");
     }
+    if let Some(line) = page.line() {
+        text.push_str(&format!("\n{line}"));
+    }
+    let paged = Paged::Sessions {
+        identity: identity.to_owned(),
+    };
+    rows.extend(page.row(page.index, to_page(&paged)));
     rows.push(vec![(
         "🆕 New session".into(),
         Button::NewSession {
@@ -920,6 +1027,53 @@ pub fn help(bot: &str, identity: Option<&str>) -> View {
     View::new(crate::outgoing::texts::help(bot), vec![back(identity)])
 }
 
+/// A live pi a waiting turn may be sent to: `(identity, label)`.
+pub type Choice = (String, String);
+
+/// The chooser's buttons for `turn`: "Send to" each of `live`, [`PER_PAGE`] a page (`page`
+/// from 0), with "Move here" beside each in a topic (`thread`). `instead_of`: the pi the turn
+/// waits for (not offered).
+pub fn chooser(
+    turn: i64,
+    live: &[Choice],
+    thread: Option<i64>,
+    instead_of: Option<&str>,
+    page: usize,
+) -> Vec<Vec<(String, Button)>> {
+    let offered: Vec<&Choice> = live
+        .iter()
+        .filter(|(identity, _)| Some(identity.as_str()) != instead_of)
+        .collect();
+    let page = Page::of(offered.len(), PER_PAGE, page);
+    let mut rows: Vec<Vec<(String, Button)>> = page
+        .slice(&offered)
+        .iter()
+        .map(|(identity, label)| {
+            let send = Button::Send {
+                turn,
+                to: identity.clone(),
+                instead_of: instead_of.map(str::to_owned),
+            };
+            let mut row = vec![(format!("Send to {}", short(label)), send)];
+            if let Some(thread) = thread {
+                let here = Button::Move {
+                    turn,
+                    identity: identity.clone(),
+                    thread,
+                };
+                row.push((format!("Move {} here", short(label)), here));
+            }
+            row
+        })
+        .collect();
+    let list = Paged::Chooser {
+        turn,
+        instead_of: instead_of.map(str::to_owned),
+    };
+    rows.extend(page.row(page.index, to_page(&list)));
+    rows
+}
+
 /// The view's buttons as an inline keyboard of owner-bound tokens.
 pub fn buttons_markup(
     tx: &Connection,
@@ -928,21 +1082,28 @@ pub fn buttons_markup(
     view: &View,
     now: i64,
 ) -> Result<Option<Value>, StoreError> {
-    if view.rows.is_empty() {
+    keyboard(tx, clock, owner, &view.rows, now, outbound::BUTTON_TTL_MS)
+}
+
+/// `rows` as an inline keyboard of owner-bound tokens valid for `ttl_ms`; `None` without
+/// buttons.
+pub fn keyboard(
+    tx: &Connection,
+    clock: &Clock,
+    owner: i64,
+    rows_in: &[Vec<(String, Button)>],
+    now: i64,
+    ttl_ms: i64,
+) -> Result<Option<Value>, StoreError> {
+    if rows_in.is_empty() {
         return Ok(None);
     }
     let mut rows = Vec::new();
-    for row in &view.rows {
+    for row in rows_in {
         let mut out = Vec::new();
         for (label, action) in row {
             out.push(outbound::button(
-                tx,
-                clock,
-                owner,
-                label,
-                action,
-                now,
-                outbound::BUTTON_TTL_MS,
+                tx, clock, owner, label, action, now, ttl_ms,
             )?);
         }
         rows.push(Value::Array(out));
@@ -1206,7 +1367,7 @@ mod tests {
             turn(2, "ünïcode 😀 skipped", true, Lane::Normal),
             turn(3, "third", false, Lane::Normal),
         ];
-        let v = queue(&web(), &waiting, false);
+        let v = queue(&web(), &waiting, false, None);
         assert_eq!(
             v.text,
             "Waiting for web: 2, and 1 skipped\n1. ⚡ first\n2. ünïcode 😀 skipped (skipped)\n3. \
@@ -1224,8 +1385,8 @@ mod tests {
         );
         assert_eq!(labels(&v)[1], ["2 ⚡ first", "2 keep", "2 ✕"]);
         assert_eq!(Waiting::of(&waiting).short(), "2 waiting (1 skipped)");
-        assert!(queue(&web(), &[], true).entities.is_empty());
-        let held = queue(&web(), &waiting, true);
+        assert!(queue(&web(), &[], true, None).entities.is_empty());
+        let held = queue(&web(), &waiting, true, None);
         assert!(
             held.text.starts_with(
                 "Waiting for web: 2, and 1 skipped\nAfter your /abort they go to pi with your \
@@ -1236,5 +1397,270 @@ mod tests {
         );
         // The struck words moved with the line before them.
         assert_ne!(held.entities, v.entities);
+    }
+    /// Telegram's limits for a message: its text and its inline keyboard.
+    const TEXT_LIMIT: usize = 4096;
+    const BUTTON_LIMIT: usize = 100;
+
+    /// `n` live instances with long folders, the 150th selected.
+    fn many(n: usize) -> Vec<Instance> {
+        (0..n)
+            .map(|k| Instance {
+                identity: format!("/home/someone/projects/a-rather-long-folder-name/pi-{k:03}"),
+                label: format!("pi-{k:03}"),
+                cwd: format!("/home/someone/projects/a-rather-long-folder-name/pi-{k:03}"),
+                live: true,
+                busy: false,
+                selected: k == 150,
+                topic: Some(format!("pi-{k:03} · a-rather-long-folder-name")),
+            })
+            .collect()
+    }
+
+    /// Every page of a paged list through `view(page)`, checked against Telegram's limits;
+    /// also that ▶ leads from each page to the next and round to the first.
+    fn pages_of(view: impl Fn(usize) -> View, paged: impl Fn(&Button) -> bool) -> Vec<View> {
+        let first = view(0);
+        let count = first
+            .rows
+            .iter()
+            .flatten()
+            .filter(|(_, b)| paged(b))
+            .find_map(|(l, _)| l.split_once('/').and_then(|(_, n)| n.parse::<usize>().ok()))
+            .unwrap();
+        let all: Vec<View> = (0..count).map(&view).collect();
+        for (k, v) in all.iter().enumerate() {
+            assert!(
+                v.text.chars().count() <= TEXT_LIMIT,
+                "page {k}: {}",
+                v.text.len()
+            );
+            let buttons = v.rows.iter().map(Vec::len).sum::<usize>();
+            assert!(buttons <= BUTTON_LIMIT, "page {k}: {buttons} buttons");
+            assert!(v.rows.len() <= 15, "page {k}: {} rows", v.rows.len());
+            let next = v.rows.iter().flatten().find(|(l, _)| l == "▶").unwrap();
+            match &next.1 {
+                Button::Page { page, .. } => assert_eq!(*page, (k + 1) % count),
+                other => panic!("{other:?}"),
+            }
+            let previous = v.rows.iter().flatten().find(|(l, _)| l == "◀").unwrap();
+            match &previous.1 {
+                Button::Page { page, .. } => assert_eq!(*page, (k + count - 1) % count),
+                other => panic!("{other:?}"),
+            }
+        }
+        all
+    }
+
+    /// Each of `expected` once in all pages' `found`.
+    fn exactly_once(found: Vec<String>, expected: &[String]) {
+        let mut sorted = found.clone();
+        sorted.sort();
+        let mut want = expected.to_vec();
+        want.sort();
+        assert_eq!(sorted, want, "found {} entries", found.len());
+    }
+
+    fn is_page(b: &Button) -> bool {
+        matches!(b, Button::Page { .. })
+    }
+
+    #[test]
+    fn the_main_menu_pages_200_instances_and_opens_at_the_selected_one() {
+        let list = many(200);
+        let view = |page| {
+            main(
+                "bot",
+                &list,
+                Some(&list[150]),
+                Waiting::default(),
+                false,
+                Some(page),
+            )
+        };
+        let all = pages_of(view, is_page);
+        assert_eq!(all.len(), 200usize.div_ceil(PER_PAGE));
+        let identities: Vec<String> = list.iter().map(|i| i.identity.clone()).collect();
+        let selects = all
+            .iter()
+            .flat_map(|v| v.rows.iter().flatten())
+            .filter_map(|(_, b)| match b {
+                Button::Select { identity } => Some(identity.clone()),
+                _ => None,
+            })
+            .collect();
+        exactly_once(selects, &identities);
+        let lines = all
+            .iter()
+            .flat_map(|v| v.text.lines())
+            .filter_map(|l| l.strip_prefix("• ").or_else(|| l.strip_prefix("▶ ")))
+            .map(|l| l.split_once(": ").unwrap().1.to_owned())
+            .collect();
+        exactly_once(lines, &identities);
+        // Opened without a page, the menu shows the selected instance's page.
+        let home = main(
+            "bot",
+            &list,
+            Some(&list[150]),
+            Waiting::default(),
+            false,
+            None,
+        );
+        assert_eq!(home, all[150 / PER_PAGE]);
+        assert!(home.text.contains("\n▶ pi-150: "), "{}", home.text);
+        assert!(home.text.contains("200 pi instances. Page 19 of 25."));
+        // In Threaded Mode there is no switch, and the list still pages.
+        let threaded = main("bot", &list, None, Waiting::default(), true, Some(3));
+        assert!(
+            threaded
+                .rows
+                .iter()
+                .flatten()
+                .all(|(_, b)| !matches!(b, Button::Select { .. }))
+        );
+        assert!(threaded.text.contains("pi-024:"), "{}", threaded.text);
+    }
+
+    #[test]
+    fn a_short_list_has_no_page_buttons() {
+        let list = many(PER_PAGE);
+        let v = main("bot", &list, None, Waiting::default(), false, None);
+        assert!(!v.rows.iter().flatten().any(|(_, b)| is_page(b)));
+        assert!(!v.text.contains("Page"));
+        assert_eq!(v.text.matches("\n• ").count(), PER_PAGE);
+    }
+
+    #[test]
+    fn the_instances_section_pages_200_instances() {
+        let list = many(200);
+        let all = pages_of(|page| instances(&list, Some(page)), is_page);
+        let identities: Vec<String> = list.iter().map(|i| i.identity.clone()).collect();
+        let menus = all
+            .iter()
+            .flat_map(|v| v.rows.iter().flatten())
+            .filter_map(|(_, b)| match b {
+                Button::Menu {
+                    identity: Some(i), ..
+                } => Some(i.clone()),
+                _ => None,
+            })
+            .collect();
+        exactly_once(menus, &identities);
+        // A page past the end (the list shrank) shows the last.
+        assert_eq!(instances(&list, Some(999)), all[all.len() - 1]);
+    }
+
+    #[test]
+    fn the_queue_pages_200_waiting_prompts_numbered_in_the_whole_queue() {
+        let long = "a long prompt ".repeat(40);
+        let waiting: Vec<Turn> = (0..200)
+            .map(|n| turn(n, &format!("{n}: {long}"), n % 7 == 0, Lane::Normal))
+            .collect();
+        let all = pages_of(|page| queue(&web(), &waiting, true, Some(page)), is_page);
+        let removes = all
+            .iter()
+            .flat_map(|v| v.rows.iter().flatten())
+            .filter_map(|(_, b)| match b {
+                Button::Queue {
+                    turn,
+                    op: QueueOp::Remove,
+                } => Some(turn.to_string()),
+                _ => None,
+            })
+            .collect();
+        let ids: Vec<String> = (0..200).map(|n: i64| n.to_string()).collect();
+        exactly_once(removes, &ids);
+        assert!(all[2].text.contains("\n17. 16: a long"), "{}", all[2].text);
+        assert_eq!(labels(&all[2])[0], ["17 ⚡ first", "17 skip", "17 ✕"]);
+        // Struck words stay on their own words.
+        for v in &all {
+            for e in &v.entities {
+                let offset = e["offset"].as_u64().unwrap() as usize;
+                let units: Vec<u16> = v.text.encode_utf16().collect();
+                let struck = String::from_utf16(&units[offset..offset + 5]).unwrap();
+                assert!(struck.chars().next().unwrap().is_ascii_digit(), "{struck}");
+            }
+        }
+    }
+
+    #[test]
+    fn sessions_page_200_saved_sessions() {
+        let sessions: Vec<Value> = (0..200)
+            .map(|n| {
+                json!({
+                    "path": format!("/s/{n}.jsonl"),
+                    "first_message": format!("session {n} {}", "words ".repeat(30)),
+                    "modified_ms": 1_700_000_000_000i64 + n,
+                })
+            })
+            .collect();
+        let data = json!({ "current": "/s/5.jsonl", "sessions": sessions });
+        let all = pages_of(|page| super::sessions("/w/web", &data, Some(page)), is_page);
+        let resumes = all
+            .iter()
+            .flat_map(|v| v.rows.iter().flatten())
+            .filter_map(|(_, b)| match b {
+                Button::Resume { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let paths: Vec<String> = (0..200)
+            .filter(|n| *n != 5)
+            .map(|n| format!("/s/{n}.jsonl"))
+            .collect();
+        exactly_once(resumes, &paths);
+        let listed = all
+            .iter()
+            .flat_map(|v| v.text.lines())
+            .filter(|l| l.starts_with("• "));
+        assert_eq!(listed.count(), 200);
+        assert!(
+            all.iter()
+                .all(|v| labels(v).last().unwrap() == &["🆕 New session"])
+        );
+    }
+
+    #[test]
+    fn the_chooser_pages_200_pi_and_leaves_out_the_one_waited_for() {
+        let live: Vec<Choice> = many(200)
+            .into_iter()
+            .map(|i| (i.identity, i.label))
+            .collect();
+        let identities: Vec<String> = live.iter().map(|(i, _)| i.clone()).collect();
+        let view = |thread: Option<i64>| {
+            let live = live.clone();
+            move |page| View::new(String::new(), chooser(7, &live, thread, None, page))
+        };
+        let sends = |all: &[View]| -> Vec<String> {
+            all.iter()
+                .flat_map(|v| v.rows.iter().flatten())
+                .filter_map(|(_, b)| match b {
+                    Button::Send { turn: 7, to, .. } => Some(to.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        exactly_once(sends(&pages_of(view(None), is_page)), &identities);
+        // In a topic every pi also has "Move here": still within the limits.
+        let topic = pages_of(view(Some(41)), is_page);
+        exactly_once(sends(&topic), &identities);
+        assert_eq!(labels(&topic[0])[0], ["Send to pi-000", "Move pi-000 here"]);
+        // Offered instead of a pi that is away: every other pi, and the paging keeps that.
+        let away = &identities[3];
+        let instead: Vec<View> = (0..25)
+            .map(|page| View::new(String::new(), chooser(7, &live, None, Some(away), page)))
+            .collect();
+        let others: Vec<String> = identities.iter().filter(|i| *i != away).cloned().collect();
+        exactly_once(sends(&instead), &others);
+        assert_eq!(
+            instead[0].rows.last().unwrap()[2].1,
+            Button::Page {
+                of: Paged::Chooser {
+                    turn: 7,
+                    instead_of: Some(away.clone())
+                },
+                page: 1
+            }
+        );
     }
 }

@@ -379,6 +379,21 @@ pub fn enable_tip() -> String {
         .to_owned()
 }
 
+/// Where a paged list is: `Page 2 of 13.` (`page` counted from 0).
+pub fn page_of(page: usize, pages: usize) -> String {
+    format!("Page {} of {pages}.", page + 1)
+}
+
+/// What a tap on a paging button is told: `Page 3` (`page` counted from 0).
+pub fn page_number(page: usize) -> String {
+    format!("Page {}", page + 1)
+}
+
+/// The count a paged list of instances starts with when it has more than one page.
+pub fn instances_counted(n: usize, page: usize, pages: usize) -> String {
+    format!("{n} pi instances. {}", page_of(page, pages))
+}
+
 /// The first message in an instance's topic.
 pub fn thread_greeting(label: &str, cwd: &str, fresh: bool, delivered: usize) -> String {
     let mut t = if fresh {

@@ -17,6 +17,8 @@ use crate::world::{Bot, Chat, TopicState, World};
 
 /// Telegram's limit for message text, in UTF-16 code units after entity parsing.
 pub const MAX_TEXT: usize = 4096;
+/// The most buttons an inline keyboard may have.
+pub const MAX_INLINE_BUTTONS: usize = 100;
 /// Telegram's limit for captions.
 pub const MAX_CAPTION: usize = 1024;
 /// `callback_data` limit in bytes.
@@ -226,6 +228,7 @@ pub fn reply_markup(p: &Params, inline_only: bool) -> Result<Option<Value>, ApiE
         let rows = rows
             .as_array()
             .ok_or_else(|| ApiError::bad_request("field \"inline_keyboard\" must be an Array"))?;
+        let mut buttons = 0;
         for row in rows {
             let row = row.as_array().ok_or_else(|| {
                 ApiError::bad_request("field \"inline_keyboard\" must be an Array of Array")
@@ -233,6 +236,11 @@ pub fn reply_markup(p: &Params, inline_only: bool) -> Result<Option<Value>, ApiE
             for button in row {
                 check_inline_button(button)?;
             }
+            buttons += row.len();
+        }
+        // Telegram refuses a keyboard of more than 100 buttons in all.
+        if buttons > MAX_INLINE_BUTTONS {
+            return Err(ApiError::bad_request("reply markup is too long"));
         }
         return Ok(Some(markup));
     }

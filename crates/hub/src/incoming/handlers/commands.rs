@@ -240,7 +240,7 @@ fn open_menu(
     let chat = msg.chat_id().unwrap_or_default();
     let identity = target_identity(say.tx, chat, msg.thread_id())?;
     let owner = msg.from_id().unwrap_or(chat);
-    match render_local(say, owner, identity.as_deref(), section)? {
+    match render_local(say, owner, identity.as_deref(), section, None)? {
         Some((view, markup)) => {
             say.reply_formatted(
                 msg,
@@ -267,13 +267,15 @@ fn open_menu(
     Ok(menu_outcome(section))
 }
 
-/// A menu section that needs nothing from pi, rendered now: `(view, its buttons)`. `None` for
-/// the sections pi reports (status, model, thinking).
+/// A menu section that needs nothing from pi, rendered now: `(view, its buttons)`, a long
+/// list at `page` (`None`: where it opens). `None` for the sections pi reports (status,
+/// model, thinking).
 pub(super) fn render_local(
     say: &Say<'_>,
     owner: i64,
     identity: Option<&str>,
     section: Section,
+    page: Option<usize>,
 ) -> Result<Option<(menu::View, Option<Value>)>, StoreError> {
     let tx = say.tx;
     let list = menu::instances_of(tx)?;
@@ -291,11 +293,13 @@ pub(super) fn render_local(
             current.as_ref(),
             menu::Waiting::of(&waiting),
             crate::state::threaded(tx)?,
+            page,
         ),
         (Section::Queue, Some(c)) => menu::queue(
             c,
             &waiting,
             crate::state::fold_of(tx, &c.identity)?.is_some(),
+            page,
         ),
         (Section::Settings, _) => {
             let settings = crate::assistant::Watched::new(
@@ -305,7 +309,7 @@ pub(super) fn render_local(
             .current();
             menu::settings(identity, &settings)
         }
-        (Section::Instances, _) => menu::instances(&list),
+        (Section::Instances, _) => menu::instances(&list, page),
         (Section::Help, _) => menu::help(&say.ctx.bot_username, identity),
         (Section::Status | Section::Model | Section::Thinking, Some(c)) if c.live => {
             return Ok(None);

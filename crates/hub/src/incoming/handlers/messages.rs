@@ -1,6 +1,5 @@
 //! An owner message becomes a turn for the pi it belongs to.
 
-use serde_json::json;
 use store::instances::InstanceRow;
 use store::journal::Outcome;
 use store::outbox::Purpose;
@@ -10,10 +9,9 @@ use store::{Connection, StoreError, instances, kv, routes};
 use telegram::view::MessageView;
 
 use super::{Say, gather};
-use crate::buttons::Button;
 use crate::names::{folder_of, label_of};
-use crate::outgoing::outbound;
 use crate::outgoing::texts;
+use crate::outgoing::{menu, outbound};
 use crate::pi::inbound;
 use crate::state::{self, HELD_NOTICE, SELECTED, waits_notice_key};
 
@@ -219,28 +217,19 @@ fn waits(
         }
         return Ok(Outcome::QueuedWaits);
     }
-    let mut rows = Vec::new();
-    for o in others {
-        let action = Button::Send {
-            turn,
-            to: o.identity.clone(),
-            instead_of: Some(identity.to_owned()),
-        };
-        rows.push(json!([outbound::button(
-            tx,
-            &ctx.clock,
-            owner,
-            &format!("Send to {}", o.label),
-            &action,
-            ctx.now_ms,
-            outbound::QUESTION_TTL_MS,
-        )?]));
-    }
-    let markup = json!({ "inline_keyboard": rows });
+    let rows = menu::chooser(turn, &choices(live), None, Some(identity), 0);
+    let markup = menu::keyboard(
+        tx,
+        &ctx.clock,
+        owner,
+        &rows,
+        ctx.now_ms,
+        outbound::QUESTION_TTL_MS,
+    )?;
     say.reply(
         msg,
         &texts::waits_for(&label, folder, true),
-        Some(markup),
+        markup,
         &Purpose::ReplyWaits,
     )?;
     Ok(Outcome::QueuedWaits)
@@ -256,40 +245,30 @@ fn choose(
 ) -> Result<Outcome, StoreError> {
     let (tx, ctx) = (say.tx, say.ctx);
     let owner = msg.from_id().or(msg.chat_id()).unwrap_or_default();
-    let mut rows = Vec::new();
-    for i in live {
-        let send = Button::Send {
-            turn,
-            to: i.identity.clone(),
-            instead_of: None,
-        };
-        let ttl = outbound::QUESTION_TTL_MS;
-        let label = format!("Send to {}", i.label);
-        let mut row = vec![outbound::button(
-            tx, &ctx.clock, owner, &label, &send, ctx.now_ms, ttl,
-        )?];
-        if let Some(thread) = msg.thread_id() {
-            let here = Button::Move {
-                turn,
-                identity: i.identity.clone(),
-                thread,
-            };
-            let label = format!("Move {} here", i.label);
-            row.push(outbound::button(
-                tx, &ctx.clock, owner, &label, &here, ctx.now_ms, ttl,
-            )?);
-        }
-        rows.push(json!(row));
-    }
+    let rows = menu::chooser(turn, &choices(live), msg.thread_id(), None, 0);
+    let markup = menu::keyboard(
+        tx,
+        &ctx.clock,
+        owner,
+        &rows,
+        ctx.now_ms,
+        outbound::QUESTION_TTL_MS,
+    )?;
     let text = if msg.thread_id().is_some() {
         texts::unbound_topic()
     } else {
         texts::main_chat_chooser()
     };
-    let markup = json!({ "inline_keyboard": rows });
     // The message waits for this choice: without the question it would wait unseen.
-    say.reply_to_prompt(msg, &text, Some(markup), &Purpose::ReplyChooser)?;
+    say.reply_to_prompt(msg, &text, markup, &Purpose::ReplyChooser)?;
     Ok(Outcome::Chooser)
+}
+
+/// The live pi as the chooser offers them.
+pub(super) fn choices(live: &[InstanceRow]) -> Vec<menu::Choice> {
+    live.iter()
+        .map(|i| (i.identity.clone(), i.label.clone()))
+        .collect()
 }
 
 /// A turn for the first pi that connects: the person is told no pi is there.

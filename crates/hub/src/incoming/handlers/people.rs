@@ -15,7 +15,7 @@ use store::{Connection, StoreError, callbacks, instances, turns};
 use telegram::view::{MessageView, UpdateKind, UpdateView};
 
 use super::{HandlerCtx, Say, commands, messages, queue, taps};
-use crate::buttons::{Button, Section};
+use crate::buttons::{Button, Paged, Section};
 use crate::config::ConfigFile;
 use crate::outgoing::outbound;
 use crate::outgoing::texts::people as words;
@@ -321,6 +321,13 @@ pub(super) fn may_tap(
         // The queue's buttons show everyone's prompts: a member's queue is their reactions
         // and edits.
         (Role::Member, Button::Send { turn, .. }) => own(*turn)?,
+        (
+            Role::Member,
+            Button::Page {
+                of: Paged::Chooser { turn, .. },
+                ..
+            },
+        ) => own(*turn)?,
         (Role::Member, Button::Prompt { .. } | Button::Stale { .. }) => true,
         (
             Role::Member,

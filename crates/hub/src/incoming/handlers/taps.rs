@@ -13,9 +13,10 @@ use threads::events;
 
 use super::commands::render_local;
 use super::{Say, menu_outcome};
-use crate::buttons::{Button, DialogChoice, QueueOp, Section};
+use crate::buttons::{Button, DialogChoice, Paged, QueueOp, Section};
 use crate::config::ConfigFile;
 use crate::names::label_of;
+use crate::outgoing::menu::{self, Page};
 use crate::outgoing::outbound;
 use crate::outgoing::texts;
 use crate::state::{self, SELECTED};
@@ -227,7 +228,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
         Button::Stop { turn } => stop_turn(say, at, *turn),
         Button::Retention { topics, delete } => retention(say, at, topics, *delete),
         Button::Menu { identity, section } => {
-            menu_section(say, at, identity.as_deref(), *section, None)
+            menu_section(say, at, identity.as_deref(), *section, None, None)
         }
         Button::Model {
             identity,
@@ -235,6 +236,7 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
             id,
         } => model(say, at, identity, provider, id),
         Button::ModelPage { identity, page } => model_page(say, at, identity, *page),
+        Button::Page { of, page } => list_page(say, at, of, *page),
         Button::Thinking { identity, level } => thinking(say, at, identity, level),
         Button::Queue { turn, op } => queue(say, at, *turn, *op),
         Button::Setting { key, value } => setting(say, at, key, value),
@@ -278,7 +280,7 @@ fn select(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap,
         ),
     };
     // The menu shows the selection and the instances as they are now.
-    let edit = render_local(say, at.owner, Some(identity), Section::Main)?.map(Edit::menu);
+    let edit = render_local(say, at.owner, Some(identity), Section::Main, None)?.map(Edit::menu);
     Ok(tap.with_edit(edit))
 }
 
@@ -540,8 +542,74 @@ fn model_page(
         identity,
         PiControl::ModelPage,
         &json!({ "section": Section::Model, "page": page }),
-        &format!("Page {}", page + 1),
+        &texts::page_number(page),
     )
+}
+
+/// Another page of a long list, shown in the tapped message as the list is now.
+fn list_page(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    list: &Paged,
+    page: usize,
+) -> Result<Tap, StoreError> {
+    let (identity, section) = match list {
+        Paged::Main { identity } => (identity.as_deref(), Section::Main),
+        Paged::Instances => (None, Section::Instances),
+        Paged::Queue { identity } => (Some(identity.as_str()), Section::Queue),
+        Paged::Sessions { identity } => {
+            return pi_control(
+                say,
+                at,
+                identity,
+                PiControl::Sessions,
+                &json!({ "page": page }),
+                &texts::page_number(page),
+            );
+        }
+        Paged::Chooser { turn, instead_of } => {
+            return chooser_page(say, at, *turn, instead_of.as_deref(), page);
+        }
+    };
+    let answer = Some(texts::page_number(page));
+    menu_section(say, at, identity, section, answer, Some(page))
+}
+
+/// Another page of a chooser: new buttons, the same question; a chooser whose turn went
+/// somewhere already says so.
+fn chooser_page(
+    say: &mut Say<'_>,
+    at: &Tapped<'_, '_>,
+    turn: i64,
+    instead_of: Option<&str>,
+    page: usize,
+) -> Result<Tap, StoreError> {
+    let tx = say.tx;
+    let waiting = turns::get(tx, turn)?
+        .filter(|t| t.state == turns::TurnState::Queued && t.identity.as_deref() == instead_of);
+    if waiting.is_none() {
+        let went = turns::get(tx, turn)?
+            .and_then(|t| t.identity)
+            .map(|i| label_of(&i));
+        return Ok(
+            Tap::answer(texts::already_sent(went.as_deref()), Outcome::SendTaken)
+                .with_edit(at.settled(texts::chosen_before(went.as_deref())))
+                .replayed_as(texts::already_sent(went.as_deref())),
+        );
+    }
+    let live = super::messages::choices(&instances::live(tx)?);
+    let rows = menu::chooser(turn, &live, at.thread_id(), instead_of, page);
+    let markup = menu::keyboard(
+        tx,
+        &say.ctx.clock,
+        at.owner,
+        &rows,
+        say.ctx.now_ms,
+        outbound::QUESTION_TTL_MS,
+    )?;
+    let mut tap = Tap::answer(texts::page_number(page), Outcome::Chooser);
+    tap.restyle = markup;
+    Ok(tap)
 }
 
 /// Sets an instance's thinking level.
@@ -586,8 +654,22 @@ fn queue(
     } else {
         texts::queue_too_late()
     };
-    // The queue view again, as it is now.
-    menu_section(say, at, t.identity.as_deref(), Section::Queue, Some(answer))
+    // The queue view again, as it is now, at the page that shows the turn (if still there).
+    let page = match t.identity.as_deref() {
+        Some(identity) => turns::queue_of(tx, identity)?
+            .iter()
+            .position(|w| w.id == t.id)
+            .map(|n| Page::containing(n, menu::PER_PAGE)),
+        None => None,
+    };
+    menu_section(
+        say,
+        at,
+        t.identity.as_deref(),
+        Section::Queue,
+        Some(answer),
+        page,
+    )
 }
 
 /// Writes a setting of the Settings menu to telegram.json, and shows the settings again.
@@ -644,6 +726,7 @@ fn setting(
         identity.as_deref(),
         Section::Settings,
         Some(answer),
+        None,
     )
 }
 
@@ -804,10 +887,11 @@ fn menu_section(
     identity: Option<&str>,
     section: Section,
     answer: Option<String>,
+    page: Option<usize>,
 ) -> Result<Tap, StoreError> {
     let answer = answer.unwrap_or_default();
     let outcome = menu_outcome(section);
-    if let Some(shown) = render_local(say, at.owner, identity, section)? {
+    if let Some(shown) = render_local(say, at.owner, identity, section, page)? {
         return Ok(Tap::answer(answer, outcome).with_edit(Some(Edit::menu(shown))));
     }
     say.control(controls::NewControl {
@@ -833,6 +917,8 @@ enum PiControl {
     Compact,
     NewSession,
     SwitchSession,
+    /// Another page of `/sessions` (pi is asked for them again).
+    Sessions,
 }
 
 impl PiControl {
@@ -845,6 +931,7 @@ impl PiControl {
             Self::Compact => "compact",
             Self::NewSession => "new_session",
             Self::SwitchSession => "switch_session",
+            Self::Sessions => "sessions",
         }
     }
 
@@ -856,6 +943,7 @@ impl PiControl {
             Self::Compact => Outcome::ControlCompact,
             Self::NewSession => Outcome::ControlNewSession,
             Self::SwitchSession => Outcome::ControlSwitchSession,
+            Self::Sessions => Outcome::CommandSessions,
         }
     }
 }

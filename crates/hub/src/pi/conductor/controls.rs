@@ -307,11 +307,7 @@ impl Job {
             .and_then(|s| serde_json::from_value::<Section>(s.clone()).ok());
         crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
         let section = section.unwrap_or(Section::Main);
-        let page = c
-            .params
-            .get("page")
-            .and_then(Value::as_u64)
-            .and_then(|p| usize::try_from(p).ok());
+        let page = page_param(c);
         Outcome::Answered {
             section: Some(section),
             headline: None,
@@ -444,6 +440,7 @@ impl Job {
     async fn sessions(&self, c: &Control) -> Outcome {
         crashpoint::hit(crashpoint::CrashPoint::ControlBeforeEffect);
         let identity = c.identity.clone().unwrap_or_default();
+        let page = page_param(c);
         let answer = self.ask(Request::Sessions, ASK_TIMEOUT).await;
         Outcome::Shown(match answer {
             Ok(mut v) => {
@@ -459,7 +456,7 @@ impl Job {
                         s["first_message"] = Value::String(words);
                     }
                 }
-                menu::sessions(&identity, &v)
+                menu::sessions(&identity, &v, page)
             }
             Err(e) => View::new(
                 texts::pi_did_not_answer(&label_of(&identity), &e),
@@ -669,9 +666,18 @@ fn render(
                 Some(&instance),
                 waiting,
                 crate::state::threaded(tx)?,
+                None,
             )
         }
     })
+}
+
+/// The page of a long list a control asks for (`None`: where the list opens).
+fn page_param(c: &Control) -> Option<usize> {
+    c.params
+        .get("page")
+        .and_then(Value::as_u64)
+        .and_then(|p| usize::try_from(p).ok())
 }
 
 fn back_to_menu(c: &Control, text: String) -> View {
