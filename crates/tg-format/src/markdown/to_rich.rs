@@ -256,7 +256,8 @@ fn link_target(url: &str, ctx: Ctx) -> Option<String> {
 }
 
 /// The inlines in the order they reach the output: a link written as its bare content gives
-/// that content in its place. Code spans that then touch are one span: Markdown cannot write
+/// that content in its place, and what writes nothing (empty text, empty code, empty
+/// formatting) is left out. Code spans that then touch are one span: Markdown cannot write
 /// two side by side, the closing fence of one and the opening fence of the next would be a
 /// single backtick run (`` `a``b` `` is one span, not two), and one monospace run shows the
 /// same.
@@ -267,6 +268,9 @@ fn as_written(inlines: &[Inline], ctx: Ctx) -> Vec<Cow<'_, Inline>> {
                 Inline::Link { url, content } if link_target(url, ctx).is_none() => {
                     splice(content, ctx, flat);
                 }
+                // Written as nothing, it would not keep code spans on either side apart.
+                Inline::Text(t) | Inline::Code(t) if t.is_empty() => {}
+                Inline::Emph(c) | Inline::Strong(c) | Inline::Strike(c) if c.is_empty() => {}
                 Inline::Code(t) => match flat.last_mut() {
                     Some(last) if matches!(**last, Inline::Code(_)) => {
                         if let Inline::Code(previous) = last.to_mut() {
@@ -477,6 +481,16 @@ mod tests {
         let out = rich("`a`\u{2028}`` ` ``");
         assert_eq!(out, "`` a` ``");
         assert_eq!(code_read_back(&out), ["a`"]);
+    }
+
+    /// Found by the markdown fuzz target: a link's text that cleaning emptied (a U+2028 in
+    /// a link that is no rich target) stayed between two code spans as an empty text, which
+    /// writes nothing, and the spans' fences merged.
+    #[test]
+    fn code_spans_with_only_emptied_text_between_are_one_span() {
+        let out = rich("`a`[\u{2028}`c`](./x)");
+        assert_eq!(out, "`ac`");
+        assert_eq!(code_read_back(&out), ["ac"]);
     }
 
     #[test]
