@@ -6,6 +6,8 @@
 //! HTML tags the dialect accepts (`<b>`, `<i>`, `<s>`), which have no flanking rules to trip
 //! over (`a**"b"**c` is not bold in Markdown, `a<b>"b"</b>c` is).
 
+use std::borrow::Cow;
+
 use super::doc::{Align, Block, IMAGE_MARK, Inline, Item, Table, rich_target};
 use super::layout::{clean_lang, grid};
 
@@ -243,9 +245,47 @@ struct Ctx {
 }
 
 fn inline_all(out: &mut String, inlines: &[Inline], ctx: Ctx) {
-    for i in inlines {
-        inline(out, i, ctx);
+    for i in as_written(inlines, ctx) {
+        inline(out, &i, ctx);
     }
+}
+
+/// Where a link leads in rich Markdown, if it is written as a link at all.
+fn link_target(url: &str, ctx: Ctx) -> Option<String> {
+    rich_target(url).filter(|_| !ctx.in_link)
+}
+
+/// The inlines in the order they reach the output: a link written as its bare content gives
+/// that content in its place, and what writes nothing (empty text, empty code, empty
+/// formatting) is left out. Code spans that then touch are one span: Markdown cannot write
+/// two side by side, the closing fence of one and the opening fence of the next would be a
+/// single backtick run (`` `a``b` `` is one span, not two), and one monospace run shows the
+/// same.
+fn as_written(inlines: &[Inline], ctx: Ctx) -> Vec<Cow<'_, Inline>> {
+    fn splice<'a>(inlines: &'a [Inline], ctx: Ctx, flat: &mut Vec<Cow<'a, Inline>>) {
+        for i in inlines {
+            match i {
+                Inline::Link { url, content } if link_target(url, ctx).is_none() => {
+                    splice(content, ctx, flat);
+                }
+                // Written as nothing, it would not keep code spans on either side apart.
+                Inline::Text(t) | Inline::Code(t) if t.is_empty() => {}
+                Inline::Emph(c) | Inline::Strong(c) | Inline::Strike(c) if c.is_empty() => {}
+                Inline::Code(t) => match flat.last_mut() {
+                    Some(last) if matches!(**last, Inline::Code(_)) => {
+                        if let Inline::Code(previous) = last.to_mut() {
+                            previous.push_str(t);
+                        }
+                    }
+                    _ => flat.push(Cow::Borrowed(i)),
+                },
+                _ => flat.push(Cow::Borrowed(i)),
+            }
+        }
+    }
+    let mut flat = Vec::with_capacity(inlines.len());
+    splice(inlines, ctx, &mut flat);
+    flat
 }
 
 fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
@@ -258,7 +298,7 @@ fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
         Inline::Emph(c) => tagged(out, "i", c, ctx),
         Inline::Strong(c) => tagged(out, "b", c, ctx),
         Inline::Strike(c) => tagged(out, "s", c, ctx),
-        Inline::Link { url, content } => match rich_target(url).filter(|_| !ctx.in_link) {
+        Inline::Link { url, content } => match link_target(url, ctx) {
             Some(target) => {
                 out.push('[');
                 inline_all(
@@ -277,7 +317,7 @@ fn inline(out: &mut String, i: &Inline, ctx: Ctx) {
         },
         Inline::Image { url, alt } => {
             let text = format!("{IMAGE_MARK}{}", if alt.is_empty() { url } else { alt });
-            match rich_target(url).filter(|_| !ctx.in_link) {
+            match link_target(url, ctx) {
                 Some(target) => {
                     out.push('[');
                     escape_into(out, &text, false);
@@ -413,6 +453,44 @@ mod tests {
         );
         assert_eq!(rich("- [ ] \n  - sub\n"), "- [ ]\n  - sub");
         assert_eq!(rich("- [x] done\n"), "- [x] done");
+    }
+
+    /// The code spans a Markdown reader finds in `rich`.
+    fn code_read_back(rich: &str) -> Vec<String> {
+        pulldown_cmark::Parser::new(rich)
+            .filter_map(|e| match e {
+                pulldown_cmark::Event::Code(t) => Some(t.into_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Found by the markdown fuzz target: two code spans with nothing written between them
+    /// (a link that is no rich target is written as its bare content; a U+2028 between them
+    /// is removed as Telegram removes it) had their fences read as one backtick run, which
+    /// showed backticks that are not in the text.
+    #[test]
+    fn code_spans_that_touch_are_one_span() {
+        let out = rich("[`a()`](https:)`. b[`");
+        assert_eq!(out, "`a(). b[`");
+        assert_eq!(code_read_back(&out), ["a(). b["]);
+        assert_eq!(code_read_back(&rich("`a`[`b`](./relative)")), ["ab"]);
+        let out = rich("> a `b`\u{2028}` ``` ` c\n");
+        assert_eq!(out, "> a ```` b``` ```` c");
+        assert_eq!(code_read_back(&out), ["b```"]);
+        let out = rich("`a`\u{2028}`` ` ``");
+        assert_eq!(out, "`` a` ``");
+        assert_eq!(code_read_back(&out), ["a`"]);
+    }
+
+    /// Found by the markdown fuzz target: a link's text that cleaning emptied (a U+2028 in
+    /// a link that is no rich target) stayed between two code spans as an empty text, which
+    /// writes nothing, and the spans' fences merged.
+    #[test]
+    fn code_spans_with_only_emptied_text_between_are_one_span() {
+        let out = rich("`a`[\u{2028}`c`](./x)");
+        assert_eq!(out, "`ac`");
+        assert_eq!(code_read_back(&out), ["ac"]);
     }
 
     #[test]
