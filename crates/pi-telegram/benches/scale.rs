@@ -70,8 +70,7 @@ fn main() {
         }
     }
     println!(
-        "\n{} pi answering at once; {}",
-        "scripted",
+        "\nscripted pi answering at once; {}",
         if limits {
             "tg-fake's flood limits on, the hub's own pacing"
         } else {
@@ -105,7 +104,13 @@ fn main() {
     }
 }
 
-fn run(rt: &tokio::runtime::Runtime, mode: &'static str, n: usize, limits: bool, idle: Duration) -> Row {
+fn run(
+    rt: &tokio::runtime::Runtime,
+    mode: &'static str,
+    n: usize,
+    limits: bool,
+    idle: Duration,
+) -> Row {
     let threaded = mode == "threaded";
     let fake = rt
         .block_on(FakeServer::start(FakeConfig {
@@ -119,7 +124,8 @@ fn run(rt: &tokio::runtime::Runtime, mode: &'static str, n: usize, limits: bool,
         .unwrap();
     let owner = tg_fake::DEFAULT_USER_ID;
     let dir = tempfile::tempdir().unwrap();
-    let mut profile = json!({ "botToken": TOKEN, "allowedUserId": owner, "apiBase": fake.base_url() });
+    let mut profile =
+        json!({ "botToken": TOKEN, "allowedUserId": owner, "apiBase": fake.base_url() });
     if !limits {
         profile["pacing"] = json!({ "perChatPerSec": 100000.0, "perChatBurst": 100000,
             "globalPerSec": 100000.0, "globalBurst": 100000 });
@@ -148,7 +154,11 @@ fn run(rt: &tokio::runtime::Runtime, mode: &'static str, n: usize, limits: bool,
     let topics_ms = threaded.then(|| {
         let deadline = Instant::now() + Duration::from_secs(if limits { 900 } else { 120 });
         while live_topics().len() < n {
-            assert!(Instant::now() < deadline, "{} of {n} topics", live_topics().len());
+            assert!(
+                Instant::now() < deadline,
+                "{} of {n} topics",
+                live_topics().len()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         t.elapsed().as_millis()
@@ -186,7 +196,11 @@ fn run(rt: &tokio::runtime::Runtime, mode: &'static str, n: usize, limits: bool,
         fake.control()
             .send_text(SendText {
                 text: text.into(),
-                thread_id: if threaded { topic_of.get(&k).copied() } else { None },
+                thread_id: if threaded {
+                    topic_of.get(&k).copied()
+                } else {
+                    None
+                },
                 ..Default::default()
             })
             .unwrap();

@@ -93,17 +93,6 @@ impl Bucket {
             ((1.0 - tokens) / per_sec * 1000.0).ceil() as u64
         }
     }
-
-    #[cfg(test)]
-    fn wait_ms(&self, per_sec: f64) -> u64 {
-        if self.tokens >= 1.0 {
-            0
-        } else if per_sec <= 0.0 {
-            u64::MAX / 4
-        } else {
-            ((1.0 - self.tokens) / per_sec * 1000.0).ceil() as u64
-        }
-    }
 }
 
 /// The share of each configured rate the pacer keeps unused: two sends counted a second apart

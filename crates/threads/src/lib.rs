@@ -213,7 +213,9 @@ mod tests {
         assert_eq!(title("{project} ({slot})", slot("C"), "api"), "api (C)");
         assert_eq!(title("   ", slot("B"), ""), "B · pi");
         assert_eq!(
-            title(DEFAULT_TITLE, slot("D"), &"x".repeat(300)).chars().count(),
+            title(DEFAULT_TITLE, slot("D"), &"x".repeat(300))
+                .chars()
+                .count(),
             128
         );
     }

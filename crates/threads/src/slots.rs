@@ -24,7 +24,7 @@ pub struct Slot(u16);
 impl Slot {
     /// The slot numbered `n` (`None` past the last).
     pub fn nth(n: usize) -> Option<Self> {
-        (n < COUNT).then(|| Self(n as u16))
+        (n < COUNT).then_some(Self(n as u16))
     }
 
     fn single(self) -> bool {
@@ -136,7 +136,10 @@ mod tests {
             assert_eq!(parse(&name), Some(slot), "{name}");
         }
         assert_eq!(Slot::nth(26).map(|s| s.to_string()), Some("AA".into()));
-        assert_eq!(Slot::nth(COUNT - 1).map(|s| s.to_string()), Some("ZZ".into()));
+        assert_eq!(
+            Slot::nth(COUNT - 1).map(|s| s.to_string()),
+            Some("ZZ".into())
+        );
         assert_eq!(Slot::nth(COUNT), None);
     }
 }

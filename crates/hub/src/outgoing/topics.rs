@@ -507,7 +507,9 @@ async fn settle_no_slot(db: &Db, chat: i64, mut labels: Vec<String>) -> Result<b
         };
         let old = said
             .row
-            .map(|r| store::outbox::get(tx, r)).transpose()?.flatten();
+            .map(|r| store::outbox::get(tx, r))
+            .transpose()?
+            .flatten();
         let text = |chat, thread| outbound::Text {
             chat,
             thread,

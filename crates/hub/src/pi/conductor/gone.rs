@@ -162,7 +162,8 @@ fn record_departure(tx: &Connection, d: &Departure, now: i64) -> Result<(), Stor
             tx,
             owner,
             None,
-            &(texts::threaded_gone(label, why, queued, had_topic && (d.disconnected || tidy)) + &resume),
+            &(texts::threaded_gone(label, why, queued, had_topic && (d.disconnected || tidy))
+                + &resume),
             &purpose,
             now,
         )?,
