@@ -59,6 +59,18 @@ async fn handshakes_are_checked() {
     .await
     .unwrap();
     assert_eq!(live, json!([]));
+    // The hub's counters: its store has run transactions, and an instance's attach runs more.
+    let stats = || async {
+        hub::control::request(&hub.paths, wire::ClientMsg::Stats { id: "2".into() }, "2")
+            .await
+            .unwrap()["store_transactions"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = stats().await;
+    assert!(before > 0, "start-up used the store");
+    let _pi = hub.shim("/work/counted", 9).await;
+    assert!(stats().await > before, "an attach is counted");
     hub.stop().await;
 }
 

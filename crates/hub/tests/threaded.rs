@@ -773,6 +773,21 @@ fn seed_offline_topics(hub: &TestHub, n: usize) {
         .unwrap();
 }
 
+/// A hub in Threaded Mode that finds `n` offline pi's topics from before.
+async fn threaded_with_offline_topics(n: usize) -> TestHub {
+    let mut hub = TestHub::prepare(
+        tg_fake::FakeConfig {
+            has_topics_enabled: true,
+            ..tg_fake::FakeConfig::default()
+        },
+        json!({}),
+    )
+    .await;
+    seed_offline_topics(&hub, n);
+    hub.launch().await;
+    hub
+}
+
 /// The bot's messages (sent, not edits) so far, with their words.
 fn bot_sends(hub: &TestHub) -> Vec<String> {
     transcript(hub)
@@ -829,16 +844,7 @@ async fn thirty_pi_get_thirty_topics_single_letters_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_without_a_thread_share_one_notice_edited_as_they_come_and_go() {
-    let mut hub = TestHub::prepare(
-        tg_fake::FakeConfig {
-            has_topics_enabled: true,
-            ..tg_fake::FakeConfig::default()
-        },
-        json!({}),
-    )
-    .await;
-    seed_offline_topics(&hub, threads::slots::COUNT);
-    hub.launch().await;
+    let mut hub = threaded_with_offline_topics(threads::slots::COUNT).await;
     let notice = |hub: &TestHub| -> Vec<(i64, String)> {
         transcript(hub)
             .into_iter()
@@ -882,16 +888,7 @@ async fn pi_without_a_thread_share_one_notice_edited_as_they_come_and_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pi_connecting_among_175_offline_ones_causes_one_message() {
-    let mut hub = TestHub::prepare(
-        tg_fake::FakeConfig {
-            has_topics_enabled: true,
-            ..tg_fake::FakeConfig::default()
-        },
-        json!({}),
-    )
-    .await;
-    seed_offline_topics(&hub, 175);
-    hub.launch().await;
+    let mut hub = threaded_with_offline_topics(175).await;
     let before = bot_sends(&hub).len();
     let _p = hub.shim("/work/newcomer", 6100).await;
     let topic = topic_of(&hub, "newcomer").await;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -942,32 +942,8 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
                 .await;
                 response(id, result)
             }
-            Ok(ClientMsg::Stats { id }) => {
-                let (reply, rx) = oneshot::channel();
-                let data = match conductor.send(ConductorMsg::Stats(reply)).await {
-                    Ok(()) => rx.await.ok(),
-                    Err(_) => None,
-                };
-                HubMsg::Response {
-                    id,
-                    ok: data.is_some(),
-                    data,
-                    error: None,
-                }
-            }
-            Ok(ClientMsg::Instances { id }) => {
-                let (reply, rx) = oneshot::channel();
-                let data = match conductor.send(ConductorMsg::List(reply)).await {
-                    Ok(()) => rx.await.ok(),
-                    Err(_) => None,
-                };
-                HubMsg::Response {
-                    id,
-                    ok: data.is_some(),
-                    data,
-                    error: None,
-                }
-            }
+            Ok(ClientMsg::Stats { id }) => told(&conductor, id, ConductorMsg::Stats).await,
+            Ok(ClientMsg::Instances { id }) => told(&conductor, id, ConductorMsg::List).await,
             Ok(_) => continue,
             Err(e) => {
                 conn.send(&HubMsg::Error {
@@ -982,6 +958,25 @@ async fn control(mut conn: Conn, conductor: mpsc::Sender<ConductorMsg>) {
     }
     drop(conn.out);
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.writer).await;
+}
+
+/// What the conductor tells when asked with `ask`, as the response to request `id`.
+async fn told(
+    conductor: &mpsc::Sender<ConductorMsg>,
+    id: String,
+    ask: fn(oneshot::Sender<Value>) -> ConductorMsg,
+) -> HubMsg {
+    let (reply, rx) = oneshot::channel();
+    let data = match conductor.send(ask(reply)).await {
+        Ok(()) => rx.await.ok(),
+        Err(_) => None,
+    };
+    HubMsg::Response {
+        id,
+        ok: data.is_some(),
+        data,
+        error: None,
+    }
 }
 
 #[cfg(test)]
