@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use store::journal::Outcome;
 use store::outbox::Purpose;
 use store::turns::{self, Lane};
-use store::{StoreError, callbacks, controls, instances, kv};
+use store::{Connection, StoreError, callbacks, controls, instances, kv};
 use telegram::view::{MessageView, UpdateView};
 use threads::events;
 
@@ -266,6 +266,19 @@ fn people_tap(
 }
 
 /// `/start`'s instances: new messages go to this one.
+/// A tap on a chooser whose message went to a pi already: says where, and settles the
+/// chooser.
+fn already_sent(tx: &Connection, turn: i64, at: &Tapped<'_, '_>) -> Result<Tap, StoreError> {
+    let went = turns::get(tx, turn)?
+        .and_then(|t| t.identity)
+        .map(|i| label_of(&i));
+    Ok(
+        Tap::answer(texts::already_sent(went.as_deref()), Outcome::SendTaken)
+            .with_edit(at.settled(texts::chosen_before(went.as_deref())))
+            .replayed_as(texts::already_sent(went.as_deref())),
+    )
+}
+
 fn select(say: &mut Say<'_>, at: &Tapped<'_, '_>, identity: &str) -> Result<Tap, StoreError> {
     let live = instances::live(say.tx)?;
     let tap = match live.iter().find(|i| i.identity == identity) {
@@ -294,14 +307,7 @@ fn send(
 ) -> Result<Tap, StoreError> {
     let tx = say.tx;
     if !turns::assign(tx, turn, to, instead_of)? {
-        let went = turns::get(tx, turn)?
-            .and_then(|t| t.identity)
-            .map(|i| label_of(&i));
-        return Ok(
-            Tap::answer(texts::already_sent(went.as_deref()), Outcome::SendTaken)
-                .with_edit(at.settled(texts::chosen_before(went.as_deref())))
-                .replayed_as(texts::already_sent(went.as_deref())),
-        );
+        return already_sent(tx, turn, at);
     }
     say.after.turns = true;
     let label = label_of(to);
@@ -588,14 +594,7 @@ fn chooser_page(
     let waiting = turns::get(tx, turn)?
         .filter(|t| t.state == turns::TurnState::Queued && t.identity.as_deref() == instead_of);
     if waiting.is_none() {
-        let went = turns::get(tx, turn)?
-            .and_then(|t| t.identity)
-            .map(|i| label_of(&i));
-        return Ok(
-            Tap::answer(texts::already_sent(went.as_deref()), Outcome::SendTaken)
-                .with_edit(at.settled(texts::chosen_before(went.as_deref())))
-                .replayed_as(texts::already_sent(went.as_deref())),
-        );
+        return already_sent(tx, turn, at);
     }
     let live = super::messages::choices(&instances::live(tx)?);
     let rows = menu::chooser(turn, &live, at.thread_id(), instead_of, page);
