@@ -295,12 +295,38 @@ fn run(
     let single_tx = (tx_now() - tx0) as f64 / ONE_AT_A_TIME as f64;
     let single_calls = (s1 - s0) as f64 / ONE_AT_A_TIME as f64;
     lat.sort_unstable();
-    let too_many = fake
-        .control()
-        .requests(0, None)
+    let log = fake.control().requests(0, None);
+    let too_many = log.iter().filter(|r| r.status == Some(429)).count();
+    // Each 429 with the calls to its chat just before it: which caller went too fast.
+    for (i, r) in log
         .iter()
-        .filter(|r| r.status == Some(429))
-        .count();
+        .enumerate()
+        .filter(|(_, r)| r.status == Some(429))
+    {
+        let chat = r.params.get("chat_id").cloned();
+        eprintln!(
+            "429 {mode} {n}: {} chat {chat:?} thread {:?} at {} us: {:?}",
+            r.method,
+            r.params.get("message_thread_id"),
+            r.at_us,
+            r.error
+        );
+        let before: Vec<_> = log[..i]
+            .iter()
+            .rev()
+            .filter(|b| b.params.get("chat_id").cloned() == chat)
+            .take(6)
+            .collect();
+        for b in before.iter().rev() {
+            eprintln!(
+                "    before: {} at {} us ({} us earlier) status {:?}",
+                b.method,
+                b.at_us,
+                r.at_us.saturating_sub(b.at_us),
+                b.status
+            );
+        }
+    }
 
     let _ = hub.kill();
     let _ = hub.wait();
