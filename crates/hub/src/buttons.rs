@@ -192,6 +192,8 @@ pub enum Paged {
     Queue { identity: String },
     /// An instance's saved sessions (`/sessions`; pi is asked for them again).
     Sessions { identity: String },
+    /// `/new`'s folders (looked up again per page).
+    Folders,
     /// The live pi a waiting turn may be sent to; `instead_of`: the one it waits for.
     Chooser {
         turn: i64,
@@ -407,6 +409,10 @@ mod tests {
                     identity: "/a".into(),
                 },
                 page: 4,
+            },
+            Button::Page {
+                of: Paged::Folders,
+                page: 12,
             },
             Button::Page {
                 of: Paged::Chooser {

@@ -2137,3 +2137,84 @@ fn the_chooser_for_200_pi_pages_and_any_page_can_send() {
     let (_, d) = h.tap(OWNER, question, "", &token(&pages[3], "▶"));
     assert_eq!(d.outcome, "send:taken");
 }
+
+#[test]
+fn the_queue_of_200_waiting_prompts_pages_and_every_one_can_be_changed() {
+    let mut h = Hub::with_proj();
+    let (_, running) = h.prompt("running");
+    h.dispatch(running.id);
+    let waiting: Vec<i64> = (0..200)
+        .map(|k| h.prompt(&format!("prompt {k:03} {}", "word ".repeat(40))).1.id)
+        .collect();
+    let (mid, d) = h.write("/queue");
+    let first = h.only_row_of(d.update_id);
+    assert!(text_of(&first).starts_with("Waiting for proj: 200"));
+    let pages = page_through(&mut h, mid, first);
+    assert_eq!(pages.len(), 25);
+    let mut offered: Vec<i64> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| match h.action_of(&t) {
+            Some(Button::Queue {
+                turn,
+                op: QueueOp::Priority,
+            }) => Some(turn),
+            _ => None,
+        })
+        .collect();
+    offered.sort_unstable();
+    assert_eq!(offered, waiting, "every waiting prompt once, by paging");
+    // The numbers count through the whole queue: page 20 starts at 153.
+    assert!(
+        text_of(&pages[19]).contains("\n153. prompt 152"),
+        "{}",
+        text_of(&pages[19])
+    );
+    // A prompt on page 20 goes first; the queue says so on its first page.
+    let label = buttons_of(&pages[19])
+        .into_iter()
+        .map(|(l, _)| l)
+        .find(|l| l.starts_with("155 ⚡"))
+        .unwrap();
+    let (_, d) = h.tap(OWNER, mid, text_of(&pages[19]), &token(&pages[19], &label));
+    assert_eq!(d.outcome, "menu:queue");
+    assert_eq!(h.queue(PROJ)[0], waiting[154]);
+}
+
+#[test]
+fn new_with_200_folders_pages_and_any_page_starts_pi() {
+    let mut h = Hub::with_proj();
+    let root = h._dir.path().join("code");
+    let mut folders: Vec<String> = (0..200)
+        .map(|k| {
+            let f = root.join(format!("project-{k:03}-with-a-longer-name"));
+            std::fs::create_dir_all(&f).unwrap();
+            f.canonicalize().unwrap().display().to_string()
+        })
+        .collect();
+    folders.sort();
+    let cfg = json!({ "workspaces": [root.display().to_string()] });
+    std::fs::write(&h.config, cfg.to_string()).unwrap();
+    let (mid, d) = h.write("/new");
+    assert_eq!(d.outcome, "command:new:picker");
+    let first = h.only_row_of(d.update_id);
+    assert!(text_of(&first).ends_with("Page 1 of 25."), "{}", text_of(&first));
+    let pages = page_through(&mut h, mid, first);
+    assert_eq!(pages.len(), 25);
+    let mut offered: Vec<String> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| match h.action_of(&t) {
+            Some(Button::NewPi { cwd }) => Some(cwd),
+            _ => None,
+        })
+        .collect();
+    offered.sort();
+    assert_eq!(offered, folders, "every folder once, by paging");
+    // Every page offers a new session for the pi of this place, too.
+    assert!(pages.iter().all(|p| buttons_of(p)[0].0 == "🆕 New session for proj"));
+    // A folder on page 20 starts pi there.
+    let label = format!("📁 {}", folders[155]);
+    let (_, d) = h.tap(OWNER, mid, text_of(&pages[19]), &token(&pages[19], &label));
+    assert_eq!(d.outcome, "control:spawn", "{d:?}");
+}

@@ -1002,24 +1002,36 @@ fn short_time(ms: i64) -> String {
 }
 
 /// `/new` without a folder: a new session for the pi of this place (if any), or pi in one of
-/// the offered folders.
-pub fn new_picker(for_pi: Option<(&str, &str)>, folders: &[String], roots: &str) -> View {
+/// the offered folders, [`PER_PAGE`] a page (`page` from 0; a page past the end shows the
+/// last).
+pub fn new_picker(
+    for_pi: Option<(&str, &str)>,
+    folders: &[String],
+    roots: &str,
+    page: usize,
+) -> View {
+    let page = Page::of(folders.len(), PER_PAGE, page);
     let mut rows = Vec::new();
     if let Some((identity, label)) = for_pi {
         rows.push(vec![(
-            format!("🆕 New session for {label}"),
+            format!("🆕 New session for {}", short(label)),
             Button::NewSession {
                 identity: identity.to_owned(),
             },
         )]);
     }
-    for f in folders {
-        rows.push(vec![(format!("📁 {f}"), Button::NewPi { cwd: f.clone() })]);
+    for f in page.slice(folders) {
+        rows.push(vec![(
+            format!("📁 {}", short(f)),
+            Button::NewPi { cwd: f.clone() },
+        )]);
     }
-    View::new(
-        crate::outgoing::texts::new_picker(roots, for_pi.map(|(_, l)| l)),
-        rows,
-    )
+    rows.extend(page.row(page.index, to_page(&Paged::Folders)));
+    let mut text = crate::outgoing::texts::new_picker(roots, for_pi.map(|(_, l)| l));
+    if let Some(line) = page.line() {
+        text.push_str(&format!("\n{line}"));
+    }
+    View::new(text, rows)
 }
 
 /// Help: what the bot does and its commands.
@@ -1662,5 +1674,34 @@ mod tests {
                 page: 1
             }
         );
+    }
+
+    #[test]
+    fn new_pages_200_folders_with_the_new_session_on_every_page() {
+        let folders: Vec<String> = (0..200)
+            .map(|k| format!("/home/someone/code/{}-{k:03}", "long-project-name".repeat(4)))
+            .collect();
+        let all = pages_of(
+            |page| new_picker(Some(("/w/web", "web")), &folders, "~/code", page),
+            is_page,
+        );
+        assert_eq!(all.len(), 25);
+        let offered = all
+            .iter()
+            .flat_map(|v| v.rows.iter().flatten())
+            .filter_map(|(_, b)| match b {
+                Button::NewPi { cwd } => Some(cwd.clone()),
+                _ => None,
+            })
+            .collect();
+        exactly_once(offered, &folders);
+        for v in &all {
+            assert_eq!(labels(v)[0], ["🆕 New session for web"]);
+        }
+        assert!(all[24].text.ends_with("Page 25 of 25."), "{}", all[24].text);
+        // Few folders: one page, no paging row, no page line.
+        let one = new_picker(None, &folders[..3], "~/code", 0);
+        assert_eq!(one.rows.len(), 3);
+        assert!(!one.text.contains("Page"));
     }
 }

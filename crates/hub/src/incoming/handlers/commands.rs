@@ -144,7 +144,26 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, 
             }
         };
     }
-    let identity = target_identity(say.tx, chat, msg.thread_id())?;
+    let view = new_picker(say, chat, msg.thread_id(), 0)?;
+    let owner = msg.from_id().unwrap_or(chat);
+    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
+    say.reply(msg, &view.text, markup, &Purpose::ReplyNew)?;
+    Ok(Outcome::CommandNewPicker)
+}
+
+/// How many folders `/new` offers at most (paged).
+const FOLDERS_OFFERED: usize = 1000;
+
+/// `/new`'s picker for a place (`chat`, `thread`), at `page`: the folders are looked up again
+/// for each page.
+pub(super) fn new_picker(
+    say: &Say<'_>,
+    chat: i64,
+    thread: Option<i64>,
+    page: usize,
+) -> Result<menu::View, StoreError> {
+    let roots = workspace_roots(say.ctx);
+    let identity = target_identity(say.tx, chat, thread)?;
     let live = store::instances::live(say.tx)?;
     let here = identity
         .as_deref()
@@ -154,20 +173,17 @@ fn new(say: &mut Say<'_>, msg: &MessageView<'_>, args: &str) -> Result<Outcome, 
         .into_iter()
         .map(|r| r.cwd)
         .collect();
-    let folders: Vec<String> = crate::pi::workspaces::offered(&roots, &recent, 8)
+    let folders: Vec<String> = crate::pi::workspaces::offered(&roots, &recent, FOLDERS_OFFERED)
         .into_iter()
         .map(|p| p.display().to_string())
         .collect();
     let resolved = crate::pi::workspaces::resolved_roots(&roots);
-    let view = menu::new_picker(
+    Ok(menu::new_picker(
         here.as_ref().map(|(i, l)| (i.as_str(), l.as_str())),
         &folders,
         &crate::pi::workspaces::roots_text(&resolved),
-    );
-    let owner = msg.from_id().unwrap_or(chat);
-    let markup = menu::buttons_markup(say.tx, &say.ctx.clock, owner, &view, say.ctx.now_ms)?;
-    say.reply(msg, &view.text, markup, &Purpose::ReplyNew)?;
-    Ok(Outcome::CommandNewPicker)
+        page,
+    ))
 }
 
 /// A command that is a control for the pi of this place.

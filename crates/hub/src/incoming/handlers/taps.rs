@@ -576,6 +576,15 @@ fn list_page(
         Paged::Chooser { turn, instead_of } => {
             return chooser_page(say, at, *turn, instead_of.as_deref(), page);
         }
+        Paged::Folders => {
+            let view = super::commands::new_picker(say, at.chat, at.thread_id(), page)?;
+            let markup =
+                menu::buttons_markup(say.tx, &say.ctx.clock, at.owner, &view, say.ctx.now_ms)?;
+            return Ok(
+                Tap::answer(texts::page_number(page), Outcome::CommandNewPicker)
+                    .with_edit(Some(Edit::menu((view, markup)))),
+            );
+        }
     };
     let answer = Some(texts::page_number(page));
     menu_section(say, at, identity, section, answer, Some(page))
