@@ -12,6 +12,10 @@ import type { Abort, GetState, PiRequest } from "./wire.ts";
 
 type ThinkingLevel = ReturnType<ExtensionAPI["getThinkingLevel"]>;
 
+/** How many saved sessions `get_sessions` lists, and how much of each first message: the
+ * hub's own list of a headless pi's sessions holds as many (docs/wire-protocol.md). */
+const SESSIONS_LISTED = 500;
+const FIRST_MESSAGE_CHARS = 1000;
 const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /**
@@ -193,10 +197,11 @@ export class Requests {
 					if (!c) return fail("pi has no session");
 					// Where this pi keeps its sessions (a --session-dir or PI_CODING_AGENT_SESSION_DIR too).
 					const list = await sessionManagerClass(c).list(c.cwd, c.sessionManager.getSessionDir());
-					const sessions = list.slice(0, 8).map((x) => ({
+					// As many as the hub's headless list holds; the menu pages them.
+					const sessions = list.slice(0, SESSIONS_LISTED).map((x) => ({
 						path: x.path,
 						name: x.name ?? null,
-						first_message: x.firstMessage,
+						first_message: Array.from(String(x.firstMessage ?? "")).slice(0, FIRST_MESSAGE_CHARS).join(""),
 						modified_ms: x.modified.getTime(),
 					}));
 					this.respond(m.id, true, { sessions, current: c.sessionManager.getSessionFile() ?? null });

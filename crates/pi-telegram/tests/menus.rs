@@ -25,11 +25,16 @@ const COST: [f64; 4] = [1000.0, 2000.0, 100.0, 1250.0];
 /// "Alpha 01" …), every provider served by the fake LLM; pi starts on `default`
 /// (`provider/id`). `settings` are merged into pi's settings.json.
 fn sixty_models(s: &PiSetup, default: &str, settings: Value) {
+    models(s, 15, default, settings);
+}
+
+/// [`sixty_models`] with `per` models per provider.
+fn models(s: &PiSetup, per: u32, default: &str, settings: Value) {
     let agent = s.pi.agent_dir();
     let providers: Map<String, Value> = PROVIDERS
         .iter()
         .map(|p| {
-            let models: Vec<Value> = (1..=15)
+            let models: Vec<Value> = (1..=per)
                 .map(|n| {
                     let title = format!("{}{}", p[..1].to_uppercase(), &p[1..]);
                     json!({
@@ -162,6 +167,71 @@ fn sixty_models_page_eight_at_a_time_and_a_pick_on_page_3_switches_pi() {
     // The page number goes back to the current model's page.
     turn_to(env, id, "▶", "Page 4 of 8");
     turn_to(env, id, "4/8", "Page 3 of 8");
+    assert_eq!(hub.stop(), Some(0));
+}
+
+/// 200 models (50 a provider): every page tg-fake accepts (it refuses texts over 4096
+/// characters and keyboards over 100 buttons), every model on exactly one of 25 pages, and a
+/// pick on page 20 switches pi.
+#[test]
+fn two_hundred_models_are_each_reachable_by_paging_and_a_pick_on_page_20_switches_pi() {
+    let Some(s) = setup() else { return };
+    models(&s, 50, "alpha/alpha-m01", json!({}));
+    let env = &s.env;
+    let mut hub = start(&s);
+    env.spawn_pi(&project(&s.pi, "web"));
+    wait_text(env, "the connected notice", |t| {
+        t.starts_with("pi connected: web")
+    });
+    env.say("/model");
+    let menu = wait_message(env, "the model menu", |t| t.starts_with("Model of web"));
+    assert!(
+        menu.text
+            .as_deref()
+            .unwrap()
+            .ends_with("All 200 models pi can use. Page 1 of 25."),
+        "{:?}",
+        menu.text
+    );
+    let id = menu.message_id;
+    let mut seen = Vec::new();
+    for page in 1..=25 {
+        seen.extend(
+            model_labels(env, id)
+                .into_iter()
+                .map(|l| l.trim_start_matches("✓ ").to_owned()),
+        );
+        turn_to(env, id, "▶", &format!("Page {} of 25.", page % 25 + 1));
+    }
+    seen.sort();
+    let mut all: Vec<String> = PROVIDERS
+        .iter()
+        .flat_map(|p| names(&format!("{}{}", p[..1].to_uppercase(), &p[1..]), 1..=50))
+        .collect();
+    all.sort();
+    assert_eq!(seen, all, "every model once in 25 pages");
+    let refused: Vec<_> = env
+        .fake
+        .control()
+        .requests(0, None)
+        .into_iter()
+        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
+        .map(|r| (r.method, r.error))
+        .collect();
+    assert!(refused.is_empty(), "tg-fake refused {refused:?}");
+    // Page 20 holds Delta 03..Delta 10 (models 153..160); pick one there.
+    for page in 2..=20 {
+        turn_to(env, id, "▶", &format!("Page {page} of 25."));
+    }
+    press(env, id, "Delta 07");
+    wait_for("the switch", 30, || {
+        message(env, id)
+            .text
+            .is_some_and(|t| t.starts_with("✓ Now using delta/delta-m07."))
+    });
+    env.say("which model now");
+    wait_text(env, "the answer", |t| t == "echo: which model now");
+    assert_eq!(model_of(&s, "which model now"), json!("delta-m07"));
     assert_eq!(hub.stop(), Some(0));
 }
 

@@ -363,3 +363,127 @@ fn a_fifo_among_the_session_files_holds_up_nothing() {
         })
     });
 }
+
+/// Copies the one session file of `dir` 199 times, each asking for its own word
+/// (`w000`…`w198`, the newest first), with ids of their own and a second apart; returns the
+/// words, the newest first, the original's (`fig`) last.
+fn two_hundred_sessions(dir: &std::path::Path) -> Vec<String> {
+    let original = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&original).unwrap();
+    let (header, rest) = text.split_once('\n').unwrap();
+    let mut header: Value = serde_json::from_str(header).unwrap();
+    let now = std::time::SystemTime::now();
+    std::fs::File::options()
+        .write(true)
+        .open(&original)
+        .unwrap()
+        .set_modified(now - Duration::from_secs(1000))
+        .unwrap();
+    let mut words = Vec::new();
+    for k in 0..199 {
+        let word = format!("w{k:03}");
+        header["id"] = json!(format!("00000000-0000-4000-8000-{k:012}"));
+        let path = dir.join(format!("copy-{k:03}.jsonl"));
+        let body = rest.replace("remember the word fig", &format!("remember the word {word}"));
+        std::fs::write(&path, format!("{header}\n{body}")).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(now - Duration::from_secs(k + 1))
+            .unwrap();
+        words.push(word);
+    }
+    words.push("fig".into());
+    words
+}
+
+/// 200 saved sessions of a headless pi: `/sessions` pages them (every page accepted by
+/// tg-fake, which refuses texts over 4096 characters and keyboards over 100 buttons), each
+/// session on exactly one of 25 pages, and one from page 20 resumes with its history.
+#[test]
+fn two_hundred_saved_sessions_page_and_one_from_page_20_resumes() {
+    let Some(s) = common::pi::setup() else { return };
+    let env = &s.env;
+    let _hub = env.serve();
+    wait_for("the hub socket", 20, || {
+        env.profile_dir().join("hub.sock").exists()
+    });
+    env.spawn_pi(&common::pi::project(&s.pi, "web"));
+    wait_message(env, "connected", |t| t.starts_with("pi connected: web"));
+    say(env, None, "remember the word fig");
+    wait_message(env, "the first answer", |t| {
+        t.ends_with("echo: remember the word fig")
+    });
+    let words = two_hundred_sessions(&s.pi.session_dir());
+
+    say(env, None, "/sessions");
+    let list = wait_message(env, "the sessions", |t| {
+        t.starts_with("Saved sessions of pi") && t.contains("Page 1 of 25.")
+    });
+    let id = list.message_id;
+    let mut listed = Vec::new();
+    let mut pages = Vec::new();
+    for page in 1..=25 {
+        let shown = common::chat::message(env, id);
+        let text = shown.text.clone().unwrap();
+        assert!(text.contains(&format!("Page {page} of 25.")), "{text}");
+        listed.extend(
+            words
+                .iter()
+                .filter(|w| text.contains(&format!("remember the word {w}")))
+                .cloned(),
+        );
+        pages.push(shown);
+        common::chat::press(env, id, "▶");
+        let next = format!("Page {} of 25.", page % 25 + 1);
+        wait_for(&next, 30, || {
+            common::chat::message(env, id)
+                .text
+                .is_some_and(|t| t.contains(&next))
+        });
+    }
+    listed.sort();
+    let mut all = words.clone();
+    all.sort();
+    assert_eq!(listed, all, "every session once in 25 pages");
+    let refused: Vec<_> = env
+        .fake
+        .control()
+        .requests(0, None)
+        .into_iter()
+        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
+        .map(|r| (r.method, r.error))
+        .collect();
+    assert!(refused.is_empty(), "tg-fake refused {refused:?}");
+    // Newest first: page 20 lists the 153rd..160th, w152..w159; resume w155's.
+    for page in 2..=20 {
+        common::chat::press(env, id, "▶");
+        let next = format!("Page {page} of 25.");
+        wait_for(&next, 30, || {
+            common::chat::message(env, id)
+                .text
+                .is_some_and(|t| t.contains(&next))
+        });
+    }
+    press(env, &common::chat::message(env, id), |l| {
+        l.starts_with('▶') && l.contains("w155")
+    });
+    wait_message(env, "resumed", |t| {
+        t.starts_with("pi web resumed the session you chose")
+    });
+    say(env, None, "and which word?");
+    wait_message(env, "the answer in the resumed session", |t| {
+        t.ends_with("echo: and which word?")
+    });
+    assert!(
+        request_with(&s, "and which word?")["messages"]
+            .to_string()
+            .contains("remember the word w155"),
+        "the resumed session has its history"
+    );
+}

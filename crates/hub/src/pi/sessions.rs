@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-/// How many sessions a list shows.
-pub const MAX_LISTED: usize = 8;
+/// How many sessions a list holds (the menu pages them): with [`FIRST_MESSAGE_CHARS`] the
+/// answer stays well under the wire's line limit.
+pub const MAX_LISTED: usize = 500;
+/// How much of a first message a list carries (the menu shows less).
+pub const FIRST_MESSAGE_CHARS: usize = 1000;
 /// How much of a session file is read for its first message and name.
 const SCAN_BYTES: u64 = 256 * 1024;
 
@@ -95,6 +98,9 @@ fn read_info(path: &Path, cwd: &str, mixed: bool) -> Option<SessionInfo> {
             }
             _ => {}
         }
+    }
+    if let Some((cut, _)) = first_message.char_indices().nth(FIRST_MESSAGE_CHARS) {
+        first_message.truncate(cut);
     }
     Some(SessionInfo {
         path: path.display().to_string(),

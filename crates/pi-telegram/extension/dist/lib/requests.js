@@ -1,6 +1,8 @@
 import { SESSION_COMMAND } from "./commands.js";
 import { errorText } from "./log.js";
 import { modelRef } from "./session.js";
+const SESSIONS_LISTED = 500;
+const FIRST_MESSAGE_CHARS = 1000;
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 function sessionManagerClass(c) {
     const ctor = c.sessionManager.constructor;
@@ -155,10 +157,10 @@ export class Requests {
                     if (!c)
                         return fail("pi has no session");
                     const list = await sessionManagerClass(c).list(c.cwd, c.sessionManager.getSessionDir());
-                    const sessions = list.slice(0, 8).map((x) => ({
+                    const sessions = list.slice(0, SESSIONS_LISTED).map((x) => ({
                         path: x.path,
                         name: x.name ?? null,
-                        first_message: x.firstMessage,
+                        first_message: Array.from(String(x.firstMessage ?? "")).slice(0, FIRST_MESSAGE_CHARS).join(""),
                         modified_ms: x.modified.getTime(),
                     }));
                     this.respond(m.id, true, { sessions, current: c.sessionManager.getSessionFile() ?? null });
