@@ -2144,7 +2144,11 @@ fn the_queue_of_200_waiting_prompts_pages_and_every_one_can_be_changed() {
     let (_, running) = h.prompt("running");
     h.dispatch(running.id);
     let waiting: Vec<i64> = (0..200)
-        .map(|k| h.prompt(&format!("prompt {k:03} {}", "word ".repeat(40))).1.id)
+        .map(|k| {
+            h.prompt(&format!("prompt {k:03} {}", "word ".repeat(40)))
+                .1
+                .id
+        })
         .collect();
     let (mid, d) = h.write("/queue");
     let first = h.only_row_of(d.update_id);
@@ -2198,7 +2202,11 @@ fn new_with_200_folders_pages_and_any_page_starts_pi() {
     let (mid, d) = h.write("/new");
     assert_eq!(d.outcome, "command:new:picker");
     let first = h.only_row_of(d.update_id);
-    assert!(text_of(&first).ends_with("Page 1 of 25."), "{}", text_of(&first));
+    assert!(
+        text_of(&first).ends_with("Page 1 of 25."),
+        "{}",
+        text_of(&first)
+    );
     let pages = page_through(&mut h, mid, first);
     assert_eq!(pages.len(), 25);
     let mut offered: Vec<String> = pages
@@ -2212,7 +2220,11 @@ fn new_with_200_folders_pages_and_any_page_starts_pi() {
     offered.sort();
     assert_eq!(offered, folders, "every folder once, by paging");
     // Every page offers a new session for the pi of this place, too.
-    assert!(pages.iter().all(|p| buttons_of(p)[0].0 == "🆕 New session for proj"));
+    assert!(
+        pages
+            .iter()
+            .all(|p| buttons_of(p)[0].0 == "🆕 New session for proj")
+    );
     // A folder on page 20 starts pi there.
     let label = format!("📁 {}", folders[155]);
     let (_, d) = h.tap(OWNER, mid, text_of(&pages[19]), &token(&pages[19], &label));

@@ -388,7 +388,10 @@ fn two_hundred_sessions(dir: &std::path::Path) -> Vec<String> {
         let word = format!("w{k:03}");
         header["id"] = json!(format!("00000000-0000-4000-8000-{k:012}"));
         let path = dir.join(format!("copy-{k:03}.jsonl"));
-        let body = rest.replace("remember the word fig", &format!("remember the word {word}"));
+        let body = rest.replace(
+            "remember the word fig",
+            &format!("remember the word {word}"),
+        );
         std::fs::write(&path, format!("{header}\n{body}")).unwrap();
         std::fs::File::options()
             .write(true)

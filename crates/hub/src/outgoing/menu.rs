@@ -1679,7 +1679,12 @@ mod tests {
     #[test]
     fn new_pages_200_folders_with_the_new_session_on_every_page() {
         let folders: Vec<String> = (0..200)
-            .map(|k| format!("/home/someone/code/{}-{k:03}", "long-project-name".repeat(4)))
+            .map(|k| {
+                format!(
+                    "/home/someone/code/{}-{k:03}",
+                    "long-project-name".repeat(4)
+                )
+            })
             .collect();
         let all = pages_of(
             |page| new_picker(Some(("/w/web", "web")), &folders, "~/code", page),
