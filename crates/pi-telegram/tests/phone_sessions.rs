@@ -422,7 +422,7 @@ fn two_hundred_saved_sessions_page_and_one_from_page_20_resumes() {
     wait_message(env, "the first answer", |t| {
         t.ends_with("echo: remember the word fig")
     });
-    let words = two_hundred_sessions(&s.pi.session_dir());
+    let words = two_hundred_sessions(s.pi.session_dir());
 
     say(env, None, "/sessions");
     let list = wait_message(env, "the sessions", |t| {
