@@ -629,8 +629,7 @@ fn button_data(
 
 /// Writes in `thread` and taps "Move <label> here", turning the chooser's pages to it.
 fn move_here_paging(env: &Env, thread: i64, label: &str) {
-    let sent = env
-        .fake
+    env.fake
         .control()
         .send_text(SendText {
             text: "this one is yours".into(),
@@ -638,7 +637,6 @@ fn move_here_paging(env: &Env, thread: i64, label: &str) {
             ..Default::default()
         })
         .unwrap();
-    let _ = sent;
     let want = format!("Move {label} here");
     let chooser = || {
         env.fake
@@ -646,8 +644,7 @@ fn move_here_paging(env: &Env, thread: i64, label: &str) {
             .transcript(Some(OWNER), ThreadFilter::Thread(thread), None)
             .unwrap()
             .into_iter()
-            .filter(|m| m.from_bot && m.reply_markup.is_some())
-            .last()
+            .rfind(|m| m.from_bot && m.reply_markup.is_some())
     };
     wait_for("the chooser in the topic", 20, || chooser().is_some());
     for _ in 0..30 {
