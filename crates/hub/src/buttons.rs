@@ -163,11 +163,17 @@ pub enum Button {
     RemovePerson {
         /// Their user id.
         user: i64,
+        /// The page of `/people` it is on (shown again after).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        page: usize,
     },
     /// `/people`: this invite's code no longer works.
     RevokeInvite {
         /// The invite.
         invite: i64,
+        /// The page of `/people` it is on.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        page: usize,
     },
     /// A button of a question that was settled: it only says how (a double tap, data sent
     /// again). The settling tap rewrites every button of the question into this.
@@ -175,6 +181,10 @@ pub enum Button {
         /// What a tap on it is told.
         answer: String,
     },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A list shown a page at a time: what it needs to be shown again at another page.
@@ -194,6 +204,8 @@ pub enum Paged {
     Sessions { identity: String },
     /// `/new`'s folders (looked up again per page).
     Folders,
+    /// `/people`'s people.
+    People,
     /// The live pi a waiting turn may be sent to; `instead_of`: the one it waits for.
     Chooser {
         turn: i64,
@@ -414,6 +426,12 @@ mod tests {
                 of: Paged::Folders,
                 page: 12,
             },
+            Button::Page {
+                of: Paged::People,
+                page: 3,
+            },
+            Button::RemovePerson { user: 7, page: 0 },
+            Button::RevokeInvite { invite: 2, page: 5 },
             Button::Page {
                 of: Paged::Chooser {
                     turn: 5,

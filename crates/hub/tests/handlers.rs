@@ -2230,3 +2230,59 @@ fn new_with_200_folders_pages_and_any_page_starts_pi() {
     let (_, d) = h.tap(OWNER, mid, text_of(&pages[19]), &token(&pages[19], &label));
     assert_eq!(d.outcome, "control:spawn", "{d:?}");
 }
+
+#[test]
+fn people_with_200_people_page_and_removing_one_keeps_its_page() {
+    let mut h = Hub::with_proj();
+    let ids: Vec<i64> = (0..200).map(|k| 7_000_000 + k).collect();
+    let people: serde_json::Map<String, Value> = ids
+        .iter()
+        .map(|id| (id.to_string(), json!("member")))
+        .collect();
+    std::fs::write(&h.config, json!({ "people": people }).to_string()).unwrap();
+    let (mid, d) = h.write("/people");
+    let first = h.only_row_of(d.update_id);
+    assert!(
+        text_of(&first).ends_with("Page 1 of 25."),
+        "{}",
+        text_of(&first)
+    );
+    let pages = page_through(&mut h, mid, first);
+    assert_eq!(pages.len(), 25);
+    let mut removable: Vec<i64> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| match h.action_of(&t) {
+            Some(Button::RemovePerson { user, .. }) => Some(user),
+            _ => None,
+        })
+        .collect();
+    removable.sort_unstable();
+    assert_eq!(removable, ids, "every person once, by paging");
+    let listed = pages
+        .iter()
+        .flat_map(|p| text_of(p).lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.contains("member, from telegram.json"))
+        .count();
+    assert_eq!(listed, 200);
+    // Removing one on page 20 shows page 20 again, without them.
+    let page = &pages[19];
+    let label = format!("✖ Remove user {}", ids[155]);
+    let (_, d) = h.tap(OWNER, mid, text_of(page), &token(page, &label));
+    assert_eq!(d.outcome, "people:removed");
+    // The person removed is told; the list is edited.
+    let rows = h.rows_of(d.update_id);
+    assert!(rows.iter().any(|r| r.chat_id == ids[155]), "{rows:#?}");
+    let after = rows
+        .into_iter()
+        .find(|r| r.method() == "editMessageText")
+        .unwrap();
+    assert!(
+        text_of(&after).contains("Page 20 of 25."),
+        "{}",
+        text_of(&after)
+    );
+    assert!(!text_of(&after).contains(&ids[155].to_string()));
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&h.config).unwrap()).unwrap();
+    assert_eq!(file["people"].as_object().unwrap().len(), 199);
+}

@@ -65,12 +65,12 @@ impl Page {
     }
 
     /// `Page 2 of 13.`; `None` for a list that fits one page.
-    fn line(self) -> Option<String> {
+    pub fn line(self) -> Option<String> {
         (self.count > 1).then(|| texts::page_of(self.index, self.count))
     }
 
     /// ◀ n/N ▶ (round), the middle one going to page `middle`; `None` for a single page.
-    fn row(self, middle: usize, to: impl Fn(usize) -> Button) -> Option<Vec<(String, Button)>> {
+    pub fn row(self, middle: usize, to: impl Fn(usize) -> Button) -> Option<Vec<(String, Button)>> {
         (self.count > 1).then(|| {
             vec![
                 ("◀".into(), to((self.index + self.count - 1) % self.count)),
@@ -82,7 +82,7 @@ impl Page {
 }
 
 /// A paging button of `list`.
-fn to_page(list: &Paged) -> impl Fn(usize) -> Button + '_ {
+pub fn to_page(list: &Paged) -> impl Fn(usize) -> Button + '_ {
     move |page| Button::Page {
         of: list.clone(),
         page,
@@ -90,7 +90,7 @@ fn to_page(list: &Paged) -> impl Fn(usize) -> Button + '_ {
 }
 
 /// A label or folder as a list line shows it.
-fn short(s: &str) -> String {
+pub fn short(s: &str) -> String {
     crate::outgoing::activity::clip(s, LINE_CHARS)
 }
 

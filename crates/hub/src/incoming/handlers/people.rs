@@ -17,8 +17,8 @@ use telegram::view::{MessageView, UpdateKind, UpdateView};
 use super::{HandlerCtx, Say, commands, messages, queue, taps};
 use crate::buttons::{Button, Paged, Section};
 use crate::config::ConfigFile;
-use crate::outgoing::outbound;
 use crate::outgoing::texts::people as words;
+use crate::outgoing::{menu, outbound};
 
 /// Wrong invite codes one sender may send while invites are open (per invite opened).
 const INVITE_ATTEMPTS: i64 = crate::pairing::CODE_ATTEMPTS;
@@ -345,8 +345,10 @@ pub(super) fn may_tap(
     })
 }
 
-/// `/people` as text and buttons, for the owner.
-pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreError> {
+/// `/people` as text and buttons, for the owner: the people [`menu::PER_PAGE`] a page (`page`
+/// from 0; a page past the end shows the last), the open invites and the invite buttons on
+/// every page.
+pub(super) fn view(say: &Say<'_>, owner: i64, page: usize) -> Result<(String, Value), StoreError> {
     let (tx, ctx) = (say.tx, say.ctx);
     let stored = table::list(tx)?;
     let listed = listed(ctx);
@@ -376,8 +378,10 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
                 controls: false,
             }),
     );
+    let page = menu::Page::of(people.len(), menu::PER_PAGE, page);
+    let shown = page.slice(&people);
     let invites = table::usable_invites(tx, ctx.now_ms)?;
-    let lines: Vec<words::Line<'_>> = people
+    let lines: Vec<words::Line<'_>> = shown
         .iter()
         .map(|p| words::Line {
             name: &p.name,
@@ -386,25 +390,35 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
             listed: p.listed,
         })
         .collect();
-    let text = words::people(&lines, invites.len());
+    let mut text = words::people(&lines, invites.len());
+    if let Some(line) = page.line() {
+        text.push_str(&format!("\n{line}"));
+    }
     let ttl = outbound::BUTTON_TTL_MS;
     let button = |label: &str, action: &Button| {
         outbound::button(tx, &ctx.clock, owner, label, action, ctx.now_ms, ttl)
     };
     let mut rows = Vec::new();
-    for p in &people {
-        let label = format!("✖ Remove {}", p.name);
-        rows.push(json!([button(
-            &label,
-            &Button::RemovePerson { user: p.user_id }
-        )?]));
+    for p in shown {
+        let label = format!("✖ Remove {}", menu::short(&p.name));
+        let remove = Button::RemovePerson {
+            user: p.user_id,
+            page: page.index,
+        };
+        rows.push(json!([button(&label, &remove)?]));
+    }
+    if let Some(paging) = page.row(page.index, menu::to_page(&Paged::People)) {
+        let row: Result<Vec<Value>, StoreError> =
+            paging.iter().map(|(l, b)| button(l, b)).collect();
+        rows.push(Value::Array(row?));
     }
     for i in &invites {
         let label = format!("Withdraw the {} invite", words::role_name(i.role));
-        rows.push(json!([button(
-            &label,
-            &Button::RevokeInvite { invite: i.id }
-        )?]));
+        let revoke = Button::RevokeInvite {
+            invite: i.id,
+            page: page.index,
+        };
+        rows.push(json!([button(&label, &revoke)?]));
     }
     rows.push(json!([
         button("➕ Invite a member", &Button::Invite { role: Role::Member })?,
@@ -416,7 +430,7 @@ pub(super) fn view(say: &Say<'_>, owner: i64) -> Result<(String, Value), StoreEr
 /// `/people` (the owner's).
 pub(super) fn list(say: &mut Say<'_>, msg: &MessageView<'_>) -> Result<Outcome, StoreError> {
     let owner = msg.from_id().unwrap_or_default();
-    let (text, markup) = view(say, owner)?;
+    let (text, markup) = view(say, owner, 0)?;
     say.reply(msg, &text, Some(markup), &Purpose::ReplyPeople)?;
     Ok(Outcome::PeopleList)
 }

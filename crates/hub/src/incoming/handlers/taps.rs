@@ -202,14 +202,14 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
             let line = format!("→ {answer}");
             Ok(Tap::answer(answer, outcome).with_edit(at.settled(line)))
         }
-        Button::Invite { role } => {
-            people_tap(say, at, |say| super::people::invite(say, at.owner, *role))
+        Button::Invite { role } => people_tap(say, at, 0, |say| {
+            super::people::invite(say, at.owner, *role)
+        }),
+        Button::RemovePerson { user, page } => {
+            people_tap(say, at, *page, |say| super::people::remove(say, *user))
         }
-        Button::RemovePerson { user } => {
-            people_tap(say, at, |say| super::people::remove(say, *user))
-        }
-        Button::RevokeInvite { invite } => {
-            people_tap(say, at, |say| super::people::revoke(say, *invite))
+        Button::RevokeInvite { invite, page } => {
+            people_tap(say, at, *page, |say| super::people::revoke(say, *invite))
         }
         Button::Select { identity } => select(say, at, identity),
         Button::Send {
@@ -258,10 +258,11 @@ fn button(say: &mut Say<'_>, action: &Button, at: &Tapped<'_, '_>) -> Result<Tap
 fn people_tap(
     say: &mut Say<'_>,
     at: &Tapped<'_, '_>,
+    page: usize,
     act: impl FnOnce(&mut Say<'_>) -> Result<(String, Outcome), StoreError>,
 ) -> Result<Tap, StoreError> {
     let (answer, outcome) = act(say)?;
-    let (text, markup) = super::people::view(say, at.owner)?;
+    let (text, markup) = super::people::view(say, at.owner, page)?;
     Ok(Tap::answer(answer, outcome).with_edit(Some(Edit::plain(text, Some(markup)))))
 }
 
@@ -575,6 +576,11 @@ fn list_page(
         }
         Paged::Chooser { turn, instead_of } => {
             return chooser_page(say, at, *turn, instead_of.as_deref(), page);
+        }
+        Paged::People => {
+            let (text, markup) = super::people::view(say, at.owner, page)?;
+            return Ok(Tap::answer(texts::page_number(page), Outcome::PeopleList)
+                .with_edit(Some(Edit::plain(text, Some(markup)))));
         }
         Paged::Folders => {
             let view = super::commands::new_picker(say, at.chat, at.thread_id(), page)?;
