@@ -189,13 +189,19 @@ impl Pacer {
 
     /// A call [`Pacer::begin`] started is over: counted now, when Telegram has counted it.
     pub fn end(&mut self, chat: Option<i64>, now_ms: u64) {
+        self.release(chat);
+        self.consume(chat, now_ms);
+    }
+
+    /// A call [`Pacer::begin`] started was not made after all (its files were gone, it could
+    /// not be read): its token is free again, uncounted.
+    pub fn release(&mut self, chat: Option<i64>) {
         if let Some(n) = self.in_flight.get_mut(&chat) {
             *n -= 1;
             if *n == 0 {
                 self.in_flight.remove(&chat);
             }
         }
-        self.consume(chat, now_ms);
     }
 
     /// Counts a send to `chat` (call once `ready_in` is zero).
@@ -250,6 +256,14 @@ mod tests {
         p.end(Some(1), 400);
         // Counted at its end: the next token is a paced interval after it.
         assert_eq!(p.ready_in(Some(1), 400), Duration::from_millis(1021 - 400));
+        assert!(p.in_flight.is_empty());
+        // A call begun and not made gives its token back, uncounted.
+        let before = p.ready_in(Some(1), 1500);
+        assert_eq!(before, Duration::ZERO, "one token again");
+        p.begin(Some(1));
+        assert!(p.ready_in(Some(1), 1500) > before);
+        p.release(Some(1));
+        assert_eq!(p.ready_in(Some(1), 1500), before);
         assert!(p.in_flight.is_empty());
     }
 

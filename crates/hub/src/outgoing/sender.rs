@@ -106,6 +106,10 @@ impl Handoff {
     /// Every send counted after this judgement is of a row still open in the store when it was
     /// made (the sender counts a send when its call is over, and marks it sent after that), so
     /// nothing of the row's chat was claimable behind it.
+    ///
+    /// The claimed row's token is taken here, under the same lock as the judgement (see
+    /// `pick_and_mark`). A transaction that fails after the claim keeps it taken: a failed
+    /// write ends the conductor, and the hub with it.
     pub fn claim(
         tx: &store::Connection,
         opening: Opening,
@@ -154,9 +158,10 @@ pub async fn run(
         }
         let now = db.now_ms();
         // The row is picked and marked `sending` in one transaction (one store call less on
-        // an answer's way out), judged by a copy of the pacer: the real one counts the send
-        // when its call is over (`send_one`).
-        let mut pace = pacer.lock().await.clone();
+        // an answer's way out), judged by the pacer and its token taken under one lock
+        // (`pick_and_mark`), so that the topics task cannot judge the same token free before
+        // the call begins; the send is counted when its call is over (`send_one`).
+        let mut pace = pacer.clone().lock_owned().await;
         let ((chosen, mut wait), commit) = db
             .write_numbered(
                 Durability::Lazy,
@@ -295,6 +300,8 @@ fn pick_and_mark(
                 }
             }
             outbox::mark_sending(tx, row.id, now)?;
+            // Under way from now: its token is held until `send_one` counts or releases it.
+            pace.begin(pace_key(&row));
             // The row as the sender gets it: what it now is in the store.
             row.state = outbox::State::Sending;
             return Ok((Some(row), None));
@@ -483,9 +490,11 @@ async fn send_one(
         "outbox row {id} is sent while {}",
         row.state
     ) {
+        pacer.lock().await.release(pace_key(&row));
         return Ok(());
     }
     let Some((plan, message, call)) = readable(&row, notifications) else {
+        pacer.lock().await.release(pace_key(&row));
         return unreadable(db, &row).await;
     };
     let attempt = match read_uploads(&message).await {
@@ -497,7 +506,6 @@ async fn send_one(
             } else {
                 call.params
             };
-            pacer.lock().await.begin(pace_key(&row));
             let result = if files.is_empty() {
                 client.call(call.method, &params).await
             } else {
@@ -511,6 +519,9 @@ async fn send_one(
     };
     let now = db.now_ms();
     let called = matches!(attempt, Attempt::Called(_));
+    if !called {
+        pacer.lock().await.release(pace_key(&row));
+    }
     if called {
         // Counted when the call is over: Telegram counts a message when it arrives, which is
         // before its answer, and this sender makes one call at a time, so the next message

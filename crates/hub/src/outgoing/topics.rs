@@ -59,17 +59,18 @@ impl ClientTopics {
 
     async fn paced(&self, chat: i64) {
         loop {
-            let wait = self
-                .pacer
-                .lock()
-                .await
-                .ready_in(Some(chat), self.clock.now_ms() as u64);
-            if wait.is_zero() {
-                // Under way until `called`: the sender sees it, and it is counted at its end as
-                // the sender's calls are (one view of the budget for both).
-                self.pacer.lock().await.begin(Some(chat));
-                return;
-            }
+            let wait = {
+                let mut pacer = self.pacer.lock().await;
+                let wait = pacer.ready_in(Some(chat), self.clock.now_ms() as u64);
+                if wait.is_zero() {
+                    // Under way until `called`, judged and taken under one lock: the sender
+                    // sees it, and it is counted at its end as the sender's calls are (one
+                    // view of the budget for both).
+                    pacer.begin(Some(chat));
+                    return;
+                }
+                wait
+            };
             tokio::time::sleep(wait).await;
         }
     }
