@@ -2062,6 +2062,17 @@ fn page_through(h: &mut Hub, message: i64, first: OutboxRow) -> Vec<OutboxRow> {
     }
 }
 
+/// What `pick` finds among the buttons of every page, sorted.
+fn found_on<T: Ord>(h: &Hub, pages: &[OutboxRow], pick: impl Fn(Button) -> Option<T>) -> Vec<T> {
+    let mut found: Vec<T> = pages
+        .iter()
+        .flat_map(buttons_of)
+        .filter_map(|(_, t)| h.action_of(&t).and_then(&pick))
+        .collect();
+    found.sort();
+    found
+}
+
 #[test]
 fn start_with_200_pi_pages_the_instances_and_every_one_can_be_selected() {
     let (mut h, all) = with_many(200);
@@ -2071,15 +2082,10 @@ fn start_with_200_pi_pages_the_instances_and_every_one_can_be_selected() {
     assert!(text_of(&first).contains("200 pi instances. Page 1 of 25."));
     let pages = page_through(&mut h, mid, first.clone());
     assert_eq!(pages.len(), 25);
-    let mut selectable: Vec<String> = pages
-        .iter()
-        .flat_map(buttons_of)
-        .filter_map(|(_, t)| match h.action_of(&t) {
-            Some(Button::Select { identity }) => Some(identity),
-            _ => None,
-        })
-        .collect();
-    selectable.sort();
+    let selectable: Vec<String> = found_on(&h, &pages, |b| match b {
+        Button::Select { identity } => Some(identity),
+        _ => None,
+    });
     assert_eq!(selectable, all, "every pi once, by paging");
     // ◀ on the first page goes round to the last.
     let (_, d) = h.tap(OWNER, mid, text_of(&first), &token(&first, "◀"));
@@ -2119,15 +2125,10 @@ fn the_chooser_for_200_pi_pages_and_any_page_can_send() {
             .iter()
             .all(|p| p.method() == "editMessageReplyMarkup")
     );
-    let mut offered: Vec<String> = pages
-        .iter()
-        .flat_map(buttons_of)
-        .filter_map(|(_, t)| match h.action_of(&t) {
-            Some(Button::Send { to, turn: n, .. }) if n == turn.id => Some(to),
-            _ => None,
-        })
-        .collect();
-    offered.sort();
+    let offered: Vec<String> = found_on(&h, &pages, |b| match b {
+        Button::Send { to, turn: n, .. } if n == turn.id => Some(to),
+        _ => None,
+    });
     assert_eq!(offered, all, "every pi once, by paging");
     // A pi on page 20 takes it; a page tap after that only hears where it went.
     let page = &pages[19];
@@ -2155,18 +2156,13 @@ fn the_queue_of_200_waiting_prompts_pages_and_every_one_can_be_changed() {
     assert!(text_of(&first).starts_with("Waiting for proj: 200"));
     let pages = page_through(&mut h, mid, first);
     assert_eq!(pages.len(), 25);
-    let mut offered: Vec<i64> = pages
-        .iter()
-        .flat_map(buttons_of)
-        .filter_map(|(_, t)| match h.action_of(&t) {
-            Some(Button::Queue {
-                turn,
-                op: QueueOp::Priority,
-            }) => Some(turn),
-            _ => None,
-        })
-        .collect();
-    offered.sort_unstable();
+    let offered: Vec<i64> = found_on(&h, &pages, |b| match b {
+        Button::Queue {
+            turn,
+            op: QueueOp::Priority,
+        } => Some(turn),
+        _ => None,
+    });
     assert_eq!(offered, waiting, "every waiting prompt once, by paging");
     // The numbers count through the whole queue: page 20 starts at 153.
     assert!(
@@ -2209,15 +2205,10 @@ fn new_with_200_folders_pages_and_any_page_starts_pi() {
     );
     let pages = page_through(&mut h, mid, first);
     assert_eq!(pages.len(), 25);
-    let mut offered: Vec<String> = pages
-        .iter()
-        .flat_map(buttons_of)
-        .filter_map(|(_, t)| match h.action_of(&t) {
-            Some(Button::NewPi { cwd }) => Some(cwd),
-            _ => None,
-        })
-        .collect();
-    offered.sort();
+    let offered: Vec<String> = found_on(&h, &pages, |b| match b {
+        Button::NewPi { cwd } => Some(cwd),
+        _ => None,
+    });
     assert_eq!(offered, folders, "every folder once, by paging");
     // Every page offers a new session for the pi of this place, too.
     assert!(
@@ -2249,15 +2240,10 @@ fn people_with_200_people_page_and_removing_one_keeps_its_page() {
     );
     let pages = page_through(&mut h, mid, first);
     assert_eq!(pages.len(), 25);
-    let mut removable: Vec<i64> = pages
-        .iter()
-        .flat_map(buttons_of)
-        .filter_map(|(_, t)| match h.action_of(&t) {
-            Some(Button::RemovePerson { user, .. }) => Some(user),
-            _ => None,
-        })
-        .collect();
-    removable.sort_unstable();
+    let removable: Vec<i64> = found_on(&h, &pages, |b| match b {
+        Button::RemovePerson { user, .. } => Some(user),
+        _ => None,
+    });
     assert_eq!(removable, ids, "every person once, by paging");
     let listed = pages
         .iter()

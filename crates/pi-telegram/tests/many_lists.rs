@@ -7,43 +7,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::time::Duration;
-
-use common::chat::{buttons, message, press, wait_message};
+use common::chat::{buttons, message, press, refused, wait_message};
+use common::shim::{Shim, hello};
 use common::{Env, wait_for};
 use serde_json::{Value, json};
-
-/// The extension's side of `hub.sock`: connected, and deaf to the turns it is given (the first
-/// turn keeps its pi busy for good).
-struct Instance {
-    _stream: UnixStream,
-}
-
-impl Instance {
-    fn connect(env: &Env, pid: i64, cwd: &str) -> Self {
-        let mut stream = UnixStream::connect(env.profile_dir().join("hub.sock")).unwrap();
-        let secret = std::fs::read_to_string(env.profile_dir().join("hub.secret")).unwrap();
-        let hello = json!({ "type": "hello", "protocol": 1, "role": "instance", "secret": secret.trim(),
-            "pid": pid, "cwd": cwd, "mode": "tui", "session_id": format!("s{pid}"), "idle": true,
-            "pending": false, "received_turns": [], "completed_turns": [] });
-        stream.write_all(format!("{hello}\n").as_bytes()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(reader.read_line(&mut line).unwrap() > 0, "the hub closed");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["type"] == "welcome" {
-                return Self { _stream: stream };
-            }
-        }
-    }
-}
 
 /// Turns the pages of menu `id` with ▶ from page 1 of `pages` round to page 1 again; returns
 /// every page's text and button labels.
@@ -61,17 +28,6 @@ fn page_through(env: &Env, id: i64, pages: usize) -> Vec<(String, Vec<String>)> 
         });
     }
     seen
-}
-
-/// Every call tg-fake answered with an error (none expected).
-fn refused(env: &Env) -> Vec<(String, Option<String>)> {
-    env.fake
-        .control()
-        .requests(0, None)
-        .into_iter()
-        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
-        .map(|r| (r.method, r.error))
-        .collect()
 }
 
 #[test]
@@ -96,10 +52,17 @@ fn start_new_and_queue_with_200_entries_page_within_telegrams_limits() {
         env.profile_dir().join("hub.sock").exists()
     });
     let labels: Vec<String> = (0..200).map(|k| format!("pi{k:03}")).collect();
-    let _pis: Vec<Instance> = labels
+    // Connected, and deaf to the turns they are given: the first keeps its pi busy for good.
+    let _pis: Vec<Shim> = labels
         .iter()
         .enumerate()
-        .map(|(k, l)| Instance::connect(&env, 7000 + k as i64, &format!("/work/{l}")))
+        .map(|(k, l)| {
+            let pid = 7000 + k as i64;
+            Shim::connect(
+                &env,
+                &hello(&env, &format!("/work/{l}"), pid, json!([]), json!([])),
+            )
+        })
         .collect();
     // (`status` shows the 20 most recent instances: the store has them all.)
     let live = || env.open_store().read(store::instances::live).unwrap();

@@ -210,14 +210,7 @@ fn two_hundred_models_are_each_reachable_by_paging_and_a_pick_on_page_20_switche
         .collect();
     all.sort();
     assert_eq!(seen, all, "every model once in 25 pages");
-    let refused: Vec<_> = env
-        .fake
-        .control()
-        .requests(0, None)
-        .into_iter()
-        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
-        .map(|r| (r.method, r.error))
-        .collect();
+    let refused = common::chat::refused(env);
     assert!(refused.is_empty(), "tg-fake refused {refused:?}");
     // Page 20 holds Delta 03..Delta 10 (models 153..160); pick one there.
     for page in 2..=20 {

@@ -454,14 +454,7 @@ fn two_hundred_saved_sessions_page_and_one_from_page_20_resumes() {
     let mut all = words.clone();
     all.sort();
     assert_eq!(listed, all, "every session once in 25 pages");
-    let refused: Vec<_> = env
-        .fake
-        .control()
-        .requests(0, None)
-        .into_iter()
-        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
-        .map(|r| (r.method, r.error))
-        .collect();
+    let refused = common::chat::refused(env);
     assert!(refused.is_empty(), "tg-fake refused {refused:?}");
     // Newest first: page 20 lists the 153rd..160th, w152..w159; resume w155's.
     for page in 2..=20 {

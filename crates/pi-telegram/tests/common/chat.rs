@@ -84,3 +84,14 @@ pub fn press(env: &Env, id: i64, label: &str) {
         })
         .unwrap();
 }
+
+/// Every call tg-fake answered with an error: `(method, description)`.
+pub fn refused(env: &Env) -> Vec<(String, Option<String>)> {
+    env.fake
+        .control()
+        .requests(0, None)
+        .into_iter()
+        .filter(|r| r.status != Some(200) && r.method != "getUpdates")
+        .map(|r| (r.method, r.error))
+        .collect()
+}
